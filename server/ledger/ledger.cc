@@ -1,0 +1,469 @@
+#include "server/ledger/ledger.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace fitledger {
+
+bool AccountingPolicy::Accounts(absl::string_view resource) const {
+  if (all) return true;
+  return std::find(managed.begin(), managed.end(), resource) != managed.end();
+}
+
+Ledger::Ledger(AccountingPolicy policy, ScoringStrategy scoring)
+    : policy_(std::move(policy)), scoring_(scoring) {}
+
+// --- Fit ---
+
+FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
+                            const Resources* released) const {
+  FitResult result;
+  const Resources& alloc = node.allocatable;
+  auto fail = [&result](absl::string_view reason, bool unresolvable) {
+    result.fits = false;
+    result.reasons.emplace_back(reason);
+    if (unresolvable) result.unresolvable = true;
+  };
+  auto used = [&](int64_t confirmed, int64_t assumed, int64_t freed) {
+    return confirmed + assumed - freed;
+  };
+  if (policy_.all) {
+    int64_t pods = used(node.confirmed.pods, node.assumed.pods, released ? released->pods : 0);
+    if (pods + 1 > alloc.pods) fail("Too many pods", alloc.pods < 1);
+  }
+  if (requests.milli_cpu == 0 && requests.memory_bytes == 0 &&
+      requests.ephemeral_storage_bytes == 0 && requests.scalars.empty()) {
+    return result;
+  }
+  auto check = [&](absl::string_view name, int64_t want, int64_t allocatable, int64_t in_use) {
+    if (want <= 0 || !policy_.Accounts(name)) return;
+    if (want > allocatable - in_use) fail(absl::StrCat("Insufficient ", name), want > allocatable);
+  };
+  check(kResourceCpu, requests.milli_cpu, alloc.milli_cpu,
+        used(node.confirmed.milli_cpu, node.assumed.milli_cpu, released ? released->milli_cpu : 0));
+  check(kResourceMemory, requests.memory_bytes, alloc.memory_bytes,
+        used(node.confirmed.memory_bytes, node.assumed.memory_bytes,
+             released ? released->memory_bytes : 0));
+  check(kResourceEphemeralStorage, requests.ephemeral_storage_bytes, alloc.ephemeral_storage_bytes,
+        used(node.confirmed.ephemeral_storage_bytes, node.assumed.ephemeral_storage_bytes,
+             released ? released->ephemeral_storage_bytes : 0));
+  for (const auto& [name, want] : requests.scalars) {
+    check(name, want, alloc.Get(name),
+          used(node.confirmed.Get(name), node.assumed.Get(name), released ? released->Get(name) : 0));
+  }
+  return result;
+}
+
+FilterResult Ledger::Filter(const Resources& requests,
+                            absl::Span<const std::string> node_names) const {
+  FilterResult out;
+  out.fits.reserve(node_names.size());
+  ReaderMutexLock lock(&mu_);
+  for (size_t i = 0; i < node_names.size(); ++i) {
+    auto it = nodes_.find(node_names[i]);
+    if (it == nodes_.end() || !it->second.known) {
+      out.failed.emplace_back(i, "node not found");
+      continue;
+    }
+    FitResult fit = FitLocked(it->second, requests, nullptr);
+    if (fit.fits) {
+      out.fits.push_back(i);
+    } else if (fit.unresolvable) {
+      out.unresolvable.emplace_back(i, absl::StrJoin(fit.reasons, ", "));
+    } else {
+      out.failed.emplace_back(i, absl::StrJoin(fit.reasons, ", "));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<FitResult> Ledger::Fit(const Resources& requests,
+                                      const std::string& node_name) const {
+  ReaderMutexLock lock(&mu_);
+  auto it = nodes_.find(node_name);
+  if (it == nodes_.end() || !it->second.known) {
+    return absl::NotFoundError(absl::StrCat("node ", node_name, " not found"));
+  }
+  return FitLocked(it->second, requests, nullptr);
+}
+
+std::vector<int64_t> Ledger::Prioritize(const Resources& requests,
+                                        absl::Span<const std::string> node_names) const {
+  constexpr int64_t kMaxScore = 10;
+  // Like NodeResourcesFit's scoring: cpu and memory with weight 1, and a pod that requests
+  // nothing counts as 100m cpu / 200Mi memory so empty pods still spread.
+  std::vector<std::string> names;
+  Resources want = requests;
+  if (policy_.all) {
+    names = {std::string(kResourceCpu), std::string(kResourceMemory)};
+    if (want.milli_cpu == 0) want.milli_cpu = 100;
+    if (want.memory_bytes == 0) want.memory_bytes = 200 * 1024 * 1024;
+  } else {
+    names = policy_.managed;
+  }
+  std::vector<int64_t> scores(node_names.size(), 0);
+  if (names.empty()) return scores;
+  ReaderMutexLock lock(&mu_);
+  for (size_t i = 0; i < node_names.size(); ++i) {
+    auto it = nodes_.find(node_names[i]);
+    if (it == nodes_.end() || !it->second.known) continue;
+    const NodeState& node = it->second;
+    int64_t sum = 0;
+    for (const std::string& name : names) {
+      int64_t capacity = node.allocatable.Get(name);
+      if (capacity <= 0) continue;
+      int64_t requested = node.confirmed.Get(name) + node.assumed.Get(name) + want.Get(name);
+      if (scoring_ == ScoringStrategy::kLeastAllocated) {
+        sum += requested > capacity ? 0 : (capacity - requested) * kMaxScore / capacity;
+      } else {
+        sum += requested > capacity ? kMaxScore : requested * kMaxScore / capacity;
+      }
+    }
+    scores[i] = sum / static_cast<int64_t>(names.size());
+  }
+  return scores;
+}
+
+std::map<std::string, std::vector<std::string>> Ledger::Preempt(
+    const Resources& requests,
+    const std::map<std::string, std::vector<std::string>>& candidates) const {
+  std::map<std::string, std::vector<std::string>> out;
+  ReaderMutexLock lock(&mu_);
+  for (const auto& [node_name, victims] : candidates) {
+    auto it = nodes_.find(node_name);
+    if (it == nodes_.end() || !it->second.known) continue;
+    Resources released;
+    for (const std::string& uid : victims) {
+      auto pod = pods_.find(uid);
+      if (pod != pods_.end() && pod->second.node_name == node_name) {
+        released.Add(pod->second.requests);
+      }
+    }
+    if (FitLocked(it->second, requests, &released).fits) out.emplace(node_name, victims);
+  }
+  return out;
+}
+
+// --- Binding ---
+
+absl::StatusOr<AssumeOutcome> Ledger::TryAssume(const std::string& uid,
+                                                const std::string& namespace_name,
+                                                const std::string& name,
+                                                const std::string& node_name,
+                                                const Resources& requests, absl::Time now) {
+  MutexLock lock(&mu_);
+  auto existing = pods_.find(uid);
+  if (existing != pods_.end()) {
+    PodEntry& entry = existing->second;
+    bool assumed = entry.state == PodState::kAssumed;
+    if (entry.node_name != node_name) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("pod ", namespace_name, "/", name, " is already ",
+                       assumed ? "assumed on" : "bound to", " node ", entry.node_name));
+    }
+    if (!assumed) return AssumeOutcome::kAlreadyConfirmed;
+    entry.bind_in_flight = true;
+    entry.epoch = next_epoch_++;
+    return AssumeOutcome::kAlreadyAssumed;
+  }
+  auto node = nodes_.find(node_name);
+  if (node == nodes_.end() || !node->second.known) {
+    return absl::NotFoundError(absl::StrCat("node ", node_name, " not found"));
+  }
+  FitResult fit = FitLocked(node->second, requests, nullptr);
+  if (!fit.fits) {
+    ++counters_.assume_rejected;
+    return absl::FailedPreconditionError(
+        absl::StrCat("pod ", namespace_name, "/", name, " no longer fits node ", node_name, ": ",
+                     absl::StrJoin(fit.reasons, ", ")));
+  }
+  PodEntry entry;
+  entry.state = PodState::kAssumed;
+  entry.node_name = node_name;
+  entry.requests = requests;
+  entry.namespace_name = namespace_name;
+  entry.name = name;
+  entry.assumed_at = now;
+  entry.bind_in_flight = true;
+  entry.epoch = next_epoch_++;
+  AddLocked(uid, std::move(entry));
+  ++counters_.assumed;
+  return AssumeOutcome::kAssumed;
+}
+
+void Ledger::MarkBound(const std::string& uid, const std::string& node_name) {
+  MutexLock lock(&mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || it->second.state != PodState::kAssumed) return;
+  PodEntry& entry = it->second;
+  entry.bind_in_flight = false;
+  entry.epoch = next_epoch_++;
+  if (entry.node_name != node_name) {
+    nodes_[entry.node_name].assumed.Subtract(entry.requests);
+    std::string old_node = std::exchange(entry.node_name, node_name);
+    nodes_[node_name].assumed.Add(entry.requests);
+    DropNodeIfEmptyLocked(old_node);
+  }
+}
+
+void Ledger::MarkBindUnknown(const std::string& uid) {
+  MutexLock lock(&mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || it->second.state != PodState::kAssumed) return;
+  it->second.bind_in_flight = false;
+  it->second.epoch = next_epoch_++;
+}
+
+bool Ledger::Forget(const std::string& uid) {
+  MutexLock lock(&mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || it->second.state != PodState::kAssumed) return false;
+  RemoveLocked(uid);
+  ++counters_.forgotten;
+  return true;
+}
+
+// --- The watch ---
+
+void Ledger::UpsertNode(const NodeRecord& node) {
+  MutexLock lock(&mu_);
+  UpsertNodeLocked(node);
+}
+
+void Ledger::UpsertNodeLocked(const NodeRecord& node) {
+  NodeState& state = nodes_[node.name];
+  state.known = true;
+  state.allocatable = node.allocatable;
+}
+
+void Ledger::DeleteNode(const std::string& name) {
+  MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  it->second.known = false;
+  it->second.allocatable = Resources();
+  DropNodeIfEmptyLocked(name);
+}
+
+void Ledger::ReplaceNodes(const std::vector<NodeRecord>& nodes) {
+  MutexLock lock(&mu_);
+  std::vector<std::string> names;
+  for (auto& [name, state] : nodes_) {
+    state.known = false;
+    state.allocatable = Resources();
+    names.push_back(name);
+  }
+  for (const NodeRecord& node : nodes) UpsertNodeLocked(node);
+  for (const std::string& name : names) DropNodeIfEmptyLocked(name);
+}
+
+void Ledger::UpsertPod(const PodRecord& pod) {
+  MutexLock lock(&mu_);
+  UpsertPodLocked(pod);
+}
+
+void Ledger::UpsertPodLocked(const PodRecord& pod) {
+  if (pod.uid.empty()) return;
+  auto it = pods_.find(pod.uid);
+  if (pod.terminal) {
+    pending_.erase(pod.uid);
+    if (it != pods_.end()) {
+      if (it->second.state == PodState::kAssumed) ++counters_.forgotten;
+      RemoveLocked(pod.uid);
+    }
+    return;
+  }
+  if (pod.node_name.empty()) {
+    if (it != pods_.end() && it->second.state == PodState::kAssumed && pod.deleting) {
+      RemoveLocked(pod.uid);
+      ++counters_.forgotten;
+    }
+    if (pod.deleting) {
+      pending_.erase(pod.uid);
+    } else {
+      pending_[pod.uid].requests = pod.requests;
+    }
+    return;
+  }
+  pending_.erase(pod.uid);
+  if (it == pods_.end()) {
+    PodEntry entry;
+    entry.state = PodState::kConfirmed;
+    entry.node_name = pod.node_name;
+    entry.requests = pod.requests;
+    AddLocked(pod.uid, std::move(entry));
+    return;
+  }
+  if (it->second.state == PodState::kAssumed) {
+    ConfirmLocked(it->second, pod);
+    ++counters_.confirmed;
+    return;
+  }
+  // Already confirmed: re-account a resize (or, defensively, a node change).
+  PodEntry& entry = it->second;
+  if (entry.node_name == pod.node_name && entry.requests == pod.requests) return;
+  nodes_[entry.node_name].confirmed.Subtract(entry.requests);
+  std::string old_node = std::exchange(entry.node_name, pod.node_name);
+  entry.requests = pod.requests;
+  nodes_[entry.node_name].confirmed.Add(entry.requests);
+  if (old_node != entry.node_name) DropNodeIfEmptyLocked(old_node);
+}
+
+void Ledger::DeletePod(const std::string& uid) {
+  MutexLock lock(&mu_);
+  pending_.erase(uid);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return;
+  if (it->second.state == PodState::kAssumed) ++counters_.forgotten;
+  RemoveLocked(uid);
+}
+
+void Ledger::ReplacePods(const std::vector<PodRecord>& pods) {
+  MutexLock lock(&mu_);
+  absl::flat_hash_set<std::string> listed;
+  listed.reserve(pods.size());
+  for (const PodRecord& pod : pods) listed.insert(pod.uid);
+  std::vector<std::string> gone;
+  for (const auto& [uid, entry] : pods_) {
+    if (entry.state == PodState::kConfirmed && !listed.contains(uid)) gone.push_back(uid);
+  }
+  for (const std::string& uid : gone) RemoveLocked(uid);
+  pending_.clear();
+  for (const PodRecord& pod : pods) UpsertPodLocked(pod);
+}
+
+// --- Reconciliation ---
+
+std::vector<AssumedPod> Ledger::AssumedOlderThan(absl::Time cutoff) const {
+  std::vector<AssumedPod> out;
+  ReaderMutexLock lock(&mu_);
+  for (const auto& [uid, entry] : pods_) {
+    if (entry.state != PodState::kAssumed || entry.bind_in_flight || entry.assumed_at > cutoff) {
+      continue;
+    }
+    out.push_back({uid, entry.namespace_name, entry.name, entry.node_name, entry.requests,
+                   entry.assumed_at, entry.bind_in_flight, entry.epoch});
+  }
+  return out;
+}
+
+bool Ledger::Settle(const std::string& uid, uint64_t epoch, ApiPodState state,
+                    const PodRecord* pod) {
+  MutexLock lock(&mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || it->second.state != PodState::kAssumed || it->second.epoch != epoch ||
+      it->second.bind_in_flight) {
+    return false;
+  }
+  if (state == ApiPodState::kBound) {
+    if (pod == nullptr || pod->node_name.empty()) return false;
+    ConfirmLocked(it->second, *pod);
+    ++counters_.reconcile_confirmed;
+    return true;
+  }
+  RemoveLocked(uid);
+  ++counters_.reconcile_forgotten;
+  return true;
+}
+
+// --- Introspection ---
+
+absl::StatusOr<Resources> Ledger::PendingPodRequests(const std::string& uid) const {
+  ReaderMutexLock lock(&mu_);
+  auto it = pending_.find(uid);
+  if (it == pending_.end()) {
+    return absl::NotFoundError(absl::StrCat("pod uid ", uid, " is not a pending pod"));
+  }
+  return it->second.requests;
+}
+
+std::vector<NodeSummary> Ledger::Nodes() const {
+  std::vector<NodeSummary> out;
+  {
+    ReaderMutexLock lock(&mu_);
+    out.reserve(nodes_.size());
+    for (const auto& [name, state] : nodes_) {
+      out.push_back({name, state.known, state.allocatable, state.confirmed, state.assumed,
+                     state.confirmed.pods, state.assumed.pods});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const NodeSummary& a, const NodeSummary& b) { return a.name < b.name; });
+  return out;
+}
+
+std::vector<AssumedPod> Ledger::Assumed() const {
+  std::vector<AssumedPod> out = AssumedOlderThan(absl::InfiniteFuture());
+  {
+    ReaderMutexLock lock(&mu_);
+    for (const auto& [uid, entry] : pods_) {
+      if (entry.state == PodState::kAssumed && entry.bind_in_flight) {
+        out.push_back({uid, entry.namespace_name, entry.name, entry.node_name, entry.requests,
+                       entry.assumed_at, true, entry.epoch});
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const AssumedPod& a, const AssumedPod& b) { return a.assumed_at < b.assumed_at; });
+  return out;
+}
+
+LedgerCounters Ledger::counters() const {
+  ReaderMutexLock lock(&mu_);
+  return counters_;
+}
+
+size_t Ledger::pod_count() const {
+  ReaderMutexLock lock(&mu_);
+  return pods_.size();
+}
+
+// --- Private ---
+
+void Ledger::AddLocked(const std::string& uid, PodEntry entry) {
+  NodeState& node = nodes_[entry.node_name];
+  if (entry.state == PodState::kAssumed) {
+    node.assumed.Add(entry.requests);
+  } else {
+    node.confirmed.Add(entry.requests);
+  }
+  pods_.insert_or_assign(uid, std::move(entry));
+}
+
+void Ledger::RemoveLocked(const std::string& uid) {
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return;
+  std::string node_name = std::move(it->second.node_name);
+  NodeState& node = nodes_[node_name];
+  if (it->second.state == PodState::kAssumed) {
+    node.assumed.Subtract(it->second.requests);
+  } else {
+    node.confirmed.Subtract(it->second.requests);
+  }
+  pods_.erase(it);
+  DropNodeIfEmptyLocked(node_name);
+}
+
+void Ledger::ConfirmLocked(PodEntry& entry, const PodRecord& pod) {
+  nodes_[entry.node_name].assumed.Subtract(entry.requests);
+  std::string old_node = std::exchange(entry.node_name, pod.node_name);
+  entry.state = PodState::kConfirmed;
+  entry.requests = pod.requests;
+  entry.namespace_name.clear();
+  entry.name.clear();
+  entry.bind_in_flight = false;
+  nodes_[entry.node_name].confirmed.Add(entry.requests);
+  if (old_node != entry.node_name) DropNodeIfEmptyLocked(old_node);
+}
+
+void Ledger::DropNodeIfEmptyLocked(const std::string& name) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end() || it->second.known) return;
+  if (it->second.confirmed.IsZero() && it->second.assumed.IsZero()) nodes_.erase(it);
+}
+
+}  // namespace fitledger

@@ -1,0 +1,237 @@
+// The cluster view and the assumed-pod ledger: what every node holds, counted once.
+#ifndef FITLEDGER_SERVER_LEDGER_LEDGER_H_
+#define FITLEDGER_SERVER_LEDGER_LEDGER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "common/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "server/model/resources.h"
+
+namespace fitledger {
+
+// Which resources the ledger checks. `all`: every resource NodeResourcesFit compares (pods, cpu,
+// memory, ephemeral-storage, extended, hugepages) — the extender is the fit authority. Otherwise
+// only the `managed` names (e.g. "example.com/gpu-mem"), and the pod count is left to the
+// scheduler.
+struct AccountingPolicy {
+  bool all = true;
+  std::vector<std::string> managed;
+
+  bool Accounts(absl::string_view resource) const;
+};
+
+enum class ScoringStrategy { kLeastAllocated, kMostAllocated };
+
+// A node as the watch reports it.
+struct NodeRecord {
+  std::string name;
+  Resources allocatable;
+};
+
+// A pod as the watch reports it, reduced to what the ledger needs. `requests` is
+// PodRequests(pod, kSpecAndStatus).
+struct PodRecord {
+  std::string uid;
+  std::string namespace_name;
+  std::string name;
+  std::string node_name;  // empty while unbound
+  bool terminal = false;  // Succeeded or Failed
+  bool deleting = false;  // deletionTimestamp set
+  Resources requests;
+};
+
+// "Does not fit" is a value. `unresolvable`: the request exceeds the node's allocatable even
+// with nothing on it, so preempting pods cannot help.
+struct FitResult {
+  bool fits = true;
+  bool unresolvable = false;
+  std::vector<std::string> reasons;  // NodeResourcesFit's order and wording
+};
+
+struct FilterResult {
+  std::vector<size_t> fits;                                // indices into the candidate names
+  std::vector<std::pair<size_t, std::string>> failed;     // index, reasons joined by ", "
+  std::vector<std::pair<size_t, std::string>> unresolvable;
+};
+
+enum class AssumeOutcome {
+  kAssumed,          // newly reserved
+  kAlreadyAssumed,   // a repeat for the same node: nothing reserved twice
+  kAlreadyConfirmed  // the watch already shows the pod on that node
+};
+
+// What the API says about a pod, for settling an old assumption.
+enum class ApiPodState { kBound, kUnbound, kGone };
+
+struct NodeSummary {
+  std::string name;
+  bool known = false;  // false: pods point at a node the watch has not shown (or deleted)
+  Resources allocatable;
+  Resources confirmed;
+  Resources assumed;
+  int64_t confirmed_pods = 0;
+  int64_t assumed_pods = 0;
+};
+
+struct AssumedPod {
+  std::string uid;
+  std::string namespace_name;
+  std::string name;
+  std::string node_name;
+  Resources requests;
+  absl::Time assumed_at;
+  bool bind_in_flight = false;
+  uint64_t epoch = 0;  // changes whenever a bind starts or finishes for this pod
+};
+
+struct LedgerCounters {
+  uint64_t assumed = 0;
+  uint64_t confirmed = 0;
+  uint64_t forgotten = 0;
+  uint64_t assume_rejected = 0;  // TryAssume found the node full
+  uint64_t reconcile_confirmed = 0;
+  uint64_t reconcile_forgotten = 0;
+};
+
+// The ledger. A pod counts on exactly one node, exactly once:
+//
+//   (unknown) --TryAssume: fit re-checked under the lock-->  Assumed(node)
+//   Assumed   --Forget: the binding POST failed definitely-->  (forgotten)
+//   Assumed   --watch: uid with spec.nodeName = N-->  Confirmed(N)   (N may differ)
+//   Assumed   --watch: deleted, terminal, or deleting while unbound-->  (forgotten)
+//   Assumed   --Settle (old, API says bound to N / gone / unbound and no bind in flight)-->
+//                 Confirmed(N) / (forgotten) / (forgotten)
+//   Confirmed --watch: deleted or terminal-->  (removed)
+//   (unknown) --watch: bound pod-->  Confirmed(N)
+//
+// An assumption is never dropped on a timer: only a definite bind failure, the watch, or a
+// settlement with the API's answer removes it. Per-node sums of allocatable, confirmed and
+// assumed are kept incrementally, so Filter costs O(candidates).
+//
+// Thread-safe: every public method takes mu_ (shared for reads) and never calls out while
+// holding it.
+class Ledger {
+ public:
+  Ledger(AccountingPolicy policy, ScoringStrategy scoring);
+  Ledger(const Ledger&) = delete;
+  Ledger& operator=(const Ledger&) = delete;
+
+  // --- The watch ---
+  void UpsertNode(const NodeRecord& node);
+  void DeleteNode(const std::string& name);
+  // Replaces the whole node set (after a LIST).
+  void ReplaceNodes(const std::vector<NodeRecord>& nodes);
+  void UpsertPod(const PodRecord& pod);
+  void DeletePod(const std::string& uid);
+  // Replaces the pod set after a LIST: confirmed pods missing from `pods` are removed; assumed
+  // pods missing from it are left for Settle (the list may predate their creation).
+  void ReplacePods(const std::vector<PodRecord>& pods);
+
+  // --- Scheduling ---
+  // Candidate nodes for a pod with `requests`, counting confirmed + assumed pods. Unknown node
+  // names are reported as failed ("node not found"), not dropped.
+  FilterResult Filter(const Resources& requests, absl::Span<const std::string> node_names) const;
+  // The fit of `requests` on one node, for Explain. NotFound for an unknown node.
+  absl::StatusOr<FitResult> Fit(const Resources& requests, const std::string& node_name) const;
+  // Scores 0..10 per node, in the order given; unknown nodes score 0.
+  std::vector<int64_t> Prioritize(const Resources& requests,
+                                  absl::Span<const std::string> node_names) const;
+  // Of `candidates` (node -> victim pod UIDs), the nodes where the pod fits once the victims
+  // are gone, with the same victims. Unknown nodes are dropped.
+  std::map<std::string, std::vector<std::string>> Preempt(
+      const Resources& requests,
+      const std::map<std::string, std::vector<std::string>>& candidates) const;
+
+  // --- Binding ---
+  // Atomically re-checks that `requests` fits `node_name` and records the pod as Assumed with a
+  // bind in flight. Idempotent per UID. Errors: NotFound (unknown node), FailedPrecondition (does
+  // not fit: the message lists the reasons; or the pod is assumed / bound on another node).
+  absl::StatusOr<AssumeOutcome> TryAssume(const std::string& uid,
+                                          const std::string& namespace_name,
+                                          const std::string& name, const std::string& node_name,
+                                          const Resources& requests, absl::Time now);
+  // The binding POST succeeded, or the API reported the pod bound to `node_name`: the pod stays
+  // Assumed (on `node_name`) until the watch confirms it. No-op unless the pod is Assumed.
+  void MarkBound(const std::string& uid, const std::string& node_name);
+  // The binding POST's outcome is unknown (timeout, 5xx): keep the assumption, no bind in flight.
+  void MarkBindUnknown(const std::string& uid);
+  // The binding POST failed definitely: drop the assumption. No-op unless the pod is Assumed.
+  // Returns true if an assumption was dropped.
+  bool Forget(const std::string& uid);
+
+  // --- Reconciliation (time is an argument; nothing here sleeps) ---
+  // Assumed pods assumed at or before `cutoff` with no bind in flight.
+  std::vector<AssumedPod> AssumedOlderThan(absl::Time cutoff) const;
+  // Settles one old assumption with what the API said. Ignored if the pod's epoch moved on
+  // (a bind started or finished since the snapshot) or the pod is no longer Assumed. For kBound,
+  // `pod` carries the API's view (node and requests). Returns true if the state changed.
+  bool Settle(const std::string& uid, uint64_t epoch, ApiPodState state, const PodRecord* pod);
+
+  // --- Introspection (read-only) ---
+  // Requests of an unbound pod the watch has shown, for Bind. NotFound if unknown.
+  absl::StatusOr<Resources> PendingPodRequests(const std::string& uid) const;
+  std::vector<NodeSummary> Nodes() const;
+  std::vector<AssumedPod> Assumed() const;
+  LedgerCounters counters() const;
+  size_t pod_count() const;  // counted pods, assumed + confirmed
+
+  const AccountingPolicy& policy() const { return policy_; }
+
+ private:
+  enum class PodState { kAssumed, kConfirmed };
+  struct PodEntry {
+    PodState state = PodState::kAssumed;
+    std::string node_name;
+    Resources requests;
+    // Assumed only:
+    std::string namespace_name;
+    std::string name;
+    absl::Time assumed_at;
+    bool bind_in_flight = false;
+    uint64_t epoch = 0;
+  };
+  struct NodeState {
+    bool known = false;
+    Resources allocatable;
+    Resources confirmed;  // sums of counted pods' requests (pods = their count)
+    Resources assumed;
+  };
+  struct PendingPod {
+    Resources requests;
+  };
+
+  FitResult FitLocked(const NodeState& node, const Resources& requests,
+                      const Resources* released) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void AddLocked(const std::string& uid, PodEntry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveLocked(const std::string& uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ConfirmLocked(PodEntry& entry, const PodRecord& pod)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropNodeIfEmptyLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpsertNodeLocked(const NodeRecord& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpsertPodLocked(const PodRecord& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const AccountingPolicy policy_;
+  const ScoringStrategy scoring_;
+
+  mutable Mutex mu_;
+  // Guarded by mu_.
+  absl::flat_hash_map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, PodEntry> pods_ ABSL_GUARDED_BY(mu_);  // by UID
+  absl::flat_hash_map<std::string, PendingPod> pending_ ABSL_GUARDED_BY(mu_);  // by UID
+  uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
+  LedgerCounters counters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fitledger
+
+#endif  // FITLEDGER_SERVER_LEDGER_LEDGER_H_

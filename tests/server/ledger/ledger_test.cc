@@ -1,0 +1,388 @@
+#include "server/ledger/ledger.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/status_matchers.h"
+
+namespace fitledger {
+namespace {
+
+using ::fitledger::testing::IsOk;
+using ::fitledger::testing::IsOkAndHolds;
+using ::fitledger::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+constexpr int64_t kMi = 1024 * 1024;
+const absl::Time kT0 = absl::FromUnixSeconds(1'000'000);
+
+Resources Req(int64_t milli_cpu, int64_t memory_bytes = 0) {
+  Resources r;
+  r.milli_cpu = milli_cpu;
+  r.memory_bytes = memory_bytes;
+  r.pods = 1;
+  return r;
+}
+
+NodeRecord Node(std::string name, int64_t milli_cpu, int64_t memory_bytes = 64 * 1024 * kMi,
+                int64_t pods = 110) {
+  NodeRecord n;
+  n.name = std::move(name);
+  n.allocatable.milli_cpu = milli_cpu;
+  n.allocatable.memory_bytes = memory_bytes;
+  n.allocatable.pods = pods;
+  return n;
+}
+
+PodRecord Bound(std::string uid, std::string node, Resources requests) {
+  PodRecord p;
+  p.uid = uid;
+  p.namespace_name = "ns";
+  p.name = "pod-" + uid;
+  p.node_name = std::move(node);
+  p.requests = std::move(requests);
+  return p;
+}
+
+// Names of nodes that fit.
+std::vector<std::string> Fits(const Ledger& ledger, const Resources& r,
+                              const std::vector<std::string>& names) {
+  FilterResult result = ledger.Filter(r, names);
+  std::vector<std::string> out;
+  for (size_t i : result.fits) out.push_back(names[i]);
+  return out;
+}
+
+std::map<std::string, std::string> Failed(const FilterResult& r,
+                                          const std::vector<std::string>& names) {
+  std::map<std::string, std::string> out;
+  for (const auto& [i, why] : r.failed) out[names[i]] = why;
+  return out;
+}
+
+NodeSummary Summary(const Ledger& ledger, const std::string& name) {
+  for (const NodeSummary& n : ledger.Nodes()) {
+    if (n.name == name) return n;
+  }
+  return NodeSummary{};
+}
+
+class LedgerTest : public ::testing::Test {
+ protected:
+  LedgerTest() : ledger_(AccountingPolicy{}, ScoringStrategy::kLeastAllocated) {
+    ledger_.UpsertNode(Node("a", 4000));
+    ledger_.UpsertNode(Node("b", 2000));
+  }
+  absl::StatusOr<AssumeOutcome> Assume(const std::string& uid, const std::string& node,
+                                       Resources r, absl::Time now = kT0) {
+    return ledger_.TryAssume(uid, "ns", "pod-" + uid, node, r, now);
+  }
+  Ledger ledger_;
+};
+
+TEST_F(LedgerTest, FilterCountsConfirmedPods) {
+  ledger_.UpsertPod(Bound("u1", "a", Req(3800)));
+  FilterResult r = ledger_.Filter(Req(400), {"a", "b"});
+  EXPECT_THAT(r.fits, ElementsAre(1));
+  EXPECT_THAT(Failed(r, {"a", "b"}), ElementsAre(Pair("a", "Insufficient cpu")));
+  EXPECT_THAT(r.unresolvable, IsEmpty());
+}
+
+TEST_F(LedgerTest, AssumedPodsCountUntilConfirmedAndNeverTwice) {
+  // The seed's burst: ten 400m pods fit a 4-cpu node, the eleventh does not, though the watch
+  // has shown none of them yet.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_THAT(Assume("u" + std::to_string(i), "a", Req(400)), IsOk());
+  }
+  EXPECT_THAT(Fits(ledger_, Req(400), {"a"}), IsEmpty());
+  EXPECT_THAT(Assume("u10", "a", Req(400)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("pod ns/pod-u10 no longer fits node a: Insufficient cpu")));
+  // The watch confirms them: still counted exactly once.
+  for (int i = 0; i < 10; ++i) ledger_.UpsertPod(Bound("u" + std::to_string(i), "a", Req(400)));
+  NodeSummary a = Summary(ledger_, "a");
+  EXPECT_EQ(a.confirmed.milli_cpu, 4000);
+  EXPECT_EQ(a.assumed.milli_cpu, 0);
+  EXPECT_EQ(a.confirmed_pods, 10);
+  EXPECT_EQ(a.assumed_pods, 0);
+  EXPECT_EQ(ledger_.counters().confirmed, 10u);
+  // A duplicate watch event changes nothing.
+  ledger_.UpsertPod(Bound("u3", "a", Req(400)));
+  EXPECT_EQ(Summary(ledger_, "a").confirmed.milli_cpu, 4000);
+  EXPECT_EQ(ledger_.pod_count(), 10u);
+}
+
+TEST_F(LedgerTest, BindFailureReleasesCapacity) {
+  ASSERT_THAT(Assume("u1", "b", Req(2000)), IsOk());
+  EXPECT_THAT(Fits(ledger_, Req(100), {"b"}), IsEmpty());
+  EXPECT_TRUE(ledger_.Forget("u1"));
+  EXPECT_THAT(Fits(ledger_, Req(2000), {"b"}), ElementsAre("b"));
+  EXPECT_EQ(ledger_.counters().forgotten, 1u);
+  EXPECT_FALSE(ledger_.Forget("u1"));  // already gone
+}
+
+TEST_F(LedgerTest, BindAfterForgetAssumesAgain) {
+  ASSERT_THAT(Assume("u1", "b", Req(1500)), IsOk());
+  ASSERT_TRUE(ledger_.Forget("u1"));
+  EXPECT_THAT(Assume("u1", "b", Req(1500)), IsOkAndHolds(AssumeOutcome::kAssumed));
+  EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 1500);
+}
+
+TEST_F(LedgerTest, RepeatBindIsIdempotent) {
+  ASSERT_THAT(Assume("u1", "b", Req(1500)), IsOkAndHolds(AssumeOutcome::kAssumed));
+  EXPECT_THAT(Assume("u1", "b", Req(1500)), IsOkAndHolds(AssumeOutcome::kAlreadyAssumed));
+  EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 1500);
+  EXPECT_THAT(Assume("u1", "a", Req(1500)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already assumed on node b")));
+  ledger_.UpsertPod(Bound("u1", "b", Req(1500)));
+  EXPECT_THAT(Assume("u1", "b", Req(1500)), IsOkAndHolds(AssumeOutcome::kAlreadyConfirmed));
+  EXPECT_THAT(Assume("u1", "a", Req(1500)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already bound to node b")));
+}
+
+TEST_F(LedgerTest, ConfirmOnAnotherNodeMovesTheCount) {
+  ASSERT_THAT(Assume("u1", "a", Req(1000)), IsOk());
+  ledger_.UpsertPod(Bound("u1", "b", Req(1000)));
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 0);
+  EXPECT_EQ(Summary(ledger_, "a").confirmed.milli_cpu, 0);
+  EXPECT_EQ(Summary(ledger_, "b").confirmed.milli_cpu, 1000);
+}
+
+TEST_F(LedgerTest, DeleteBeforeConfirmForgets) {
+  ASSERT_THAT(Assume("u1", "b", Req(2000)), IsOk());
+  ledger_.DeletePod("u1");
+  EXPECT_THAT(Fits(ledger_, Req(2000), {"b"}), ElementsAre("b"));
+  // A late ADDED for the deleted pod would be a new bound pod; a late MODIFIED after the
+  // DELETED cannot happen on one watch stream.
+}
+
+TEST_F(LedgerTest, DeletionTimestampOnUnboundAssumedPodForgets) {
+  ASSERT_THAT(Assume("u1", "b", Req(2000)), IsOk());
+  PodRecord p = Bound("u1", "", Req(2000));
+  p.deleting = true;
+  ledger_.UpsertPod(p);
+  EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 0);
+  EXPECT_EQ(ledger_.pod_count(), 0u);
+}
+
+TEST_F(LedgerTest, UnboundWatchEventKeepsTheAssumption) {
+  ASSERT_THAT(Assume("u1", "b", Req(2000)), IsOk());
+  ledger_.UpsertPod(Bound("u1", "", Req(2000)));  // the watch lags behind the binding
+  EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 2000);
+}
+
+TEST_F(LedgerTest, TerminatingBoundPodsStillCount) {
+  PodRecord p = Bound("u1", "b", Req(2000));
+  p.deleting = true;
+  ledger_.UpsertPod(p);
+  EXPECT_EQ(Summary(ledger_, "b").confirmed.milli_cpu, 2000);
+}
+
+TEST_F(LedgerTest, TerminalPodStopsCounting) {
+  ledger_.UpsertPod(Bound("u1", "b", Req(2000)));
+  PodRecord done = Bound("u1", "b", Req(2000));
+  done.terminal = true;
+  ledger_.UpsertPod(done);
+  EXPECT_THAT(Fits(ledger_, Req(2000), {"b"}), ElementsAre("b"));
+  // Terminal before confirmation forgets an assumption too.
+  ASSERT_THAT(Assume("u2", "b", Req(2000)), IsOk());
+  PodRecord failed = Bound("u2", "b", Req(2000));
+  failed.terminal = true;
+  ledger_.UpsertPod(failed);
+  EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 0);
+  EXPECT_EQ(ledger_.pod_count(), 0u);
+}
+
+TEST_F(LedgerTest, ResizeIsReaccounted) {
+  ledger_.UpsertPod(Bound("u1", "b", Req(500)));
+  ledger_.UpsertPod(Bound("u1", "b", Req(1500)));
+  EXPECT_EQ(Summary(ledger_, "b").confirmed.milli_cpu, 1500);
+  ledger_.UpsertPod(Bound("u1", "b", Req(200)));
+  EXPECT_EQ(Summary(ledger_, "b").confirmed.milli_cpu, 200);
+}
+
+TEST_F(LedgerTest, NodeDeletedWithPodsOnIt) {
+  ledger_.UpsertPod(Bound("u1", "b", Req(500)));
+  ledger_.DeleteNode("b");
+  FilterResult r = ledger_.Filter(Req(100), {"a", "b"});
+  EXPECT_THAT(Failed(r, {"a", "b"}), ElementsAre(Pair("b", "node not found")));
+  EXPECT_FALSE(Summary(ledger_, "b").known);
+  EXPECT_EQ(Summary(ledger_, "b").confirmed.milli_cpu, 500);
+  EXPECT_THAT(Assume("u2", "b", Req(100)), StatusIs(absl::StatusCode::kNotFound, HasSubstr("b")));
+  // The node comes back: its pods still count.
+  ledger_.UpsertNode(Node("b", 2000));
+  EXPECT_THAT(Fits(ledger_, Req(1600), {"b"}), IsEmpty());
+  // The pod goes, then the node: nothing left.
+  ledger_.DeletePod("u1");
+  ledger_.DeleteNode("b");
+  for (const NodeSummary& n : ledger_.Nodes()) EXPECT_NE(n.name, "b");
+}
+
+TEST_F(LedgerTest, PodOnUnknownNodeIsCountedWhenTheNodeArrives) {
+  ledger_.UpsertPod(Bound("u1", "c", Req(900)));
+  ledger_.UpsertNode(Node("c", 1000));
+  EXPECT_THAT(Fits(ledger_, Req(200), {"c"}), IsEmpty());
+  EXPECT_THAT(Fits(ledger_, Req(100), {"c"}), ElementsAre("c"));
+}
+
+TEST_F(LedgerTest, UnknownNodesAreReportedNotDropped) {
+  FilterResult r = ledger_.Filter(Req(100), {"nope", "a"});
+  EXPECT_THAT(r.fits, ElementsAre(1));
+  EXPECT_THAT(Failed(r, {"nope", "a"}), ElementsAre(Pair("nope", "node not found")));
+}
+
+TEST_F(LedgerTest, ReasonsFollowNodeResourcesFitOrder) {
+  Ledger ledger(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
+  NodeRecord n = Node("n", 1000, 1 * kMi, 1);
+  n.allocatable.ephemeral_storage_bytes = 100;
+  n.allocatable.Set("example.com/gpu", 1);
+  ledger.UpsertNode(n);
+  ledger.UpsertPod(Bound("u1", "n", Req(500, kMi / 2)));
+  Resources r = Req(600, kMi);
+  r.ephemeral_storage_bytes = 10;
+  r.Set("example.com/gpu", 2);
+  r.Set("example.com/fpga", 1);
+  FilterResult result = ledger.Filter(r, {"n"});
+  ASSERT_EQ(result.unresolvable.size(), 1u);
+  EXPECT_EQ(result.unresolvable[0].second,
+            "Too many pods, Insufficient cpu, Insufficient memory, Insufficient example.com/fpga, "
+            "Insufficient example.com/gpu");
+}
+
+TEST_F(LedgerTest, RequestLargerThanAllocatableIsUnresolvable) {
+  FilterResult r = ledger_.Filter(Req(3000), {"a", "b"});
+  EXPECT_THAT(r.fits, ElementsAre(0));
+  ASSERT_EQ(r.unresolvable.size(), 1u);
+  EXPECT_EQ(r.unresolvable[0].first, 1u);
+  EXPECT_EQ(r.unresolvable[0].second, "Insufficient cpu");
+  EXPECT_THAT(r.failed, IsEmpty());
+}
+
+TEST_F(LedgerTest, ZeroRequestsAreNeverCheckedButPodsAre) {
+  ledger_.UpsertNode(Node("tiny", 0, 0, 1));
+  Resources nothing = Req(0);
+  EXPECT_THAT(Fits(ledger_, nothing, {"tiny"}), ElementsAre("tiny"));
+  ledger_.UpsertPod(Bound("u1", "tiny", nothing));
+  FilterResult r = ledger_.Filter(nothing, {"tiny"});
+  EXPECT_THAT(Failed(r, {"tiny"}), ElementsAre(Pair("tiny", "Too many pods")));
+}
+
+TEST_F(LedgerTest, ManagedResourcesOnlyChecksThoseNames) {
+  AccountingPolicy policy;
+  policy.all = false;
+  policy.managed = {"example.com/gpu-mem"};
+  Ledger ledger(policy, ScoringStrategy::kLeastAllocated);
+  NodeRecord n = Node("g", 100, 1, 0);
+  n.allocatable.Set("example.com/gpu-mem", 16);
+  ledger.UpsertNode(n);
+  Resources r = Req(5000, 5 * kMi);  // cpu, memory and pods are the scheduler's business
+  r.Set("example.com/gpu-mem", 10);
+  EXPECT_THAT(Fits(ledger, r, {"g"}), ElementsAre("g"));
+  ASSERT_THAT(ledger.TryAssume("u1", "ns", "p1", "g", r, kT0), IsOk());
+  FilterResult second = ledger.Filter(r, {"g"});
+  EXPECT_THAT(Failed(second, {"g"}), ElementsAre(Pair("g", "Insufficient example.com/gpu-mem")));
+}
+
+TEST_F(LedgerTest, PrioritizeSpreadsOrPacksCountingAssumedPods) {
+  ledger_.UpsertNode(Node("c", 4000, 4 * 1024 * kMi));
+  ledger_.UpsertNode(Node("d", 4000, 4 * 1024 * kMi));
+  ASSERT_THAT(Assume("u1", "c", Req(2000, 2048 * kMi)), IsOk());
+  std::vector<int64_t> spread = ledger_.Prioritize(Req(1000, 1024 * kMi), {"c", "d", "nope"});
+  // c: cpu (4000-3000)*10/4000=2, mem 2 -> 2; d: cpu 7, mem 7 -> 7.
+  EXPECT_THAT(spread, ElementsAre(2, 7, 0));
+  Ledger packer(AccountingPolicy{}, ScoringStrategy::kMostAllocated);
+  packer.UpsertNode(Node("c", 4000, 4 * 1024 * kMi));
+  packer.UpsertNode(Node("d", 4000, 4 * 1024 * kMi));
+  ASSERT_THAT(packer.TryAssume("u1", "ns", "p", "c", Req(2000, 2048 * kMi), kT0), IsOk());
+  EXPECT_THAT(packer.Prioritize(Req(1000, 1024 * kMi), {"c", "d"}), ElementsAre(7, 2));
+}
+
+TEST_F(LedgerTest, PreemptKeepsNodesWhereVictimsMakeRoom) {
+  ledger_.UpsertPod(Bound("v1", "a", Req(3000)));
+  ledger_.UpsertPod(Bound("v2", "b", Req(500)));
+  ASSERT_THAT(Assume("u9", "b", Req(1500)), IsOk());
+  auto kept = ledger_.Preempt(Req(2000), {{"a", {"v1"}}, {"b", {"v2"}}, {"nope", {"x"}}});
+  // a: 4000 - 3000 + 3000 freed = 4000 free: fits. b: 2000 - 500 - 1500 + 500 = 500: no.
+  EXPECT_THAT(kept, ElementsAre(Pair("a", ElementsAre("v1"))));
+}
+
+TEST_F(LedgerTest, SettleOldAssumptionsWithTheApisAnswer) {
+  ASSERT_THAT(Assume("bound", "a", Req(100), kT0), IsOk());
+  ASSERT_THAT(Assume("gone", "a", Req(100), kT0), IsOk());
+  ASSERT_THAT(Assume("unbound", "a", Req(100), kT0), IsOk());
+  ASSERT_THAT(Assume("young", "a", Req(100), kT0 + absl::Seconds(50)), IsOk());
+  ASSERT_THAT(Assume("inflight", "a", Req(100), kT0), IsOk());
+  for (const char* uid : {"bound", "gone", "unbound", "young"}) ledger_.MarkBindUnknown(uid);
+  std::vector<AssumedPod> old = ledger_.AssumedOlderThan(kT0 + absl::Seconds(30));
+  std::vector<std::string> uids;
+  for (const AssumedPod& p : old) uids.push_back(p.uid);
+  EXPECT_THAT(uids, UnorderedElementsAre("bound", "gone", "unbound"));
+  for (const AssumedPod& p : old) {
+    if (p.uid == "bound") {
+      PodRecord api = Bound("bound", "b", Req(100));
+      EXPECT_TRUE(ledger_.Settle(p.uid, p.epoch, ApiPodState::kBound, &api));
+    } else if (p.uid == "gone") {
+      EXPECT_TRUE(ledger_.Settle(p.uid, p.epoch, ApiPodState::kGone, nullptr));
+    } else {
+      EXPECT_TRUE(ledger_.Settle(p.uid, p.epoch, ApiPodState::kUnbound, nullptr));
+    }
+  }
+  EXPECT_EQ(Summary(ledger_, "b").confirmed.milli_cpu, 100);
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 200);  // young + inflight
+  EXPECT_EQ(ledger_.counters().reconcile_confirmed, 1u);
+  EXPECT_EQ(ledger_.counters().reconcile_forgotten, 2u);
+}
+
+TEST_F(LedgerTest, SettleIgnoresAStaleSnapshot) {
+  ASSERT_THAT(Assume("u1", "a", Req(100), kT0), IsOk());
+  ledger_.MarkBindUnknown("u1");
+  std::vector<AssumedPod> old = ledger_.AssumedOlderThan(kT0);
+  ASSERT_EQ(old.size(), 1u);
+  // A retry of the bind starts and succeeds while the reconciler was asking the API.
+  ASSERT_THAT(Assume("u1", "a", Req(100)), IsOkAndHolds(AssumeOutcome::kAlreadyAssumed));
+  ledger_.MarkBound("u1", "a");
+  EXPECT_FALSE(ledger_.Settle("u1", old[0].epoch, ApiPodState::kUnbound, nullptr));
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 100);
+}
+
+TEST_F(LedgerTest, MarkBoundOnAnotherNodeMovesTheAssumption) {
+  ASSERT_THAT(Assume("u1", "a", Req(700)), IsOk());
+  ledger_.MarkBound("u1", "b");  // 409: the API says the pod is already on b
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 0);
+  EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 700);
+}
+
+TEST_F(LedgerTest, ReplacePodsRemovesVanishedConfirmedKeepsAssumed) {
+  ledger_.UpsertPod(Bound("stay", "a", Req(100)));
+  ledger_.UpsertPod(Bound("vanish", "a", Req(200)));
+  ASSERT_THAT(Assume("assumed", "a", Req(400)), IsOk());
+  ledger_.ReplacePods({Bound("stay", "a", Req(100)), Bound("new", "b", Req(300))});
+  EXPECT_EQ(Summary(ledger_, "a").confirmed.milli_cpu, 100);
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 400);
+  EXPECT_EQ(Summary(ledger_, "b").confirmed.milli_cpu, 300);
+}
+
+TEST_F(LedgerTest, PendingPodsAreRememberedForBind) {
+  PodRecord p = Bound("u1", "", Req(250));
+  ledger_.UpsertPod(p);
+  absl::StatusOr<Resources> r = ledger_.PendingPodRequests("u1");
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->milli_cpu, 250);
+  ledger_.UpsertPod(Bound("u1", "a", Req(250)));
+  EXPECT_THAT(ledger_.PendingPodRequests("u1"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("u1")));
+}
+
+TEST_F(LedgerTest, ReplaceNodesDropsMissingNodes) {
+  ledger_.ReplaceNodes({Node("a", 1000)});
+  EXPECT_THAT(Fits(ledger_, Req(100), {"a", "b"}), ElementsAre("a"));
+  EXPECT_EQ(ledger_.Nodes().size(), 1u);
+}
+
+}  // namespace
+}  // namespace fitledger

@@ -161,7 +161,7 @@ absl::StatusOr<AssumeOutcome> Ledger::TryAssume(const std::string& uid,
     PodEntry& entry = existing->second;
     bool assumed = entry.state == PodState::kAssumed;
     if (entry.node_name != node_name) {
-      return absl::FailedPreconditionError(
+      return absl::AlreadyExistsError(
           absl::StrCat("pod ", namespace_name, "/", name, " is already ",
                        assumed ? "assumed on" : "bound to", " node ", entry.node_name));
     }
@@ -371,6 +371,15 @@ bool Ledger::Settle(const std::string& uid, uint64_t epoch, ApiPodState state,
 }
 
 // --- Introspection ---
+
+std::optional<AssumedPod> Ledger::AssumedEntry(const std::string& uid) const {
+  ReaderMutexLock lock(&mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || it->second.state != PodState::kAssumed) return std::nullopt;
+  const PodEntry& e = it->second;
+  return AssumedPod{uid, e.namespace_name, e.name, e.node_name, e.requests, e.assumed_at,
+                    e.bind_in_flight, e.epoch};
+}
 
 absl::StatusOr<Resources> Ledger::PendingPodRequests(const std::string& uid) const {
   ReaderMutexLock lock(&mu_);

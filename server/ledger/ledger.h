@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -154,7 +155,8 @@ class Ledger {
   // --- Binding ---
   // Atomically re-checks that `requests` fits `node_name` and records the pod as Assumed with a
   // bind in flight. Idempotent per UID. Errors: NotFound (unknown node), FailedPrecondition (does
-  // not fit: the message lists the reasons; or the pod is assumed / bound on another node).
+  // not fit: the message lists the reasons), AlreadyExists (the pod is assumed or bound on
+  // another node).
   absl::StatusOr<AssumeOutcome> TryAssume(const std::string& uid,
                                           const std::string& namespace_name,
                                           const std::string& name, const std::string& node_name,
@@ -180,6 +182,8 @@ class Ledger {
   // Requests of an unbound pod the watch has shown, for Bind. NotFound if unknown.
   absl::StatusOr<Resources> PendingPodRequests(const std::string& uid) const;
   std::vector<NodeSummary> Nodes() const;
+  // The pod's assumption, if it is Assumed.
+  std::optional<AssumedPod> AssumedEntry(const std::string& uid) const;
   std::vector<AssumedPod> Assumed() const;
   LedgerCounters counters() const;
   size_t pod_count() const;  // counted pods, assumed + confirmed

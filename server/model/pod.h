@@ -41,6 +41,8 @@ struct Pod {
   std::string node_name;       // spec.nodeName; empty while unbound
   std::string scheduler_name;  // spec.schedulerName
   std::string phase;           // status.phase: Pending, Running, Succeeded, Failed, Unknown
+  std::string status_reason;   // status.reason, e.g. "OutOfcpu" from a kubelet rejection
+  std::string status_message;  // status.message
   bool deleting = false;       // metadata.deletionTimestamp is set
   int32_t priority = 0;
   std::vector<Container> containers;

@@ -139,11 +139,11 @@ TEST_F(LedgerTest, RepeatBindIsIdempotent) {
   EXPECT_THAT(Assume("u1", "b", Req(1500)), IsOkAndHolds(AssumeOutcome::kAlreadyAssumed));
   EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 1500);
   EXPECT_THAT(Assume("u1", "a", Req(1500)),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already assumed on node b")));
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already assumed on node b")));
   ledger_.UpsertPod(Bound("u1", "b", Req(1500)));
   EXPECT_THAT(Assume("u1", "b", Req(1500)), IsOkAndHolds(AssumeOutcome::kAlreadyConfirmed));
   EXPECT_THAT(Assume("u1", "a", Req(1500)),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already bound to node b")));
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already bound to node b")));
 }
 
 TEST_F(LedgerTest, ConfirmOnAnotherNodeMovesTheCount) {

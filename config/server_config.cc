@@ -1,0 +1,127 @@
+#include "config/server_config.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "config/yaml_fields.h"
+#include "server/model/resources.h"
+
+namespace fitledger::config {
+namespace {
+
+absl::Status ReadTls(Fields& f, TlsFiles* tls) {
+  RETURN_IF_ERROR(f.String("certFile", &tls->cert_file));
+  RETURN_IF_ERROR(f.String("keyFile", &tls->key_file));
+  return f.String("clientCAFile", &tls->client_ca_file);
+}
+
+absl::Status Read(Fields& root, ServerConfig* c) {
+  RETURN_IF_ERROR(root.String("kubeconfig", &c->kubeconfig));
+  RETURN_IF_ERROR(root.Map("kubernetes", [&](Fields& f) -> absl::Status {
+    RETURN_IF_ERROR(f.Duration("bindTimeout", &c->bind_timeout));
+    return f.Int("listPageSize", &c->list_page_size, 1, 100000);
+  }));
+  RETURN_IF_ERROR(root.Map("grpc", [&](Fields& f) -> absl::Status {
+    RETURN_IF_ERROR(f.StringList("listen", &c->grpc_listen));
+    return f.Map("tls", [&](Fields& t) { return ReadTls(t, &c->grpc_tls); });
+  }));
+  RETURN_IF_ERROR(root.Map("monitor", [&](Fields& f) { return f.String("listen", &c->monitor_listen); }));
+  RETURN_IF_ERROR(root.Map("ledger", [&](Fields& f) -> absl::Status {
+    RETURN_IF_ERROR(f.Bool("enabled", &c->ledger_enabled));
+    RETURN_IF_ERROR(f.Map("accounting", [&](Fields& a) -> absl::Status {
+      std::string mode = "all";
+      RETURN_IF_ERROR(a.String("mode", &mode));
+      if (mode != "all" && mode != "managed") return a.Error("mode", "must be all or managed");
+      c->accounting_all = mode == "all";
+      RETURN_IF_ERROR(a.StringList("managed", &c->managed_resources));
+      if (!c->accounting_all && c->managed_resources.empty()) {
+        return a.Error("managed", "mode managed needs at least one resource name");
+      }
+      for (const std::string& name : c->managed_resources) {
+        if (name != "cpu" && name != "memory" && name != "ephemeral-storage" &&
+            !IsScalarResourceName(name)) {
+          return a.Error("managed", absl::StrCat("\"", name,
+                                                 "\" is not a resource fitledger can account "
+                                                 "(cpu, memory, ephemeral-storage, an extended "
+                                                 "resource such as example.com/gpu, hugepages-*)"));
+        }
+      }
+      return absl::OkStatus();
+    }));
+    RETURN_IF_ERROR(f.String("scoring", &c->scoring));
+    if (c->scoring != "LeastAllocated" && c->scoring != "MostAllocated") {
+      return f.Error("scoring", "must be LeastAllocated or MostAllocated");
+    }
+    RETURN_IF_ERROR(f.Duration("reconcilePeriod", &c->reconcile_period));
+    if (c->reconcile_period <= absl::ZeroDuration()) {
+      return f.Error("reconcilePeriod", "must be positive");
+    }
+    return f.Duration("assumedReconcileAge", &c->assumed_reconcile_age);
+  }));
+  RETURN_IF_ERROR(root.Map("log", [&](Fields& f) -> absl::Status {
+    RETURN_IF_ERROR(f.String("level", &c->log_level));
+    if (c->log_level != "debug" && c->log_level != "info" && c->log_level != "warn" &&
+        c->log_level != "error") {
+      return f.Error("level", "must be debug, info, warn or error");
+    }
+    return absl::OkStatus();
+  }));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ServerConfig> ParseServerConfig(const std::string& yaml, const std::string& name) {
+  ServerConfig c;
+  RETURN_IF_ERROR(LoadYamlString(yaml, name, [&](Fields& f) { return Read(f, &c); }));
+  return c;
+}
+
+absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& file) {
+  ServerConfig c;
+  RETURN_IF_ERROR(LoadYamlFile(file, [&](Fields& f) { return Read(f, &c); }));
+  return c;
+}
+
+bool IsLocalAddress(const std::string& address) {
+  if (absl::StartsWith(address, "unix://") || absl::StartsWith(address, "unix:")) return true;
+  std::string host = address;
+  size_t colon = address.rfind(':');
+  if (colon != std::string::npos) host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+absl::Status ValidateServerConfig(const ServerConfig& c) {
+  if (c.grpc_listen.empty()) return absl::InvalidArgumentError("grpc.listen: at least one address");
+  for (const std::string& address : c.grpc_listen) {
+    if (absl::StartsWith(address, "unix:")) {
+      if (!absl::StartsWith(address, "unix:///")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("grpc.listen: \"", address, "\": a Unix socket needs an absolute path, "
+                         "unix:///path"));
+      }
+      continue;
+    }
+    size_t colon = address.rfind(':');
+    int port = -1;
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "grpc.listen: \"", address, "\" is neither unix:///path nor host:port"));
+    }
+    if (!IsLocalAddress(address) && !c.grpc_tls.enabled()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "grpc.listen: \"", address,
+          "\" is not a loopback address: set grpc.tls.certFile and keyFile (and clientCAFile for "
+          "mTLS) to listen on it"));
+    }
+  }
+  if (c.grpc_tls.enabled() && c.grpc_tls.key_file.empty()) {
+    return absl::InvalidArgumentError("grpc.tls: certFile needs keyFile");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fitledger::config

@@ -1,0 +1,290 @@
+#include "server/kube/objects.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace fitledger::kube {
+namespace {
+
+using simdjson::ondemand::json_type;
+using simdjson::ondemand::object;
+using simdjson::ondemand::value;
+
+// Debian's Abseil has its own string_view type.
+absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+absl::Status JsonError(absl::string_view field, simdjson::error_code code) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("field ", field, ": ", simdjson::error_message(code)));
+}
+
+// True if the value is JSON null (then it has been consumed).
+bool IsNull(value& v) {
+  bool null = false;
+  return !v.is_null().get(null) && null;
+}
+
+absl::Status GetString(value& v, absl::string_view field, std::string* out) {
+  if (IsNull(v)) return absl::OkStatus();
+  std::string_view s;
+  if (auto err = v.get_string().get(s)) return JsonError(field, err);
+  out->assign(s.data(), s.size());
+  return absl::OkStatus();
+}
+
+absl::Status GetObject(value& v, absl::string_view field, object* out, bool* present) {
+  *present = false;
+  if (IsNull(v)) return absl::OkStatus();
+  if (auto err = v.get_object().get(*out)) return JsonError(field, err);
+  *present = true;
+  return absl::OkStatus();
+}
+
+// Iterates an object's fields, calling fn(key, value) for each. Null objects are empty.
+template <typename Fn>
+absl::Status ForEachField(value& v, absl::string_view field, Fn&& fn) {
+  object obj;
+  bool present = false;
+  RETURN_IF_ERROR(GetObject(v, field, &obj, &present));
+  if (!present) return absl::OkStatus();
+  for (auto f : obj) {
+    std::string_view key;
+    if (auto err = f.unescaped_key().get(key)) return JsonError(field, err);
+    value child;
+    if (auto err = f.value().get(child)) return JsonError(field, err);
+    RETURN_IF_ERROR(fn(key, child));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Fn>
+absl::Status ForEachElement(value& v, absl::string_view field, Fn&& fn) {
+  if (IsNull(v)) return absl::OkStatus();
+  simdjson::ondemand::array arr;
+  if (auto err = v.get_array().get(arr)) return JsonError(field, err);
+  for (auto element : arr) {
+    value child;
+    if (auto err = element.get(child)) return JsonError(field, err);
+    RETURN_IF_ERROR(fn(child));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeResources(value& v, absl::string_view field, QuantityList* requests,
+                             QuantityList* limits) {
+  return ForEachField(v, field, [&](std::string_view key, value& child) -> absl::Status {
+    if (key == "requests") {
+      ASSIGN_OR_RETURN(*requests, DecodeResourceList(child, absl::StrCat(field, ".requests")));
+    } else if (key == "limits" && limits != nullptr) {
+      ASSIGN_OR_RETURN(*limits, DecodeResourceList(child, absl::StrCat(field, ".limits")));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status DecodeContainer(value& v, absl::string_view field, Container* c) {
+  return ForEachField(v, field, [&](std::string_view key, value& child) -> absl::Status {
+    if (key == "name") return GetString(child, absl::StrCat(field, ".name"), &c->name);
+    if (key == "restartPolicy") {
+      std::string policy;
+      RETURN_IF_ERROR(GetString(child, absl::StrCat(field, ".restartPolicy"), &policy));
+      c->restartable = policy == "Always";
+      return absl::OkStatus();
+    }
+    if (key == "resources") {
+      return DecodeResources(child, absl::StrCat(field, ".resources"), &c->requests, &c->limits);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status DecodeContainers(value& v, absl::string_view field, std::vector<Container>* out) {
+  return ForEachElement(v, field, [&](value& child) -> absl::Status {
+    Container c;
+    RETURN_IF_ERROR(DecodeContainer(child, absl::StrCat(field, "[", out->size(), "]"), &c));
+    out->push_back(std::move(c));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status DecodeStatuses(value& v, absl::string_view field, std::vector<ContainerStatus>* out) {
+  return ForEachElement(v, field, [&](value& child) -> absl::Status {
+    ContainerStatus s;
+    std::string f = absl::StrCat(field, "[", out->size(), "]");
+    RETURN_IF_ERROR(ForEachField(child, f, [&](std::string_view key, value& c) -> absl::Status {
+      if (key == "name") return GetString(c, f + ".name", &s.name);
+      if (key == "allocatedResources") {
+        ASSIGN_OR_RETURN(s.allocated_resources, DecodeResourceList(c, f + ".allocatedResources"));
+      } else if (key == "resources") {
+        return DecodeResources(c, f + ".resources", &s.status_requests, nullptr);
+      }
+      return absl::OkStatus();
+    }));
+    out->push_back(std::move(s));
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<QuantityList> DecodeResourceList(value v, absl::string_view field) {
+  QuantityList out;
+  RETURN_IF_ERROR(ForEachField(v, field, [&](std::string_view key, value& child) -> absl::Status {
+    json_type type;
+    if (auto err = child.type().get(type)) return JsonError(field, err);
+    std::string_view text;
+    if (type == json_type::string) {
+      if (auto err = child.get_string().get(text)) return JsonError(field, err);
+    } else if (type == json_type::number) {
+      text = child.raw_json_token();
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field ", field, ".", Sv(key), ": a quantity must be a string or a number"));
+    }
+    absl::StatusOr<Quantity> q = Quantity::Parse(absl::StripAsciiWhitespace(Sv(text)));
+    if (!q.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("field ", field, ".", Sv(key), ": ", q.status().message()));
+    }
+    out.emplace_back(std::string(key), *q);
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<Pod> DecodePod(value v, std::string* resource_version) {
+  Pod pod;
+  RETURN_IF_ERROR(ForEachField(v, "pod", [&](std::string_view key, value& child) -> absl::Status {
+    if (key == "metadata") {
+      return ForEachField(child, "metadata", [&](std::string_view k, value& m) -> absl::Status {
+        if (k == "name") return GetString(m, "metadata.name", &pod.name);
+        if (k == "namespace") return GetString(m, "metadata.namespace", &pod.namespace_name);
+        if (k == "uid") return GetString(m, "metadata.uid", &pod.uid);
+        if (k == "resourceVersion" && resource_version != nullptr) {
+          return GetString(m, "metadata.resourceVersion", resource_version);
+        }
+        if (k == "deletionTimestamp") {
+          std::string ts;
+          RETURN_IF_ERROR(GetString(m, "metadata.deletionTimestamp", &ts));
+          pod.deleting = !ts.empty();
+        }
+        return absl::OkStatus();
+      });
+    }
+    if (key == "spec") {
+      return ForEachField(child, "spec", [&](std::string_view k, value& s) -> absl::Status {
+        if (k == "containers") return DecodeContainers(s, "spec.containers", &pod.containers);
+        if (k == "initContainers") {
+          return DecodeContainers(s, "spec.initContainers", &pod.init_containers);
+        }
+        if (k == "nodeName") return GetString(s, "spec.nodeName", &pod.node_name);
+        if (k == "schedulerName") return GetString(s, "spec.schedulerName", &pod.scheduler_name);
+        if (k == "overhead") {
+          ASSIGN_OR_RETURN(pod.overhead, DecodeResourceList(s, "spec.overhead"));
+        } else if (k == "resources") {
+          if (IsNull(s)) return absl::OkStatus();
+          QuantityList requests, limits;
+          RETURN_IF_ERROR(DecodeResources(s, "spec.resources", &requests, &limits));
+          if (!requests.empty()) pod.pod_requests = std::move(requests);
+          if (!limits.empty()) pod.pod_limits = std::move(limits);
+        } else if (k == "priority") {
+          if (IsNull(s)) return absl::OkStatus();
+          int64_t p = 0;
+          if (auto err = s.get_int64().get(p)) return JsonError("spec.priority", err);
+          pod.priority = static_cast<int32_t>(p);
+        }
+        return absl::OkStatus();
+      });
+    }
+    if (key == "status") {
+      return ForEachField(child, "status", [&](std::string_view k, value& s) -> absl::Status {
+        if (k == "phase") return GetString(s, "status.phase", &pod.phase);
+        if (k == "reason") return GetString(s, "status.reason", &pod.status_reason);
+        if (k == "message") return GetString(s, "status.message", &pod.status_message);
+        if (k == "containerStatuses") {
+          return DecodeStatuses(s, "status.containerStatuses", &pod.container_statuses);
+        }
+        if (k == "initContainerStatuses") {
+          return DecodeStatuses(s, "status.initContainerStatuses", &pod.init_container_statuses);
+        }
+        return absl::OkStatus();
+      });
+    }
+    return absl::OkStatus();
+  }));
+  return pod;
+}
+
+absl::StatusOr<DecodedNode> DecodeNode(value v) {
+  DecodedNode out;
+  QuantityList allocatable, capacity;
+  bool has_allocatable = false;
+  RETURN_IF_ERROR(ForEachField(v, "node", [&](std::string_view key, value& child) -> absl::Status {
+    if (key == "metadata") {
+      return ForEachField(child, "metadata", [&](std::string_view k, value& m) -> absl::Status {
+        if (k == "name") return GetString(m, "metadata.name", &out.node.name);
+        if (k == "resourceVersion") return GetString(m, "metadata.resourceVersion", &out.resource_version);
+        return absl::OkStatus();
+      });
+    }
+    if (key == "status") {
+      return ForEachField(child, "status", [&](std::string_view k, value& s) -> absl::Status {
+        if (k == "allocatable") {
+          has_allocatable = !IsNull(s);
+          if (!has_allocatable) return absl::OkStatus();
+          ASSIGN_OR_RETURN(allocatable, DecodeResourceList(s, "status.allocatable"));
+        } else if (k == "capacity") {
+          ASSIGN_OR_RETURN(capacity, DecodeResourceList(s, "status.capacity"));
+        }
+        return absl::OkStatus();
+      });
+    }
+    return absl::OkStatus();
+  }));
+  const QuantityList& list = has_allocatable ? allocatable : capacity;
+  for (const auto& [name, q] : list) {
+    int64_t amount = 0;
+    if (name == kResourceCpu) {
+      ASSIGN_OR_RETURN(amount, q.MilliValue());
+    } else {
+      ASSIGN_OR_RETURN(amount, q.Value());
+    }
+    out.node.allocatable.Set(name, amount);
+  }
+  return out;
+}
+
+namespace {
+template <typename T, typename Fn>
+absl::StatusOr<T> ParseWhole(absl::string_view json, Fn&& decode) {
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(json.data(), json.size());
+  simdjson::ondemand::document doc;
+  if (auto err = parser.iterate(padded).get(doc)) return JsonError("document", err);
+  value v;
+  if (auto err = doc.get_value().get(v)) return JsonError("document", err);
+  return decode(v);
+}
+}  // namespace
+
+absl::StatusOr<Pod> ParsePod(absl::string_view json) {
+  return ParseWhole<Pod>(json, [](value v) { return DecodePod(v, nullptr); });
+}
+
+absl::StatusOr<DecodedNode> ParseNode(absl::string_view json) {
+  return ParseWhole<DecodedNode>(json, [](value v) { return DecodeNode(v); });
+}
+
+absl::StatusOr<PodRecord> ToPodRecord(const Pod& pod) {
+  PodRecord r;
+  r.uid = pod.uid;
+  r.namespace_name = pod.namespace_name;
+  r.name = pod.name;
+  r.node_name = pod.node_name;
+  r.terminal = pod.IsTerminal();
+  r.deleting = pod.deleting;
+  ASSIGN_OR_RETURN(r.requests, PodRequests(pod, RequestBasis::kSpecAndStatus));
+  return r;
+}
+
+}  // namespace fitledger::kube

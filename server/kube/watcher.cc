@@ -1,0 +1,361 @@
+#include "server/kube/watcher.h"
+
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "server/kube/api_client.h"
+#include "server/kube/objects.h"
+#include "simdjson.h"
+
+namespace fitledger::kube {
+namespace {
+
+using simdjson::ondemand::value;
+
+const char* KindName(bool nodes) { return nodes ? "nodes" : "pods"; }
+
+std::string UrlEncode(absl::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(c);
+    } else {
+      absl::StrAppend(&out, "%", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
+// metadata.resourceVersion of an object value (consumes the value).
+std::string ResourceVersionOf(value v) {
+  std::string_view rv;
+  value metadata;
+  if (v.find_field_unordered("metadata").get(metadata)) return "";
+  if (metadata.find_field_unordered("resourceVersion").get_string().get(rv)) return "";
+  return std::string(rv);
+}
+
+}  // namespace
+
+Watcher::Watcher(ApiClient* client, Ledger* ledger, WatcherOptions options)
+    : client_(client), ledger_(ledger), options_(std::move(options)) {}
+
+Watcher::~Watcher() { Stop(); }
+
+void Watcher::Start() {
+  nodes_thread_ = std::thread([this] { Run(Kind::kNodes); });
+  pods_thread_ = std::thread([this] { Run(Kind::kPods); });
+}
+
+void Watcher::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (nodes_thread_.joinable()) nodes_thread_.join();
+  if (pods_thread_.joinable()) pods_thread_.join();
+}
+
+bool Watcher::WaitOrStop(absl::Duration d) {
+  std::unique_lock<std::mutex> lock(stop_mu_);
+  stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [this] { return stop_.load(); });
+  return stop_.load();
+}
+
+bool Watcher::synced() const {
+  ReaderMutexLock lock(&mu_);
+  return stats_.nodes_synced && stats_.pods_synced;
+}
+
+WatcherStats Watcher::stats() const {
+  ReaderMutexLock lock(&mu_);
+  return stats_;
+}
+
+std::deque<KubeletRejection> Watcher::rejections() const {
+  ReaderMutexLock lock(&mu_);
+  return rejections_;
+}
+
+void Watcher::Run(Kind kind) {
+  const bool nodes = kind == Kind::kNodes;
+  std::mt19937 rng(std::random_device{}());
+  absl::Duration backoff = options_.initial_backoff;
+  auto fail_wait = [&](const absl::Status& status) {
+    // Capped exponential backoff with jitter in [backoff/2, backoff].
+    std::uniform_real_distribution<double> jitter(0.5, 1.0);
+    absl::Duration d = backoff * jitter(rng);
+    LogWarn("kubernetes API error", {{"resource", KindName(nodes)},
+                                     {"error", std::string(status.message())},
+                                     {"retry_in", absl::FormatDuration(d)}});
+    backoff = std::min(backoff * 2, options_.max_backoff);
+    return WaitOrStop(d);
+  };
+  std::string resource_version;
+  while (!stop_) {
+    if (resource_version.empty()) {
+      absl::Status listed = List(kind, &resource_version);
+      if (!listed.ok()) {
+        if (fail_wait(listed)) return;
+        continue;
+      }
+      backoff = options_.initial_backoff;
+    }
+    absl::Time started = absl::Now();
+    absl::Status watched = Watch(kind, &resource_version);
+    if (stop_) return;
+    {
+      MutexLock lock(&mu_);
+      ++stats_.watch_restarts;
+    }
+    if (!watched.ok()) {
+      if (fail_wait(watched)) return;
+    } else if (absl::Now() - started < absl::Seconds(1)) {
+      // A stream that ends at once repeatedly must not spin.
+      if (fail_wait(absl::UnavailableError("watch ended immediately"))) return;
+    } else {
+      backoff = options_.initial_backoff;
+    }
+  }
+}
+
+absl::Status Watcher::List(Kind kind, std::string* resource_version) {
+  const bool nodes = kind == Kind::kNodes;
+  std::string base = nodes ? "/api/v1/nodes" : "/api/v1/pods";
+  std::vector<NodeRecord> node_records;
+  std::vector<PodRecord> pod_records;
+  std::string continue_token;
+  std::string list_rv;
+  simdjson::ondemand::parser parser;
+  uint64_t decode_errors = 0;
+  do {
+    std::string path = absl::StrCat(base, "?limit=", options_.page_size);
+    if (!nodes && !options_.pod_field_selector.empty()) {
+      absl::StrAppend(&path, "&fieldSelector=", UrlEncode(options_.pod_field_selector));
+    }
+    if (!continue_token.empty()) absl::StrAppend(&path, "&continue=", UrlEncode(continue_token));
+    absl::StatusOr<HttpResponse> response =
+        client_->Request("GET", path, "", options_.request_timeout);
+    if (!response.ok()) return response.status();
+    if (response->code == 410 && !continue_token.empty()) {
+      // The continue token expired: start the list again.
+      continue_token.clear();
+      node_records.clear();
+      pod_records.clear();
+      continue;
+    }
+    if (response->code != 200) {
+      return absl::UnavailableError(absl::StrCat("LIST ", base, ": HTTP ", response->code, ": ",
+                                                 response->body.substr(0, 300)));
+    }
+    simdjson::padded_string padded(response->body);
+    response->body.clear();
+    response->body.shrink_to_fit();
+    simdjson::ondemand::document doc;
+    if (auto err = parser.iterate(padded).get(doc)) {
+      return absl::UnavailableError(absl::StrCat("LIST ", base, ": ", simdjson::error_message(err)));
+    }
+    continue_token.clear();
+    simdjson::ondemand::object obj;
+    if (auto err = doc.get_object().get(obj)) {
+      return absl::UnavailableError(absl::StrCat("LIST ", base, ": ", simdjson::error_message(err)));
+    }
+    for (auto field : obj) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) break;
+      if (key == "metadata") {
+        value meta;
+        if (field.value().get(meta)) continue;
+        simdjson::ondemand::object meta_obj;
+        if (meta.get_object().get(meta_obj)) continue;
+        for (auto m : meta_obj) {
+          std::string_view mk, mv;
+          if (m.unescaped_key().get(mk)) break;
+          if (mk == "resourceVersion" && !m.value().get_string().get(mv)) list_rv = std::string(mv);
+          if (mk == "continue" && !m.value().get_string().get(mv)) continue_token = std::string(mv);
+        }
+      } else if (key == "items") {
+        simdjson::ondemand::array items;
+        if (field.value().get_array().get(items)) continue;
+        for (auto item : items) {
+          value v;
+          if (item.get(v)) {
+            ++decode_errors;
+            continue;
+          }
+          if (nodes) {
+            absl::StatusOr<DecodedNode> node = DecodeNode(v);
+            if (node.ok()) {
+              node_records.push_back(std::move(node->node));
+            } else {
+              ++decode_errors;
+            }
+          } else {
+            absl::StatusOr<Pod> pod = DecodePod(v, nullptr);
+            if (!pod.ok()) {
+              ++decode_errors;
+              continue;
+            }
+            absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
+            if (record.ok()) {
+              pod_records.push_back(std::move(*record));
+            } else {
+              ++decode_errors;
+            }
+          }
+        }
+      }
+    }
+  } while (!continue_token.empty() && !stop_);
+  if (stop_) return absl::CancelledError("stopping");
+  if (nodes) {
+    ledger_->ReplaceNodes(node_records);
+  } else {
+    ledger_->ReplacePods(pod_records);
+  }
+  *resource_version = list_rv;
+  {
+    MutexLock lock(&mu_);
+    ++stats_.lists;
+    stats_.decode_errors += decode_errors;
+    if (nodes) {
+      stats_.nodes_synced = true;
+    } else {
+      stats_.pods_synced = true;
+    }
+  }
+  LogInfo("listed", {{"resource", KindName(nodes)},
+                     {"count", std::to_string(nodes ? node_records.size() : pod_records.size())},
+                     {"resourceVersion", list_rv}});
+  return absl::OkStatus();
+}
+
+absl::Status Watcher::Watch(Kind kind, std::string* resource_version) {
+  const bool nodes = kind == Kind::kNodes;
+  std::string path = absl::StrCat(nodes ? "/api/v1/nodes" : "/api/v1/pods",
+                                  "?watch=true&allowWatchBookmarks=true&resourceVersion=",
+                                  UrlEncode(*resource_version),
+                                  "&timeoutSeconds=", options_.watch_timeout_seconds);
+  if (!nodes && !options_.pod_field_selector.empty()) {
+    absl::StrAppend(&path, "&fieldSelector=", UrlEncode(options_.pod_field_selector));
+  }
+  bool gone = false;
+  std::string error;
+  std::string error_body;
+  absl::StatusOr<long> code = client_->Stream(
+      path,
+      [&](absl::string_view line) {
+        return ApplyEvent(kind, std::string_view(line.data(), line.size()), resource_version,
+                          &gone, &error);
+      },
+      &stop_, absl::Seconds(options_.watch_timeout_seconds + 30), &error_body);
+  if (!code.ok()) return code.status();
+  if (*code == 410 || gone) {
+    resource_version->clear();  // relist
+    MutexLock lock(&mu_);
+    ++stats_.relists_gone;
+    return absl::OkStatus();
+  }
+  if (*code != 200) {
+    return absl::UnavailableError(absl::StrCat("WATCH ", KindName(nodes), ": HTTP ", *code, ": ",
+                                               error_body.substr(0, 300)));
+  }
+  if (!error.empty()) return absl::UnavailableError(error);
+  return absl::OkStatus();
+}
+
+bool Watcher::ApplyEvent(Kind kind, std::string_view line, std::string* resource_version,
+                         bool* gone, std::string* error) {
+  const bool nodes = kind == Kind::kNodes;
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(line);
+  simdjson::ondemand::document doc;
+  std::string_view type;
+  auto decode_error = [&](const std::string& why) {
+    MutexLock lock(&mu_);
+    ++stats_.decode_errors;
+    *error = absl::StrCat("watch ", KindName(nodes), ": undecodable event: ", why);
+    return false;  // resume from the last good resourceVersion
+  };
+  if (auto err = parser.iterate(padded).get(doc)) return decode_error(simdjson::error_message(err));
+  if (auto err = doc.find_field_unordered("type").get_string().get(type)) {
+    return decode_error(simdjson::error_message(err));
+  }
+  std::string event_type(type);
+  value object;
+  if (auto err = doc.find_field_unordered("object").get(object)) {
+    return decode_error(simdjson::error_message(err));
+  }
+  if (event_type == "ERROR") {
+    int64_t code = 0;
+    std::string_view message;
+    if (!object.find_field_unordered("code").get_int64().get(code) && code == 410) {
+      *gone = true;
+      return false;
+    }
+    if (object.find_field_unordered("message").get_string().get(message)) message = "";
+    *error = absl::StrCat("watch ", KindName(nodes), ": ERROR event: ", std::string(message));
+    return false;
+  }
+  if (event_type == "BOOKMARK") {
+    std::string rv = ResourceVersionOf(object);
+    if (!rv.empty()) *resource_version = rv;
+    MutexLock lock(&mu_);
+    ++stats_.bookmarks;
+    stats_.last_event = absl::Now();
+    return true;
+  }
+  if (event_type != "ADDED" && event_type != "MODIFIED" && event_type != "DELETED") {
+    return decode_error("unknown event type " + event_type);
+  }
+  std::string rv;
+  if (nodes) {
+    absl::StatusOr<DecodedNode> node = DecodeNode(object);
+    if (!node.ok()) return decode_error(std::string(node.status().message()));
+    if (event_type == "DELETED") {
+      ledger_->DeleteNode(node->node.name);
+    } else {
+      ledger_->UpsertNode(node->node);
+    }
+    rv = node->resource_version;
+  } else {
+    absl::StatusOr<Pod> pod = DecodePod(object, &rv);
+    if (!pod.ok()) return decode_error(std::string(pod.status().message()));
+    if (pod->phase == "Failed" && absl::StartsWith(pod->status_reason, "OutOf")) NoteRejection(*pod);
+    if (event_type == "DELETED") {
+      ledger_->DeletePod(pod->uid);
+    } else {
+      absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
+      if (!record.ok()) return decode_error(std::string(record.status().message()));
+      ledger_->UpsertPod(*record);
+    }
+  }
+  if (!rv.empty()) *resource_version = rv;
+  MutexLock lock(&mu_);
+  ++stats_.events;
+  stats_.last_event = absl::Now();
+  return true;
+}
+
+void Watcher::NoteRejection(const Pod& pod) {
+  {
+    MutexLock lock(&mu_);
+    if (!rejected_uids_.insert(pod.uid).second) return;
+    ++stats_.rejections_total;
+    rejections_.push_back({pod.uid, pod.namespace_name, pod.name, pod.node_name, pod.status_reason,
+                           pod.status_message, absl::Now()});
+    if (rejections_.size() > 1000) {
+      rejected_uids_.erase(rejections_.front().uid);
+      rejections_.pop_front();
+    }
+  }
+  LogWarn("kubelet rejected a pod", {{"pod", pod.namespace_name + "/" + pod.name},
+                                     {"node", pod.node_name},
+                                     {"reason", pod.status_reason},
+                                     {"message", pod.status_message}});
+}
+
+}  // namespace fitledger::kube

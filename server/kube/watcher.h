@@ -1,0 +1,116 @@
+// The server's view of the cluster: LIST + WATCH of nodes and pods, applied to the ledger.
+#ifndef FITLEDGER_SERVER_KUBE_WATCHER_H_
+#define FITLEDGER_SERVER_KUBE_WATCHER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "server/ledger/ledger.h"
+#include "server/model/pod.h"
+
+namespace fitledger::kube {
+
+class ApiClient;
+
+struct WatcherOptions {
+  int64_t page_size = 500;
+  absl::Duration initial_backoff = absl::Milliseconds(200);
+  absl::Duration max_backoff = absl::Seconds(10);
+  absl::Duration request_timeout = absl::Seconds(60);
+  // Asked of the API server (timeoutSeconds); the watch is then resumed.
+  int64_t watch_timeout_seconds = 300;
+  // Kubernetes' own scheduler selector: finished pods hold nothing.
+  std::string pod_field_selector = "status.phase!=Succeeded,status.phase!=Failed";
+};
+
+// A pod the kubelet refused (phase Failed, reason OutOf*): the scheduler was satisfied and the
+// node said no.
+struct KubeletRejection {
+  std::string uid;
+  std::string namespace_name;
+  std::string name;
+  std::string node;
+  std::string reason;
+  std::string message;
+  absl::Time seen_at;
+};
+
+struct WatcherStats {
+  uint64_t lists = 0;           // completed full LISTs (both kinds)
+  uint64_t relists_gone = 0;    // LISTs forced by 410 Gone
+  uint64_t watch_restarts = 0;  // watches resumed after they ended or dropped
+  uint64_t events = 0;          // watch events applied (bookmarks excluded)
+  uint64_t bookmarks = 0;
+  uint64_t decode_errors = 0;
+  uint64_t rejections_total = 0;
+  absl::Time last_event;  // the last event or bookmark of either kind
+  bool nodes_synced = false;
+  bool pods_synced = false;
+};
+
+// Keeps the ledger in step with the API. Two threads (nodes, pods), each: paged LIST
+// (limit/continue) -> ledger Replace; WATCH from the list's resourceVersion with bookmarks;
+// resume from the last seen resourceVersion when the stream ends or drops (capped exponential
+// backoff with jitter on errors); relist on 410 Gone (HTTP status or ERROR event). Events are
+// applied in order, each once.
+//
+// Thread-safe. Start() spawns the threads, Stop() joins them; the constructor spawns nothing.
+class Watcher {
+ public:
+  // `client` and `ledger` must outlive this.
+  Watcher(ApiClient* client, Ledger* ledger, WatcherOptions options);
+  ~Watcher();
+  Watcher(const Watcher&) = delete;
+  Watcher& operator=(const Watcher&) = delete;
+
+  void Start();
+  void Stop();
+
+  // True once the first full LIST of both nodes and pods has been applied.
+  bool synced() const;
+  WatcherStats stats() const;
+  // The most recent kubelet rejections (at most 1000), oldest first.
+  std::deque<KubeletRejection> rejections() const;
+
+ private:
+  enum class Kind { kNodes, kPods };
+  void Run(Kind kind);
+  // LIST every page; on success applies it and sets `*resource_version`.
+  absl::Status List(Kind kind, std::string* resource_version);
+  // WATCH from `*resource_version` until the stream ends. Clears it on 410 (relist).
+  absl::Status Watch(Kind kind, std::string* resource_version);
+  // Applies one watch line; returns false to stop the stream (ERROR event).
+  bool ApplyEvent(Kind kind, std::string_view line, std::string* resource_version,
+                  bool* gone, std::string* error);
+  void NoteRejection(const Pod& pod);
+  // Sleeps up to `d`; returns true if stopping.
+  bool WaitOrStop(absl::Duration d);
+
+  // Constant after construction.
+  ApiClient* const client_;
+  Ledger* const ledger_;
+  const WatcherOptions options_;
+
+  std::atomic<bool> stop_{false};
+  std::mutex stop_mu_;  // only for stop_cv_
+  std::condition_variable stop_cv_;
+  std::thread nodes_thread_;
+  std::thread pods_thread_;
+
+  mutable Mutex mu_;
+  WatcherStats stats_ ABSL_GUARDED_BY(mu_);
+  std::deque<KubeletRejection> rejections_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> rejected_uids_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fitledger::kube
+
+#endif  // FITLEDGER_SERVER_KUBE_WATCHER_H_

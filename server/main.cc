@@ -1,0 +1,93 @@
+// fitledger-server: parse flags, load config, wire, serve, wait for SIGTERM.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "config/server_config.h"
+#include "server/service/server_app.h"
+
+ABSL_FLAG(std::string, config, "", "YAML configuration file (see config/server.yaml)");
+ABSL_FLAG(std::string, kubeconfig, "",
+          "kubeconfig to reach the Kubernetes API (default: config, then $KUBECONFIG, then "
+          "in-cluster)");
+ABSL_FLAG(std::vector<std::string>, grpc_listen, {},
+          "gRPC listen addresses, comma-separated: unix:///path or host:port (overrides "
+          "grpc.listen)");
+ABSL_FLAG(std::string, monitor_listen, "",
+          "HTTP host:port for /healthz, /readyz, /metrics (overrides monitor.listen)");
+ABSL_FLAG(bool, no_ledger, false,
+          "decide from the watch alone, never assume (demonstrates the burst overcommit)");
+ABSL_FLAG(std::string, log_level, "", "debug, info, warn or error (overrides log.level)");
+ABSL_FLAG(std::string, ready_file, "",
+          "once listening, write {\"grpc_ports\":[..],\"monitor_port\":N} to this file");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "fitledger-server: the assumed-pod ledger behind kube-scheduler's extender.\n"
+      "Usage: fitledger-server --config FILE [--kubeconfig PATH] [--grpc-listen ADDR] "
+      "[--monitor-listen HOST:PORT] [--no-ledger]");
+  absl::ParseCommandLine(argc, argv);
+
+  fitledger::config::ServerConfig config;
+  if (!absl::GetFlag(FLAGS_config).empty()) {
+    absl::StatusOr<fitledger::config::ServerConfig> loaded =
+        fitledger::config::LoadServerConfig(absl::GetFlag(FLAGS_config));
+    if (!loaded.ok()) {
+      fprintf(stderr, "fitledger-server: %s\n", std::string(loaded.status().message()).c_str());
+      return 2;
+    }
+    config = *loaded;
+  }
+  if (!absl::GetFlag(FLAGS_kubeconfig).empty()) config.kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
+  if (!absl::GetFlag(FLAGS_grpc_listen).empty()) config.grpc_listen = absl::GetFlag(FLAGS_grpc_listen);
+  if (!absl::GetFlag(FLAGS_monitor_listen).empty()) {
+    config.monitor_listen = absl::GetFlag(FLAGS_monitor_listen);
+  }
+  if (absl::GetFlag(FLAGS_no_ledger)) config.ledger_enabled = false;
+  if (!absl::GetFlag(FLAGS_log_level).empty()) config.log_level = absl::GetFlag(FLAGS_log_level);
+
+  // Block the stop signals in every thread; main waits for them below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<fitledger::ServerApp>> app = fitledger::ServerApp::Create(config);
+  if (!app.ok()) {
+    fprintf(stderr, "fitledger-server: %s\n", std::string(app.status().message()).c_str());
+    return 2;
+  }
+  absl::Status started = (*app)->Start();
+  if (!started.ok()) {
+    fprintf(stderr, "fitledger-server: %s\n", std::string(started.message()).c_str());
+    return 1;
+  }
+  std::string ports = absl::StrJoin((*app)->grpc_ports(), ",");
+  printf("fitledger-server listening on %s (tcp ports: [%s], monitor port: %d)\n",
+         absl::StrJoin(config.grpc_listen, ",").c_str(), ports.c_str(), (*app)->monitor_port());
+  fflush(stdout);
+  if (!absl::GetFlag(FLAGS_ready_file).empty()) {
+    std::string tmp = absl::GetFlag(FLAGS_ready_file) + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << "{\"grpc_ports\":[" << ports << "],\"monitor_port\":" << (*app)->monitor_port() << "}\n";
+    }
+    rename(tmp.c_str(), absl::GetFlag(FLAGS_ready_file).c_str());
+  }
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  fprintf(stderr, "fitledger-server: signal %d, shutting down\n", signal_number);
+  (*app)->Shutdown();
+  return 0;
+}

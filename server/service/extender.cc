@@ -1,0 +1,247 @@
+#include "server/service/extender.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "server/kube/objects.h"
+
+namespace fitledger {
+namespace {
+
+absl::Status NotSynced() {
+  return absl::UnavailableError(
+      "fitledger has not finished listing the cluster yet (not synced); retry shortly");
+}
+
+std::string PodName(const BindRequest& r) { return absl::StrCat(r.namespace_name, "/", r.name); }
+
+}  // namespace
+
+Extender::Extender(Ledger* ledger, kube::Binder* binder, ExtenderOptions options,
+                   std::function<bool()> synced)
+    : ledger_(ledger), binder_(binder), options_(options), synced_(std::move(synced)) {}
+
+void Extender::Remember(const std::string& uid, const Resources& requests) {
+  if (uid.empty()) return;
+  MutexLock lock(&mu_);
+  auto [it, inserted] = filtered_.insert_or_assign(uid, requests);
+  if (inserted) {
+    filtered_order_.push_back(uid);
+    while (filtered_order_.size() > options_.filter_cache_size) {
+      filtered_.erase(filtered_order_.front());
+      filtered_order_.pop_front();
+    }
+  }
+}
+
+absl::StatusOr<FilterResult> Extender::Filter(const Pod& pod,
+                                              absl::Span<const std::string> node_names) {
+  if (!synced_()) return NotSynced();
+  ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
+  Remember(pod.uid, requests);
+  return ledger_->Filter(requests, node_names);
+}
+
+absl::StatusOr<std::vector<int64_t>> Extender::Prioritize(
+    const Pod& pod, absl::Span<const std::string> node_names) {
+  if (!synced_()) return NotSynced();
+  ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
+  return ledger_->Prioritize(requests, node_names);
+}
+
+absl::StatusOr<std::map<std::string, std::vector<std::string>>> Extender::Preempt(
+    const Pod& pod, const std::map<std::string, std::vector<std::string>>& victims) {
+  if (!synced_()) return NotSynced();
+  ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
+  return ledger_->Preempt(requests, victims);
+}
+
+absl::StatusOr<Resources> Extender::RequestsFor(const BindRequest& request) {
+  {
+    ReaderMutexLock lock(&mu_);
+    auto it = filtered_.find(request.uid);
+    if (it != filtered_.end()) return it->second;
+  }
+  absl::StatusOr<Resources> pending = ledger_->PendingPodRequests(request.uid);
+  if (pending.ok()) return pending;
+  // Neither Filter nor the watch has shown this pod yet: ask the API.
+  absl::StatusOr<Pod> pod = binder_->GetPod(request.namespace_name, request.name);
+  if (!pod.ok()) {
+    if (absl::IsNotFound(pod.status())) {
+      return absl::NotFoundError(absl::StrCat("pod ", PodName(request), " not found"));
+    }
+    return absl::UnavailableError(absl::StrCat("cannot read pod ", PodName(request), ": ",
+                                               pod.status().message()));
+  }
+  if (pod->uid != request.uid) {
+    return absl::NotFoundError(absl::StrCat("pod ", PodName(request), " with UID ", request.uid,
+                                            " not found (the pod by that name has UID ", pod->uid,
+                                            ")"));
+  }
+  return PodRequests(*pod, RequestBasis::kSpec);
+}
+
+void Extender::Count(const std::string& outcome) {
+  MutexLock lock(&mu_);
+  ++counters_.outcomes[outcome];
+}
+
+BindCounters Extender::bind_counters() const {
+  ReaderMutexLock lock(&mu_);
+  return counters_;
+}
+
+absl::Status Extender::Bind(const BindRequest& request) {
+  if (request.name.empty() || request.namespace_name.empty() || request.uid.empty() ||
+      request.node.empty()) {
+    Count("invalid");
+    return absl::InvalidArgumentError("bind needs PodName, PodNamespace, PodUID and Node");
+  }
+  {
+    std::lock_guard<std::mutex> lock(binds_mu_);
+    if (shutting_down_) {
+      return absl::UnavailableError("fitledger-server is shutting down");
+    }
+    ++binds_in_flight_;
+  }
+  absl::Status status = BindAssumed(request);
+  {
+    std::lock_guard<std::mutex> lock(binds_mu_);
+    --binds_in_flight_;
+  }
+  binds_cv_.notify_all();
+  if (status.ok()) {
+    LogInfo("bound", {{"verb", "bind"}, {"pod", PodName(request)}, {"node", request.node}});
+  } else {
+    LogInfo("bind failed", {{"verb", "bind"},
+                            {"pod", PodName(request)},
+                            {"node", request.node},
+                            {"error", std::string(status.message())}});
+  }
+  return status;
+}
+
+absl::Status Extender::BindWithoutLedger(const BindRequest& request) {
+  // Decide from the watch alone, as a scheduler without assume does: Filter judged the node
+  // on a view that may lag, and nothing is reserved here, so a burst overcommits.
+  kube::BindResult result = binder_->Bind(request.namespace_name, request.name, request.uid,
+                                          request.node);
+  switch (result.outcome) {
+    case kube::BindOutcome::kBound:
+    case kube::BindOutcome::kAlreadyBound:
+      Count("bound");
+      return absl::OkStatus();
+    default:
+      Count("api_error");
+      return absl::UnavailableError(result.message);
+  }
+}
+
+absl::Status Extender::BindAssumed(const BindRequest& request) {
+  if (!synced_()) {
+    Count("not_synced");
+    return NotSynced();
+  }
+  absl::StatusOr<Resources> requests = RequestsFor(request);
+  if (!requests.ok()) {
+    Count(absl::IsNotFound(requests.status()) ? "pod_not_found" : "api_error");
+    return requests.status();
+  }
+  if (!options_.ledger_enabled) return BindWithoutLedger(request);
+
+  absl::StatusOr<AssumeOutcome> assumed = ledger_->TryAssume(
+      request.uid, request.namespace_name, request.name, request.node, *requests, absl::Now());
+  if (absl::IsAlreadyExists(assumed.status())) {
+    // Assumed on another node by an earlier bind whose outcome we never learned: ask the API,
+    // settle, and try once more.
+    std::optional<AssumedPod> previous = ledger_->AssumedEntry(request.uid);
+    if (previous.has_value() && !previous->bind_in_flight && SettleWithApi(*previous)) {
+      assumed = ledger_->TryAssume(request.uid, request.namespace_name, request.name,
+                                   request.node, *requests, absl::Now());
+    }
+  }
+  if (!assumed.ok()) {
+    if (absl::IsFailedPrecondition(assumed.status())) {
+      Count("no_longer_fits");
+    } else if (absl::IsNotFound(assumed.status())) {
+      Count("node_not_found");
+    } else {
+      Count("assumed_elsewhere");
+      return absl::FailedPreconditionError(assumed.status().message());
+    }
+    return assumed.status();
+  }
+  if (*assumed == AssumeOutcome::kAlreadyConfirmed) {
+    Count("already_bound");
+    return absl::OkStatus();
+  }
+
+  // The API call, outside every lock.
+  kube::BindResult result =
+      binder_->Bind(request.namespace_name, request.name, request.uid, request.node);
+  switch (result.outcome) {
+    case kube::BindOutcome::kBound:
+      ledger_->MarkBound(request.uid, request.node);
+      Count("bound");
+      return absl::OkStatus();
+    case kube::BindOutcome::kAlreadyBound:
+      ledger_->MarkBound(request.uid, request.node);
+      Count("already_bound");
+      return absl::OkStatus();
+    case kube::BindOutcome::kBoundElsewhere:
+      ledger_->MarkBound(request.uid, result.node);
+      Count("bound_elsewhere");
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pod ", PodName(request), " is already bound to node ", result.node));
+    case kube::BindOutcome::kPodGone:
+      ledger_->Forget(request.uid);
+      Count("pod_gone");
+      return absl::NotFoundError(result.message);
+    case kube::BindOutcome::kRejected:
+      ledger_->Forget(request.uid);
+      Count("rejected");
+      return absl::FailedPreconditionError(result.message);
+    case kube::BindOutcome::kUnreachable:
+      ledger_->Forget(request.uid);
+      Count("api_unreachable");
+      return absl::UnavailableError(result.message);
+    case kube::BindOutcome::kUnknown:
+      ledger_->MarkBindUnknown(request.uid);
+      Count("outcome_unknown");
+      return absl::UnavailableError(absl::StrCat(
+          "binding outcome unknown (", result.message, "); pod ", PodName(request),
+          " stays assumed on ", request.node, " until the watch or reconciliation settles it"));
+  }
+  return absl::InternalError("unreachable");
+}
+
+bool Extender::SettleWithApi(const AssumedPod& assumed) {
+  absl::StatusOr<Pod> pod = binder_->GetPod(assumed.namespace_name, assumed.name);
+  if (!pod.ok()) {
+    if (absl::IsNotFound(pod.status())) {
+      return ledger_->Settle(assumed.uid, assumed.epoch, ApiPodState::kGone, nullptr);
+    }
+    return false;  // the API cannot answer: keep the assumption
+  }
+  if (pod->uid != assumed.uid || pod->IsTerminal()) {
+    return ledger_->Settle(assumed.uid, assumed.epoch, ApiPodState::kGone, nullptr);
+  }
+  if (pod->node_name.empty()) {
+    return ledger_->Settle(assumed.uid, assumed.epoch, ApiPodState::kUnbound, nullptr);
+  }
+  absl::StatusOr<PodRecord> record = kube::ToPodRecord(*pod);
+  if (!record.ok()) return false;
+  return ledger_->Settle(assumed.uid, assumed.epoch, ApiPodState::kBound, &*record);
+}
+
+void Extender::BeginShutdown() {
+  std::lock_guard<std::mutex> lock(binds_mu_);
+  shutting_down_ = true;
+}
+
+void Extender::WaitForBinds() {
+  std::unique_lock<std::mutex> lock(binds_mu_);
+  binds_cv_.wait(lock, [this] { return binds_in_flight_ == 0; });
+}
+
+}  // namespace fitledger

@@ -1,0 +1,102 @@
+// The extender verbs on plain values: the ledger, the binding POST and its outcomes.
+#ifndef FITLEDGER_SERVER_SERVICE_EXTENDER_H_
+#define FITLEDGER_SERVER_SERVICE_EXTENDER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/mutex.h"
+#include "server/kube/binder.h"
+#include "server/ledger/ledger.h"
+#include "server/model/pod.h"
+
+namespace fitledger {
+
+struct ExtenderOptions {
+  // false: decide from the watch alone and never assume (demonstrates the burst bug).
+  bool ledger_enabled = true;
+  // Requests remembered from Filter calls, for Bind (by pod UID).
+  size_t filter_cache_size = 10000;
+};
+
+struct BindRequest {
+  std::string namespace_name;
+  std::string name;
+  std::string uid;
+  std::string node;
+};
+
+struct BindCounters {
+  std::map<std::string, uint64_t> outcomes;  // by reason, e.g. "bound", "no_longer_fits"
+};
+
+// Thread-safe. Bind runs concurrently (kube-scheduler's binding cycles); each Bind holds the
+// ledger's lock only inside TryAssume / MarkBound / Forget, never across the API call.
+class Extender {
+ public:
+  // `ledger` and `binder` must outlive this. `synced` says whether the view is complete.
+  Extender(Ledger* ledger, kube::Binder* binder, ExtenderOptions options,
+           std::function<bool()> synced);
+
+  // Unavailable until synced; InvalidArgument for a pod with bad requests.
+  absl::StatusOr<FilterResult> Filter(const Pod& pod, absl::Span<const std::string> node_names);
+  absl::StatusOr<std::vector<int64_t>> Prioritize(const Pod& pod,
+                                                  absl::Span<const std::string> node_names);
+  absl::StatusOr<std::map<std::string, std::vector<std::string>>> Preempt(
+      const Pod& pod, const std::map<std::string, std::vector<std::string>>& victims);
+
+  // Re-checks fit and assumes (one locked step), POSTs the binding, then keeps or forgets per
+  // the ledger's rules. OK when bound (or already bound to that node). Errors:
+  // FailedPrecondition (no longer fits, or bound elsewhere), NotFound (pod or node unknown),
+  // Unavailable (API unreachable: nothing assumed; or the outcome is unknown: kept assumed),
+  // InvalidArgument (bad request).
+  absl::Status Bind(const BindRequest& request);
+
+  // Settles one old assumption against the API (used by the reconciler and by Bind when a pod
+  // is assumed elsewhere). Returns true if the ledger changed.
+  bool SettleWithApi(const AssumedPod& assumed);
+
+  // Graceful shutdown: new binds are refused (Unavailable); WaitForBinds blocks until the
+  // in-flight ones finish.
+  void BeginShutdown();
+  void WaitForBinds();
+
+  BindCounters bind_counters() const;
+  const Ledger& ledger() const { return *ledger_; }
+
+ private:
+  absl::StatusOr<Resources> RequestsFor(const BindRequest& request);
+  absl::Status BindAssumed(const BindRequest& request);
+  absl::Status BindWithoutLedger(const BindRequest& request);
+  void Count(const std::string& outcome);
+  void Remember(const std::string& uid, const Resources& requests);
+
+  // Constant after construction.
+  Ledger* const ledger_;
+  kube::Binder* const binder_;
+  const ExtenderOptions options_;
+  const std::function<bool()> synced_;
+
+  mutable Mutex mu_;
+  absl::flat_hash_map<std::string, Resources> filtered_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> filtered_order_ ABSL_GUARDED_BY(mu_);
+  BindCounters counters_ ABSL_GUARDED_BY(mu_);
+
+  std::mutex binds_mu_;  // for binds_cv_ only
+  std::condition_variable binds_cv_;
+  int binds_in_flight_ = 0;  // guarded by binds_mu_
+  bool shutting_down_ = false;  // guarded by binds_mu_
+};
+
+}  // namespace fitledger
+
+#endif  // FITLEDGER_SERVER_SERVICE_EXTENDER_H_

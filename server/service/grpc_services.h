@@ -1,0 +1,75 @@
+// The gRPC services: proto in, the plain Extender / Ledger, proto out.
+#ifndef FITLEDGER_SERVER_SERVICE_GRPC_SERVICES_H_
+#define FITLEDGER_SERVER_SERVICE_GRPC_SERVICES_H_
+
+#include <deque>
+#include <functional>
+
+#include "absl/status/status.h"
+#include "common/metrics.h"
+#include "fitledger/v1/extender.grpc.pb.h"
+#include "fitledger/v1/introspection.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "server/kube/watcher.h"
+#include "server/service/extender.h"
+
+namespace fitledger {
+
+// The one place an absl::Status becomes a grpc::Status (same canonical code and message).
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Per-rpc request counts and latency, shared by the services.
+struct RpcMetrics {
+  explicit RpcMetrics(MetricsRegistry* registry);
+  void Record(const char* method, const absl::Status& status, absl::Duration elapsed);
+  CounterFamily* requests;
+  HistogramFamily* latency;
+};
+
+// Thread-safe (stateless over Extender).
+class ExtenderService final : public v1::Extender::Service {
+ public:
+  // `extender` and `metrics` must outlive this.
+  ExtenderService(Extender* extender, RpcMetrics* metrics);
+
+  grpc::Status Filter(grpc::ServerContext* context, const v1::ExtenderArgs* args,
+                      v1::ExtenderFilterResult* result) override;
+  grpc::Status Prioritize(grpc::ServerContext* context, const v1::ExtenderArgs* args,
+                          v1::HostPriorityList* result) override;
+  grpc::Status Bind(grpc::ServerContext* context, const v1::ExtenderBindingArgs* args,
+                    v1::ExtenderBindingResult* result) override;
+  grpc::Status Preempt(grpc::ServerContext* context, const v1::ExtenderPreemptionArgs* args,
+                       v1::ExtenderPreemptionResult* result) override;
+
+ private:
+  Extender* const extender_;
+  RpcMetrics* const metrics_;
+};
+
+// Read-only. Thread-safe.
+class IntrospectionService final : public v1::Introspection::Service {
+ public:
+  using RejectionSource = std::function<std::pair<std::deque<kube::KubeletRejection>, uint64_t>()>;
+  // `ledger` must outlive this. `synced` and `rejections` are called per request.
+  IntrospectionService(const Ledger* ledger, std::function<bool()> synced,
+                       RejectionSource rejections, RpcMetrics* metrics);
+
+  grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
+                         v1::ListNodesResponse* response) override;
+  grpc::Status ListAssumed(grpc::ServerContext* context, const v1::ListAssumedRequest* request,
+                           v1::ListAssumedResponse* response) override;
+  grpc::Status Explain(grpc::ServerContext* context, const v1::ExplainRequest* request,
+                       v1::ExplainResponse* response) override;
+  grpc::Status ListRejections(grpc::ServerContext* context, const v1::ListRejectionsRequest* request,
+                              v1::ListRejectionsResponse* response) override;
+
+ private:
+  const Ledger* const ledger_;
+  const std::function<bool()> synced_;
+  const RejectionSource rejections_;
+  RpcMetrics* const metrics_;
+};
+
+}  // namespace fitledger
+
+#endif  // FITLEDGER_SERVER_SERVICE_GRPC_SERVICES_H_

@@ -1,0 +1,45 @@
+// Settles old assumptions against the API: never by a timer alone.
+#ifndef FITLEDGER_SERVER_SERVICE_RECONCILER_H_
+#define FITLEDGER_SERVER_SERVICE_RECONCILER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "absl/time/time.h"
+#include "server/service/extender.h"
+
+namespace fitledger {
+
+// Every `period`, each assumption older than `age` with no bind in flight is checked with a GET
+// of the pod: bound -> confirmed on the API's node; gone, terminal or another UID -> forgotten;
+// unbound -> forgotten (no bind is in flight, so nothing will bind it). If the API cannot
+// answer, the assumption stays.
+//
+// Thread-safe. Start() spawns the thread, Stop() joins it.
+class Reconciler {
+ public:
+  // `extender` must outlive this.
+  Reconciler(Extender* extender, absl::Duration period, absl::Duration age);
+  ~Reconciler();
+
+  void Start();
+  void Stop();
+  // One pass as of `now`; returns how many assumptions changed. For tests and the thread.
+  int RunOnce(absl::Time now);
+
+ private:
+  Extender* const extender_;
+  const absl::Duration period_;
+  const absl::Duration age_;
+
+  std::mutex mu_;  // for cv_ only
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace fitledger
+
+#endif  // FITLEDGER_SERVER_SERVICE_RECONCILER_H_

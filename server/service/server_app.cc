@@ -1,0 +1,334 @@
+#include "server/service/server_app.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "httplib.h"
+#include "server/kube/api_client.h"
+#include "server/kube/binder.h"
+#include "server/kube/watcher.h"
+#include "server/service/grpc_services.h"
+#include "server/service/reconciler.h"
+
+namespace fitledger {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+class ServerAppImpl : public ServerApp {
+ public:
+  explicit ServerAppImpl(config::ServerConfig config, kube::Connection connection)
+      : config_(std::move(config)),
+        client_(std::move(connection)),
+        ledger_(Policy(config_), config_.scoring == "MostAllocated"
+                                     ? ScoringStrategy::kMostAllocated
+                                     : ScoringStrategy::kLeastAllocated),
+        watcher_(&client_, &ledger_, WatcherOptionsFor(config_)),
+        binder_(&client_, config_.bind_timeout),
+        extender_(&ledger_, &binder_, ExtenderOptions{config_.ledger_enabled},
+                  [this] { return watcher_.synced(); }),
+        reconciler_(&extender_, config_.reconcile_period, config_.assumed_reconcile_age),
+        rpc_metrics_(&metrics_),
+        extender_service_(&extender_, &rpc_metrics_),
+        introspection_service_(
+            &ledger_, [this] { return watcher_.synced(); },
+            [this] {
+              return std::make_pair(watcher_.rejections(), watcher_.stats().rejections_total);
+            },
+            &rpc_metrics_) {
+    RegisterMetrics();
+  }
+
+  ~ServerAppImpl() override { Shutdown(); }
+
+  absl::Status Start() override {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
+    grpc_ports_.assign(config_.grpc_listen.size(), 0);
+    std::shared_ptr<grpc::ServerCredentials> tls;
+    if (config_.grpc_tls.enabled()) {
+      grpc::SslServerCredentialsOptions options(
+          config_.grpc_tls.client_ca_file.empty()
+              ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+      absl::StatusOr<std::string> cert = ReadFile(config_.grpc_tls.cert_file);
+      absl::StatusOr<std::string> key = ReadFile(config_.grpc_tls.key_file);
+      if (!cert.ok()) return cert.status();
+      if (!key.ok()) return key.status();
+      options.pem_key_cert_pairs.push_back({*key, *cert});
+      if (!config_.grpc_tls.client_ca_file.empty()) {
+        absl::StatusOr<std::string> ca = ReadFile(config_.grpc_tls.client_ca_file);
+        if (!ca.ok()) return ca.status();
+        options.pem_root_certs = *ca;
+      }
+      tls = grpc::SslServerCredentials(options);
+    }
+    for (size_t i = 0; i < config_.grpc_listen.size(); ++i) {
+      const std::string& address = config_.grpc_listen[i];
+      if (absl::StartsWith(address, "unix://")) {
+        std::string path = address.substr(strlen("unix://"));
+        unlink(path.c_str());  // a stale socket from a previous run
+        builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+      } else {
+        // TLS on every TCP listener when configured; loopback may be plaintext.
+        builder.AddListeningPort(address, tls ? tls : grpc::InsecureServerCredentials(),
+                                 &grpc_ports_[i]);
+      }
+    }
+    builder.RegisterService(&extender_service_);
+    builder.RegisterService(&introspection_service_);
+    builder.SetMaxReceiveMessageSize(64 << 20);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ",
+                                                 absl::StrJoin(config_.grpc_listen, ", ")));
+    }
+    for (size_t i = 0; i < config_.grpc_listen.size(); ++i) {
+      if (!absl::StartsWith(config_.grpc_listen[i], "unix://") && grpc_ports_[i] == 0) {
+        return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.grpc_listen[i]));
+      }
+    }
+    health_ = server_->GetHealthCheckService();
+    SetServing(false);
+    absl::Status monitor = StartMonitor();
+    if (!monitor.ok()) return monitor;
+    watcher_.Start();
+    if (config_.ledger_enabled) reconciler_.Start();
+    health_thread_ = std::thread([this] { HealthLoop(); });
+    LogInfo("fitledger-server started",
+            {{"grpc", absl::StrJoin(config_.grpc_listen, ",")},
+             {"kubernetes", client_.connection().server},
+             {"ledger", config_.ledger_enabled ? "enabled" : "DISABLED (--no-ledger)"}});
+    return absl::OkStatus();
+  }
+
+  void Shutdown() override {
+    if (shut_down_.exchange(true)) return;
+    LogInfo("shutting down: finishing in-flight binds");
+    extender_.BeginShutdown();
+    stop_health_ = true;
+    if (health_thread_.joinable()) health_thread_.join();
+    if (server_ != nullptr) {
+      SetServing(false);
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    }
+    extender_.WaitForBinds();
+    reconciler_.Stop();
+    watcher_.Stop();
+    if (monitor_ != nullptr) {
+      monitor_->stop();
+      if (monitor_thread_.joinable()) monitor_thread_.join();
+    }
+    for (const std::string& address : config_.grpc_listen) {
+      if (absl::StartsWith(address, "unix://")) unlink(address.substr(strlen("unix://")).c_str());
+    }
+  }
+
+  std::vector<int> grpc_ports() const override {
+    std::vector<int> out;
+    for (size_t i = 0; i < config_.grpc_listen.size(); ++i) {
+      if (!absl::StartsWith(config_.grpc_listen[i], "unix://")) out.push_back(grpc_ports_[i]);
+    }
+    return out;
+  }
+  int monitor_port() const override { return monitor_port_; }
+
+ private:
+  static AccountingPolicy Policy(const config::ServerConfig& c) {
+    AccountingPolicy p;
+    p.all = c.accounting_all;
+    p.managed = c.managed_resources;
+    return p;
+  }
+  static kube::WatcherOptions WatcherOptionsFor(const config::ServerConfig& c) {
+    kube::WatcherOptions o;
+    o.page_size = c.list_page_size;
+    return o;
+  }
+
+  void SetServing(bool serving) {
+    if (health_ == nullptr) return;
+    health_->SetServingStatus(serving);
+    health_->SetServingStatus("fitledger.v1.Extender", serving);
+    health_->SetServingStatus("fitledger.v1.Introspection", serving);
+  }
+
+  void HealthLoop() {
+    bool serving = false;
+    while (!stop_health_) {
+      bool synced = watcher_.synced();
+      if (synced != serving) {
+        serving = synced;
+        SetServing(serving);
+        if (serving) LogInfo("synced: the view is complete, serving");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  absl::Status StartMonitor() {
+    if (config_.monitor_listen.empty()) return absl::OkStatus();
+    size_t colon = config_.monitor_listen.rfind(':');
+    int port = -1;
+    if (colon == std::string::npos ||
+        !absl::SimpleAtoi(config_.monitor_listen.substr(colon + 1), &port)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("monitor.listen: \"", config_.monitor_listen, "\" is not host:port"));
+    }
+    std::string host = config_.monitor_listen.substr(0, colon);
+    monitor_ = std::make_unique<httplib::Server>();
+    monitor_->set_tcp_nodelay(true);
+    monitor_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok\n", "text/plain");
+    });
+    monitor_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+      bool ready = watcher_.synced() && !shut_down_;
+      res.status = ready ? 200 : 503;
+      res.set_content(ready ? "ok\n" : "not synced\n", "text/plain");
+    });
+    monitor_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
+    });
+    monitor_port_ = port == 0 ? monitor_->bind_to_any_port(host) : (monitor_->bind_to_port(host, port) ? port : -1);
+    if (monitor_port_ <= 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.monitor_listen));
+    }
+    monitor_thread_ = std::thread([this] { monitor_->listen_after_bind(); });
+    return absl::OkStatus();
+  }
+
+  void RegisterMetrics() {
+    metrics_.Gauge("fitledger_synced", "1 once the first full list of nodes and pods is applied.",
+                   {}, [this] { return std::vector<GaugeSample>{{{}, watcher_.synced() ? 1.0 : 0.0}}; });
+    metrics_.Gauge("fitledger_assumed_pods", "Pods bound by fitledger not yet seen by the watch.",
+                   {}, [this] {
+                     return std::vector<GaugeSample>{{{}, static_cast<double>(ledger_.Assumed().size())}};
+                   });
+    metrics_.Gauge("fitledger_oldest_assumption_age_seconds",
+                   "Age of the oldest assumed pod (0 when none).", {}, [this] {
+                     std::vector<AssumedPod> all = ledger_.Assumed();
+                     double age = all.empty() ? 0 : absl::ToDoubleSeconds(absl::Now() - all.front().assumed_at);
+                     return std::vector<GaugeSample>{{{}, age}};
+                   });
+    metrics_.Gauge("fitledger_counted_pods", "Pods counted on nodes (assumed + confirmed).", {},
+                   [this] {
+                     return std::vector<GaugeSample>{{{}, static_cast<double>(ledger_.pod_count())}};
+                   });
+    metrics_.Gauge("fitledger_ledger_transitions", "Ledger transitions since start, by kind.",
+                   {"kind"}, [this] {
+                     LedgerCounters c = ledger_.counters();
+                     return std::vector<GaugeSample>{
+                         {{"assumed"}, double(c.assumed)},
+                         {{"confirmed"}, double(c.confirmed)},
+                         {{"forgotten"}, double(c.forgotten)},
+                         {{"assume_rejected"}, double(c.assume_rejected)},
+                         {{"reconcile_confirmed"}, double(c.reconcile_confirmed)},
+                         {{"reconcile_forgotten"}, double(c.reconcile_forgotten)}};
+                   });
+    metrics_.Gauge("fitledger_bind_outcomes", "Bind outcomes since start, by reason.", {"reason"},
+                   [this] {
+                     std::vector<GaugeSample> out;
+                     for (const auto& [reason, n] : extender_.bind_counters().outcomes) {
+                       out.push_back({{reason}, double(n)});
+                     }
+                     return out;
+                   });
+    metrics_.Gauge("fitledger_watch", "Watch activity since start, by kind.", {"kind"}, [this] {
+      kube::WatcherStats s = watcher_.stats();
+      return std::vector<GaugeSample>{{{"lists"}, double(s.lists)},
+                                      {{"relists_gone"}, double(s.relists_gone)},
+                                      {{"watch_restarts"}, double(s.watch_restarts)},
+                                      {{"events"}, double(s.events)},
+                                      {{"bookmarks"}, double(s.bookmarks)},
+                                      {{"decode_errors"}, double(s.decode_errors)}};
+    });
+    metrics_.Gauge("fitledger_seconds_since_last_watch_event",
+                   "Seconds since the last watch event or bookmark (-1 before the first).", {},
+                   [this] {
+                     absl::Time last = watcher_.stats().last_event;
+                     double v = last == absl::Time() ? -1 : absl::ToDoubleSeconds(absl::Now() - last);
+                     return std::vector<GaugeSample>{{{}, v}};
+                   });
+    metrics_.Gauge("fitledger_kubelet_rejections", "Pods the kubelet rejected (OutOf*), by reason and node.",
+                   {"reason", "node"}, [this] {
+                     std::map<std::pair<std::string, std::string>, double> counts;
+                     for (const auto& r : watcher_.rejections()) ++counts[{r.reason, r.node}];
+                     std::vector<GaugeSample> out;
+                     for (const auto& [key, n] : counts) out.push_back({{key.first, key.second}, n});
+                     return out;
+                   });
+    metrics_.Gauge("fitledger_node_resource", "Per node and resource: allocatable, confirmed, assumed "
+                   "(cpu in millicores, the rest in units).", {"node", "resource", "kind"}, [this] {
+                     std::vector<GaugeSample> out;
+                     for (const NodeSummary& n : ledger_.Nodes()) {
+                       for (const char* r : {"cpu", "memory", "pods"}) {
+                         if (!ledger_.policy().all && !ledger_.policy().Accounts(r)) continue;
+                         out.push_back({{n.name, r, "allocatable"}, double(n.allocatable.Get(r))});
+                         out.push_back({{n.name, r, "confirmed"}, double(n.confirmed.Get(r))});
+                         out.push_back({{n.name, r, "assumed"}, double(n.assumed.Get(r))});
+                       }
+                       for (const std::string& r : ledger_.policy().managed) {
+                         out.push_back({{n.name, r, "allocatable"}, double(n.allocatable.Get(r))});
+                         out.push_back({{n.name, r, "confirmed"}, double(n.confirmed.Get(r))});
+                         out.push_back({{n.name, r, "assumed"}, double(n.assumed.Get(r))});
+                       }
+                     }
+                     return out;
+                   });
+  }
+
+  const config::ServerConfig config_;
+  kube::ApiClient client_;
+  Ledger ledger_;
+  kube::Watcher watcher_;
+  kube::ApiBinder binder_;
+  Extender extender_;
+  Reconciler reconciler_;
+  MetricsRegistry metrics_;
+  RpcMetrics rpc_metrics_;
+  ExtenderService extender_service_;
+  IntrospectionService introspection_service_;
+
+  std::unique_ptr<grpc::Server> server_;
+  grpc::HealthCheckServiceInterface* health_ = nullptr;
+  std::vector<int> grpc_ports_;
+  std::unique_ptr<httplib::Server> monitor_;
+  std::thread monitor_thread_;
+  int monitor_port_ = 0;
+  std::thread health_thread_;
+  std::atomic<bool> stop_health_{false};
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Create(const config::ServerConfig& config) {
+  absl::Status valid = config::ValidateServerConfig(config);
+  if (!valid.ok()) return valid;
+  SetLogLevel(config.log_level);
+  absl::StatusOr<kube::Connection> connection = kube::ResolveConnection(config.kubeconfig);
+  if (!connection.ok()) return connection.status();
+  return std::unique_ptr<ServerApp>(new ServerAppImpl(config, *std::move(connection)));
+}
+
+}  // namespace fitledger

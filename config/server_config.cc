@@ -61,9 +61,10 @@ absl::Status Read(Fields& root, ServerConfig* c) {
   }));
   RETURN_IF_ERROR(root.Map("log", [&](Fields& f) -> absl::Status {
     RETURN_IF_ERROR(f.String("level", &c->log_level));
+    if (c->log_level == "warning") c->log_level = "warn";
     if (c->log_level != "debug" && c->log_level != "info" && c->log_level != "warn" &&
         c->log_level != "error") {
-      return f.Error("level", "must be debug, info, warn or error");
+      return f.Error("level", "must be debug, info, warn (or warning) or error");
     }
     return absl::OkStatus();
   }));

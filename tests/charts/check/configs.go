@@ -1,0 +1,153 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// ServerConfig mirrors fitledger-server's YAML configuration (camelCase keys).
+type ServerConfig struct {
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	GRPC       struct {
+		Listen []string  `json:"listen"`
+		TLS    *TLSFiles `json:"tls,omitempty"`
+	} `json:"grpc"`
+	Monitor struct {
+		Listen string `json:"listen"`
+	} `json:"monitor"`
+	Ledger struct {
+		Enabled    bool `json:"enabled"`
+		Accounting struct {
+			Mode    string   `json:"mode"`
+			Managed []string `json:"managed"`
+		} `json:"accounting"`
+		Scoring             string `json:"scoring"`
+		ReconcilePeriod     string `json:"reconcilePeriod"`
+		AssumedReconcileAge string `json:"assumedReconcileAge"`
+	} `json:"ledger"`
+	Log struct {
+		Level string `json:"level"`
+	} `json:"log"`
+}
+
+// ShimConfig mirrors fitledger-shim's YAML configuration.
+type ShimConfig struct {
+	Listen       string    `json:"listen"`
+	Prefix       string    `json:"prefix"`
+	Server       string    `json:"server"`
+	MaxBodyBytes int64     `json:"maxBodyBytes"`
+	Threads      int       `json:"threads"`
+	TLS          *TLSFiles `json:"tls,omitempty"`
+	Monitor      struct {
+		Listen string `json:"listen"`
+	} `json:"monitor"`
+}
+
+// TLSFiles is the tls block of both configurations.
+type TLSFiles struct {
+	CertFile     string `json:"certFile"`
+	KeyFile      string `json:"keyFile"`
+	ClientCAFile string `json:"clientCAFile,omitempty"`
+}
+
+func isLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+func portOf(hostport string) string {
+	_, port, _ := net.SplitHostPort(hostport)
+	return port
+}
+
+// ValidateServerConfig applies fitledger-server's documented rules.
+func ValidateServerConfig(c *ServerConfig) error {
+	if len(c.GRPC.Listen) == 0 {
+		return fmt.Errorf("grpc.listen is empty")
+	}
+	for _, addr := range c.GRPC.Listen {
+		if strings.HasPrefix(addr, "unix://") {
+			if !strings.HasPrefix(addr, "unix:///") {
+				return fmt.Errorf("grpc.listen %q: a unix address needs an absolute path (unix:///path)", addr)
+			}
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("grpc.listen %q: not unix:///path nor host:port", addr)
+		}
+		if !isLoopback(addr) && c.GRPC.TLS == nil {
+			return fmt.Errorf("grpc.listen %q: a non-loopback TCP address requires grpc.tls", addr)
+		}
+	}
+	if c.GRPC.TLS != nil && (c.GRPC.TLS.CertFile == "" || c.GRPC.TLS.KeyFile == "") {
+		return fmt.Errorf("grpc.tls needs certFile and keyFile")
+	}
+	if _, _, err := net.SplitHostPort(c.Monitor.Listen); err != nil {
+		return fmt.Errorf("monitor.listen %q: %v", c.Monitor.Listen, err)
+	}
+	switch c.Ledger.Accounting.Mode {
+	case "all":
+		if len(c.Ledger.Accounting.Managed) != 0 {
+			return fmt.Errorf("ledger.accounting.managed must be empty with mode all")
+		}
+	case "managed":
+		if len(c.Ledger.Accounting.Managed) == 0 {
+			return fmt.Errorf("ledger.accounting.managed is empty with mode managed")
+		}
+		for _, n := range c.Ledger.Accounting.Managed {
+			if !isExtendedResourceName(n) {
+				return fmt.Errorf("ledger.accounting.managed: %q is not an extended resource name", n)
+			}
+		}
+	default:
+		return fmt.Errorf("ledger.accounting.mode %q: want all or managed", c.Ledger.Accounting.Mode)
+	}
+	if c.Ledger.Scoring != "LeastAllocated" && c.Ledger.Scoring != "MostAllocated" {
+		return fmt.Errorf("ledger.scoring %q", c.Ledger.Scoring)
+	}
+	for _, d := range []struct{ name, v string }{
+		{"ledger.reconcilePeriod", c.Ledger.ReconcilePeriod},
+		{"ledger.assumedReconcileAge", c.Ledger.AssumedReconcileAge},
+	} {
+		if x, err := time.ParseDuration(d.v); err != nil || x <= 0 {
+			return fmt.Errorf("%s %q is not a positive duration", d.name, d.v)
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warning", "error":
+	default:
+		return fmt.Errorf("log.level %q", c.Log.Level)
+	}
+	return nil
+}
+
+// ValidateShimConfig applies fitledger-shim's documented rules.
+func ValidateShimConfig(c *ShimConfig) error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen %q: %v", c.Listen, err)
+	}
+	if !strings.HasPrefix(c.Prefix, "/") {
+		return fmt.Errorf("prefix %q must start with /", c.Prefix)
+	}
+	if !strings.HasPrefix(c.Server, "unix:///") {
+		if _, _, err := net.SplitHostPort(c.Server); err != nil {
+			return fmt.Errorf("server %q: not unix:///path nor host:port", c.Server)
+		}
+	}
+	if c.MaxBodyBytes <= 0 || c.Threads <= 0 {
+		return fmt.Errorf("maxBodyBytes and threads must be positive")
+	}
+	if c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == "") {
+		return fmt.Errorf("tls needs certFile and keyFile")
+	}
+	if _, _, err := net.SplitHostPort(c.Monitor.Listen); err != nil {
+		return fmt.Errorf("monitor.listen %q: %v", c.Monitor.Listen, err)
+	}
+	return nil
+}

@@ -1,0 +1,715 @@
+package main
+
+import (
+	"fmt"
+	"path"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// rendered holds what the checks of one good value set share.
+type rendered struct {
+	objs       []Obj
+	deploy     Obj
+	podSpec    map[string]interface{}
+	containers map[string]map[string]interface{} // by name, init and regular
+	server     *ServerConfig
+	shim       *ShimConfig
+	sched      *KubeSchedulerConfiguration
+}
+
+func checkGoodSet(c *Checker, e *Env, s goodSet) {
+	w := &s.want
+	name := func(what string) string { return s.name + ": " + what }
+	res := e.Render(append([]string{}, s.args...)...)
+	if res.err != nil {
+		c.Check(name("renders"), fmt.Errorf("%v: %s", res.err, firstLine(res.stderr)))
+		return
+	}
+	c.Check(name("renders"), nil)
+	objs, err := ParseManifests(res.stdout)
+	c.Check(name("every document parses as YAML, without duplicate keys"), err)
+	if err != nil {
+		return
+	}
+	r := &rendered{objs: objs}
+	c.Check(name("kinds and apiVersions are real"), checkKinds(objs))
+	c.Check(name("names, namespaces and labels are valid"), checkMetadata(objs, w))
+	c.Check(name("expected objects and no others"), checkObjectSet(objs, w))
+	if err := r.loadDeployment(w); err != nil {
+		c.Check(name("Deployment"), err)
+		return
+	}
+	c.Check(name("Deployment: replicas, strategy, selector, images"), checkDeployment(r, w))
+	c.Check(name("pod: containers and native-sidecar order"), checkContainerLayout(r, w))
+	c.Check(name("security contexts: non-root, read-only root, no escalation, drop ALL, RuntimeDefault"), checkSecurity(objs))
+	c.Check(name("probes on the health endpoints"), checkProbes(r, w))
+	c.Check(name("volumes, mounts and referenced ConfigMaps/Secrets"), checkVolumes(r, w))
+	c.Check(name("fitledger-server config (keys, rules, values)"), r.loadServerConfig(w))
+	c.Check(name("fitledger-shim config (keys, rules, values)"), r.loadShimConfig(w))
+	c.Check(name("shim reaches the server over the Unix socket in the shared emptyDir"), checkSocketWiring(r))
+	c.Check(name("monitor and gRPC ports match container ports and probes"), checkPorts(r, w))
+	if w.Scheduler {
+		c.Check(name("KubeSchedulerConfiguration decodes strictly and passes kube-scheduler validation"), r.loadSchedulerConfig())
+		if r.sched != nil {
+			c.Check(name("extender entry: shim on 127.0.0.1, verbs, weight, nodeCacheCapable, not ignorable"), checkExtenderEntry(r, w))
+			c.Check(name("extender managedResources are the values' extended resources"), checkManaged(r, w))
+			c.Check(name("leader election on the release's own Lease; profile for the scheduler name"), checkLeaderElection(r, w))
+			c.Check(name("kube-scheduler mounts its config, TLS files and runs --config"), checkSchedulerWiring(r, w))
+		}
+	} else {
+		c.Check(name("no KubeSchedulerConfiguration, extender Service with TLS"), checkStandalone(r, w))
+	}
+	c.Check(name("RBAC grants exactly the expected permissions"), checkRBAC(objs, w))
+	c.Check(name("ServiceAccount"), checkServiceAccount(r, w))
+	c.Check(name("PodDisruptionBudget"), checkPDB(r, w))
+	c.Check(name("pod anti-affinity across nodes"), checkAntiAffinity(r, w))
+	c.Check(name("helm test hook calls gRPC health through port-forward"), checkTestHook(objs, w))
+	c.Check(name("NOTES.txt renders"), checkNotes(e, s, w))
+}
+
+func checkKinds(objs []Obj) error {
+	for _, o := range objs {
+		k, ok := knownKinds[o.Kind()]
+		if !ok {
+			return fmt.Errorf("%s (%s): unknown kind %q", o.Name(), o.Source, o.Kind())
+		}
+		if o.APIVersion() != k.apiVersion {
+			return fmt.Errorf("%s: apiVersion %q, want %q", o.Ref(), o.APIVersion(), k.apiVersion)
+		}
+	}
+	return nil
+}
+
+func checkMetadata(objs []Obj, w *Want) error {
+	seen := map[string]bool{}
+	for _, o := range objs {
+		if o.Name() == "" {
+			return fmt.Errorf("%s: metadata.name is empty", o.Source)
+		}
+		key := o.Kind() + "/" + o.Namespace() + "/" + o.Name()
+		if seen[key] {
+			return fmt.Errorf("%s rendered twice", o.Ref())
+		}
+		seen[key] = true
+		switch o.Kind() {
+		case "Service":
+			if !isDNSLabel(o.Name()) {
+				return fmt.Errorf("%s: a Service name must be a DNS-1123 label", o.Ref())
+			}
+		case "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
+			if !rbacName.MatchString(o.Name()) || len(o.Name()) > 253 {
+				return fmt.Errorf("%s: invalid RBAC name", o.Ref())
+			}
+		default:
+			if !isDNSSubdomain(o.Name()) {
+				return fmt.Errorf("%s: name is not a DNS-1123 subdomain", o.Ref())
+			}
+		}
+		namespaced := knownKinds[o.Kind()].namespaced
+		switch {
+		case !namespaced && o.Namespace() != "":
+			return fmt.Errorf("%s: cluster-scoped object with a namespace", o.Ref())
+		case namespaced && o.Kind() == "RoleBinding" && strings.HasSuffix(o.Name(), "-extension-apiserver-authentication-reader"):
+			if o.Namespace() != "kube-system" {
+				return fmt.Errorf("%s: must be in kube-system (the Role it binds is there)", o.Ref())
+			}
+		case namespaced && o.Namespace() != w.Namespace:
+			return fmt.Errorf("%s: namespace %q, want the release namespace %q", o.Ref(), o.Namespace(), w.Namespace)
+		}
+		labels := mapOf(get(o.M, "metadata", "labels"))
+		for k, v := range map[string]string{
+			"app.kubernetes.io/name": "fitledger", "app.kubernetes.io/instance": w.Release,
+			"app.kubernetes.io/managed-by": "Helm",
+		} {
+			if str(labels[k]) != v {
+				return fmt.Errorf("%s: label %s=%q, want %q", o.Ref(), k, str(labels[k]), v)
+			}
+		}
+		if err := validLabels(labels); err != nil {
+			return fmt.Errorf("%s: %v", o.Ref(), err)
+		}
+	}
+	return nil
+}
+
+func validLabels(labels map[string]interface{}) error {
+	for k, v := range labels {
+		if !isQualifiedName(k) {
+			return fmt.Errorf("label key %q is not a qualified name", k)
+		}
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("label %s: value %v is not a string", k, v)
+		}
+		if len(s) > 63 || !labelValue.MatchString(s) {
+			return fmt.Errorf("label %s: invalid value %q", k, s)
+		}
+	}
+	return nil
+}
+
+func checkObjectSet(objs []Obj, w *Want) error {
+	var got, want []string
+	for _, o := range objs {
+		if o.Kind() == "Role" || o.Kind() == "ClusterRole" || o.Kind() == "RoleBinding" || o.Kind() == "ClusterRoleBinding" {
+			continue // checkRBAC compares these exactly
+		}
+		got = append(got, o.Kind()+" "+o.Name())
+	}
+	want = append(want, "Deployment "+w.Fullname, "ConfigMap "+w.Fullname)
+	if w.CreateSA {
+		want = append(want, "ServiceAccount "+w.ServiceAccount)
+	}
+	if w.Scheduler {
+		want = append(want, "ConfigMap "+w.Fullname+"-scheduler")
+	} else {
+		want = append(want, "Service "+w.Fullname+"-extender")
+	}
+	if w.PDB {
+		want = append(want, "PodDisruptionBudget "+w.Fullname)
+	}
+	if w.Test {
+		want = append(want, "ServiceAccount "+w.Fullname+"-test", "Pod "+w.Fullname+"-test-grpc-health")
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	return diffSets(got, want)
+}
+
+func (r *rendered) loadDeployment(w *Want) error {
+	d, ok := find(r.objs, "Deployment", w.Fullname)
+	if !ok {
+		return fmt.Errorf("no Deployment %s", w.Fullname)
+	}
+	r.deploy = d
+	r.podSpec = mapOf(get(d.M, "spec", "template", "spec"))
+	if r.podSpec == nil {
+		return fmt.Errorf("Deployment has no pod template spec")
+	}
+	r.containers = map[string]map[string]interface{}{}
+	for _, field := range []string{"initContainers", "containers"} {
+		for _, x := range list(r.podSpec[field]) {
+			cm := mapOf(x)
+			if _, dup := r.containers[str(cm["name"])]; dup {
+				return fmt.Errorf("container %s declared twice", str(cm["name"]))
+			}
+			r.containers[str(cm["name"])] = cm
+		}
+	}
+	return nil
+}
+
+func checkDeployment(r *rendered, w *Want) error {
+	spec := mapOf(r.deploy.M["spec"])
+	if n, ok := num(spec["replicas"]); !ok || n != w.Replicas {
+		return fmt.Errorf("replicas %v, want %d", spec["replicas"], w.Replicas)
+	}
+	strategy := str(get(spec, "strategy", "type"))
+	if w.Scheduler {
+		surge, _ := num(get(spec, "strategy", "rollingUpdate", "maxSurge"))
+		if strategy != "RollingUpdate" || surge != 0 {
+			return fmt.Errorf("strategy %s maxSurge %d: want RollingUpdate without surge", strategy, surge)
+		}
+	} else if strategy != "Recreate" {
+		return fmt.Errorf("strategy %s: a single extender pod behind a Service must be replaced with Recreate", strategy)
+	}
+	sel := mapOf(get(spec, "selector", "matchLabels"))
+	labels := mapOf(get(spec, "template", "metadata", "labels"))
+	if len(sel) == 0 {
+		return fmt.Errorf("empty selector")
+	}
+	for k, v := range sel {
+		if labels[k] != v {
+			return fmt.Errorf("selector %s=%v does not match the pod labels", k, v)
+		}
+	}
+	if err := validLabels(labels); err != nil {
+		return fmt.Errorf("pod labels: %v", err)
+	}
+	annotations := mapOf(get(spec, "template", "metadata", "annotations"))
+	hex := regexp.MustCompile(`^[0-9a-f]{64}$`)
+	if !hex.MatchString(str(annotations["checksum/config"])) {
+		return fmt.Errorf("pod template lacks checksum/config (config changes would not roll the pods)")
+	}
+	if w.Scheduler && !hex.MatchString(str(annotations["checksum/scheduler-config"])) {
+		return fmt.Errorf("pod template lacks checksum/scheduler-config")
+	}
+	for name, c := range r.containers {
+		want := w.Image
+		if name == "kube-scheduler" {
+			want = w.SchedulerImage
+		}
+		if str(c["image"]) != want {
+			return fmt.Errorf("container %s image %q, want %q", name, str(c["image"]), want)
+		}
+	}
+	if str(r.podSpec["serviceAccountName"]) != w.ServiceAccount {
+		return fmt.Errorf("serviceAccountName %q, want %q", str(r.podSpec["serviceAccountName"]), w.ServiceAccount)
+	}
+	if r.podSpec["hostNetwork"] == true || r.podSpec["hostPID"] == true || r.podSpec["hostIPC"] == true {
+		return fmt.Errorf("pod uses host namespaces")
+	}
+	return nil
+}
+
+func names(v interface{}) []string {
+	var out []string
+	for _, x := range list(v) {
+		out = append(out, str(get(x, "name")))
+	}
+	return out
+}
+
+// checkContainerLayout: with kube-scheduler in the pod, server and shim are
+// native sidecars, in this order, before kube-scheduler; alone they are
+// regular containers.
+func checkContainerLayout(r *rendered, w *Want) error {
+	inits, mains := names(r.podSpec["initContainers"]), names(r.podSpec["containers"])
+	if w.Scheduler {
+		if !reflect.DeepEqual(inits, []string{"fitledger-server", "fitledger-shim"}) || !reflect.DeepEqual(mains, []string{"kube-scheduler"}) {
+			return fmt.Errorf("initContainers %v containers %v: want [fitledger-server fitledger-shim] [kube-scheduler]", inits, mains)
+		}
+		for _, n := range inits {
+			if str(r.containers[n]["restartPolicy"]) != "Always" {
+				return fmt.Errorf("%s: restartPolicy Always (a native sidecar) required", n)
+			}
+		}
+	} else {
+		if len(inits) != 0 || !reflect.DeepEqual(mains, []string{"fitledger-server", "fitledger-shim"}) {
+			return fmt.Errorf("initContainers %v containers %v: want none and [fitledger-server fitledger-shim]", inits, mains)
+		}
+	}
+	for n, cmd := range map[string]string{
+		"fitledger-server": "/usr/local/bin/fitledger-server",
+		"fitledger-shim":   "/usr/local/bin/fitledger-shim",
+	} {
+		if got := strList(r.containers[n]["command"]); !reflect.DeepEqual(got, []string{cmd}) {
+			return fmt.Errorf("%s: command %v, want [%s]", n, got, cmd)
+		}
+	}
+	return nil
+}
+
+// allPodSpecs returns every pod spec of the render with a label for messages.
+func allPodSpecs(objs []Obj) map[string]map[string]interface{} {
+	out := map[string]map[string]interface{}{}
+	for _, o := range objs {
+		switch o.Kind() {
+		case "Deployment":
+			out[o.Ref()] = mapOf(get(o.M, "spec", "template", "spec"))
+		case "Pod":
+			out[o.Ref()] = mapOf(o.M["spec"])
+		}
+	}
+	return out
+}
+
+func checkSecurity(objs []Obj) error {
+	for ref, spec := range allPodSpecs(objs) {
+		psc := mapOf(spec["securityContext"])
+		if psc["runAsNonRoot"] != true {
+			return fmt.Errorf("%s: pod securityContext.runAsNonRoot is not true", ref)
+		}
+		if uid, ok := num(psc["runAsUser"]); !ok || uid == 0 {
+			return fmt.Errorf("%s: pod securityContext.runAsUser must be a non-zero uid", ref)
+		}
+		if str(get(psc, "seccompProfile", "type")) != "RuntimeDefault" {
+			return fmt.Errorf("%s: pod seccompProfile is not RuntimeDefault", ref)
+		}
+		for _, field := range []string{"initContainers", "containers"} {
+			for _, x := range list(spec[field]) {
+				cm := mapOf(x)
+				sc := mapOf(cm["securityContext"])
+				who := ref + " container " + str(cm["name"])
+				switch {
+				case sc == nil:
+					return fmt.Errorf("%s: no securityContext", who)
+				case sc["allowPrivilegeEscalation"] != false:
+					return fmt.Errorf("%s: allowPrivilegeEscalation is not false", who)
+				case sc["readOnlyRootFilesystem"] != true:
+					return fmt.Errorf("%s: readOnlyRootFilesystem is not true", who)
+				case sc["privileged"] == true:
+					return fmt.Errorf("%s: privileged", who)
+				case !reflect.DeepEqual(strList(get(sc, "capabilities", "drop")), []string{"ALL"}):
+					return fmt.Errorf("%s: capabilities.drop is not [ALL]", who)
+				case len(list(get(sc, "capabilities", "add"))) != 0:
+					return fmt.Errorf("%s: adds capabilities", who)
+				case sc["runAsNonRoot"] == false:
+					return fmt.Errorf("%s: runAsNonRoot false", who)
+				case sc["runAsUser"] != nil && sc["runAsUser"] == float64(0):
+					return fmt.Errorf("%s: runs as uid 0", who)
+				case get(sc, "seccompProfile", "type") != nil && str(get(sc, "seccompProfile", "type")) != "RuntimeDefault":
+					return fmt.Errorf("%s: seccompProfile is not RuntimeDefault", who)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// probe returns the path and port of an httpGet probe, resolving a named port.
+func probe(c map[string]interface{}, kind string) (path string, port int64, scheme string, err error) {
+	p := mapOf(c[kind])
+	if p == nil {
+		return "", 0, "", fmt.Errorf("%s: no %s", str(c["name"]), kind)
+	}
+	hg := mapOf(p["httpGet"])
+	if hg == nil {
+		return "", 0, "", fmt.Errorf("%s: %s is not httpGet", str(c["name"]), kind)
+	}
+	if n, ok := num(hg["port"]); ok {
+		port = n
+	} else {
+		for _, cp := range list(c["ports"]) {
+			if str(get(cp, "name")) == str(hg["port"]) {
+				port, _ = num(get(cp, "containerPort"))
+			}
+		}
+		if port == 0 {
+			return "", 0, "", fmt.Errorf("%s: %s names port %q that the container does not declare", str(c["name"]), kind, str(hg["port"]))
+		}
+	}
+	scheme = str(hg["scheme"])
+	if scheme == "" {
+		scheme = "HTTP"
+	}
+	return str(hg["path"]), port, scheme, nil
+}
+
+func expectProbe(c map[string]interface{}, kind, wantPath string, wantPort int64, wantScheme string) error {
+	p, port, scheme, err := probe(c, kind)
+	if err != nil {
+		return err
+	}
+	if p != wantPath || port != wantPort || scheme != wantScheme {
+		return fmt.Errorf("%s %s: %s %s:%d, want %s %s:%d", str(c["name"]), kind, scheme, p, port, wantScheme, wantPath, wantPort)
+	}
+	return nil
+}
+
+func checkProbes(r *rendered, w *Want) error {
+	for _, x := range []struct {
+		name string
+		port int64
+	}{{"fitledger-server", w.ServerMonitorPort}, {"fitledger-shim", w.ShimMonitorPort}} {
+		c := r.containers[x.name]
+		if err := expectProbe(c, "livenessProbe", "/healthz", x.port, "HTTP"); err != nil {
+			return err
+		}
+		if err := expectProbe(c, "readinessProbe", "/readyz", x.port, "HTTP"); err != nil {
+			return err
+		}
+		if w.Scheduler {
+			// The sidecar's startup gates the containers after it.
+			if err := expectProbe(c, "startupProbe", "/readyz", x.port, "HTTP"); err != nil {
+				return err
+			}
+		}
+	}
+	if w.Scheduler {
+		c := r.containers["kube-scheduler"]
+		if err := expectProbe(c, "livenessProbe", "/livez", 10259, "HTTPS"); err != nil {
+			return err
+		}
+		if err := expectProbe(c, "readinessProbe", "/readyz", 10259, "HTTPS"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mount returns the mountPath of volume vol in container c.
+func mount(c map[string]interface{}, vol string) (string, bool) {
+	for _, m := range list(c["volumeMounts"]) {
+		if str(get(m, "name")) == vol {
+			return str(get(m, "mountPath")), true
+		}
+	}
+	return "", false
+}
+
+func volumes(spec map[string]interface{}) map[string]map[string]interface{} {
+	out := map[string]map[string]interface{}{}
+	for _, v := range list(spec["volumes"]) {
+		out[str(get(v, "name"))] = mapOf(v)
+	}
+	return out
+}
+
+func checkVolumes(r *rendered, w *Want) error {
+	vols := volumes(r.podSpec)
+	for name, c := range r.containers {
+		for _, m := range list(c["volumeMounts"]) {
+			vn := str(get(m, "name"))
+			if _, ok := vols[vn]; !ok {
+				return fmt.Errorf("%s mounts volume %q that the pod does not declare", name, vn)
+			}
+		}
+	}
+	for vn, v := range vols {
+		if cm := str(get(v, "configMap", "name")); cm != "" {
+			if _, ok := find(r.objs, "ConfigMap", cm); !ok {
+				return fmt.Errorf("volume %s: ConfigMap %s is not rendered", vn, cm)
+			}
+		}
+	}
+	secrets := map[string]string{}
+	for vn, v := range vols {
+		if s := str(get(v, "secret", "secretName")); s != "" {
+			secrets[vn] = s
+		}
+	}
+	wantSecrets := w.Secrets
+	if wantSecrets == nil {
+		wantSecrets = map[string]string{}
+	}
+	if !reflect.DeepEqual(secrets, wantSecrets) {
+		return fmt.Errorf("secret volumes %v, want %v", secrets, wantSecrets)
+	}
+	if v, ok := vols["shim-ca"]; ok {
+		items := list(get(v, "secret", "items"))
+		if len(items) != 1 || str(get(items[0], "key")) != "ca.crt" {
+			return fmt.Errorf("volume shim-ca must project only ca.crt (kube-scheduler has no use for the shim's key)")
+		}
+	}
+	sock := vols["socket"]
+	if sock == nil || get(sock, "emptyDir") == nil {
+		return fmt.Errorf("no emptyDir volume named socket")
+	}
+	if w.Scheduler {
+		if p, ok := mount(r.containers["kube-scheduler"], "socket"); ok {
+			return fmt.Errorf("kube-scheduler mounts the server socket at %s: it must reach only the shim", p)
+		}
+	}
+	return nil
+}
+
+// configFile returns the content of the file a container reads at path p
+// from a mounted ConfigMap.
+func configFile(r *rendered, c map[string]interface{}, p string) (string, error) {
+	vols := volumes(r.podSpec)
+	for _, m := range list(c["volumeMounts"]) {
+		mp := str(get(m, "mountPath"))
+		if path.Dir(p) != mp {
+			continue
+		}
+		cmName := str(get(vols[str(get(m, "name"))], "configMap", "name"))
+		cm, ok := find(r.objs, "ConfigMap", cmName)
+		if !ok {
+			continue
+		}
+		data := mapOf(cm.M["data"])
+		content, ok := data[path.Base(p)]
+		if !ok {
+			return "", fmt.Errorf("ConfigMap %s has no key %s", cmName, path.Base(p))
+		}
+		return str(content), nil
+	}
+	return "", fmt.Errorf("%s: no ConfigMap is mounted at %s", str(c["name"]), path.Dir(p))
+}
+
+// configFlag returns the value of --config in args ("--config X" or "--config=X").
+func configFlag(args []string) string {
+	for i, a := range args {
+		if a == "--config" && i+1 < len(args) {
+			return args[i+1]
+		}
+		if strings.HasPrefix(a, "--config=") {
+			return strings.TrimPrefix(a, "--config=")
+		}
+	}
+	return ""
+}
+
+func (r *rendered) loadServerConfig(w *Want) error {
+	c := r.containers["fitledger-server"]
+	p := configFlag(strList(c["args"]))
+	if p == "" {
+		return fmt.Errorf("fitledger-server has no --config")
+	}
+	doc, err := configFile(r, c, p)
+	if err != nil {
+		return err
+	}
+	var cfg ServerConfig
+	if err := decodeStrict(doc, &cfg); err != nil {
+		return fmt.Errorf("server.yaml: %v", err)
+	}
+	if err := ValidateServerConfig(&cfg); err != nil {
+		return fmt.Errorf("server.yaml: %v", err)
+	}
+	r.server = &cfg
+	var tcp []string
+	for _, a := range cfg.GRPC.Listen {
+		if !strings.HasPrefix(a, "unix://") {
+			tcp = append(tcp, a)
+		}
+	}
+	switch {
+	case !w.GRPCTCP && len(tcp) != 0:
+		return fmt.Errorf("grpc.listen has TCP addresses %v with grpc.tcp.enabled=false", tcp)
+	case w.GRPCTCP && w.GRPCTLS && !reflect.DeepEqual(tcp, []string{fmt.Sprintf("0.0.0.0:%d", w.GRPCPort)}):
+		return fmt.Errorf("grpc TCP listen %v, want 0.0.0.0:%d with TLS", tcp, w.GRPCPort)
+	case w.GRPCTCP && !w.GRPCTLS && !reflect.DeepEqual(tcp, []string{fmt.Sprintf("127.0.0.1:%d", w.GRPCPort)}):
+		return fmt.Errorf("grpc TCP listen %v, want 127.0.0.1:%d without TLS", tcp, w.GRPCPort)
+	}
+	if (cfg.GRPC.TLS != nil) != w.GRPCTLS {
+		return fmt.Errorf("grpc.tls present %v, want %v", cfg.GRPC.TLS != nil, w.GRPCTLS)
+	}
+	if w.GRPCTLS {
+		if (cfg.GRPC.TLS.ClientCAFile != "") != w.GRPCClientAuth {
+			return fmt.Errorf("grpc.tls.clientCAFile set %v, want %v", cfg.GRPC.TLS.ClientCAFile != "", w.GRPCClientAuth)
+		}
+		if err := filesUnderMount(c, "grpc-tls", cfg.GRPC.TLS.CertFile, cfg.GRPC.TLS.KeyFile, cfg.GRPC.TLS.ClientCAFile); err != nil {
+			return err
+		}
+	}
+	var managed []string
+	for _, m := range w.Managed {
+		managed = append(managed, m.Name)
+	}
+	if len(managed) == 0 {
+		if cfg.Ledger.Accounting.Mode != "all" {
+			return fmt.Errorf("ledger.accounting.mode %q, want all (no managedResources)", cfg.Ledger.Accounting.Mode)
+		}
+	} else if cfg.Ledger.Accounting.Mode != "managed" || !reflect.DeepEqual(cfg.Ledger.Accounting.Managed, managed) {
+		return fmt.Errorf("ledger.accounting %s %v, want managed %v", cfg.Ledger.Accounting.Mode, cfg.Ledger.Accounting.Managed, managed)
+	}
+	if cfg.Kubeconfig != "" {
+		return fmt.Errorf("kubeconfig set: the server must use its in-cluster ServiceAccount")
+	}
+	return nil
+}
+
+// filesUnderMount checks that each non-empty file lies under the mount of vol.
+func filesUnderMount(c map[string]interface{}, vol string, files ...string) error {
+	mp, ok := mount(c, vol)
+	if !ok {
+		return fmt.Errorf("%s does not mount volume %s", str(c["name"]), vol)
+	}
+	for _, f := range files {
+		if f != "" && path.Dir(f) != mp {
+			return fmt.Errorf("%s: %s is not under the %s mount %s", str(c["name"]), f, vol, mp)
+		}
+	}
+	return nil
+}
+
+func (r *rendered) loadShimConfig(w *Want) error {
+	c := r.containers["fitledger-shim"]
+	p := configFlag(strList(c["args"]))
+	if p == "" {
+		return fmt.Errorf("fitledger-shim has no --config")
+	}
+	doc, err := configFile(r, c, p)
+	if err != nil {
+		return err
+	}
+	var cfg ShimConfig
+	if err := decodeStrict(doc, &cfg); err != nil {
+		return fmt.Errorf("shim.yaml: %v", err)
+	}
+	if err := ValidateShimConfig(&cfg); err != nil {
+		return fmt.Errorf("shim.yaml: %v", err)
+	}
+	r.shim = &cfg
+	wantListen := fmt.Sprintf("127.0.0.1:%d", w.ShimPort)
+	if !w.Scheduler {
+		wantListen = fmt.Sprintf("0.0.0.0:%d", w.ShimPort)
+	}
+	if cfg.Listen != wantListen {
+		return fmt.Errorf("listen %q, want %q", cfg.Listen, wantListen)
+	}
+	if cfg.Prefix != "/" {
+		return fmt.Errorf("prefix %q, want /", cfg.Prefix)
+	}
+	if (cfg.TLS != nil) != w.ShimTLS {
+		return fmt.Errorf("tls present %v, want %v", cfg.TLS != nil, w.ShimTLS)
+	}
+	if w.ShimTLS {
+		if (cfg.TLS.ClientCAFile != "") != w.ShimClientAuth {
+			return fmt.Errorf("tls.clientCAFile set %v, want %v", cfg.TLS.ClientCAFile != "", w.ShimClientAuth)
+		}
+		if err := filesUnderMount(c, "shim-tls", cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.ClientCAFile); err != nil {
+			return err
+		}
+	}
+	if !w.Scheduler && !isLoopback(cfg.Listen) && (cfg.TLS == nil || cfg.TLS.ClientCAFile == "") {
+		return fmt.Errorf("the shim listens on %s without client certificate verification", cfg.Listen)
+	}
+	return nil
+}
+
+func checkSocketWiring(r *rendered) error {
+	if r.server == nil || r.shim == nil {
+		return fmt.Errorf("server or shim config missing")
+	}
+	var sock string
+	for _, a := range r.server.GRPC.Listen {
+		if strings.HasPrefix(a, "unix://") {
+			sock = a
+		}
+	}
+	if sock == "" {
+		return fmt.Errorf("the server does not listen on a Unix socket")
+	}
+	if r.shim.Server != sock {
+		return fmt.Errorf("the shim dials %q, the server listens on %q", r.shim.Server, sock)
+	}
+	dir := path.Dir(strings.TrimPrefix(sock, "unix://"))
+	for _, n := range []string{"fitledger-server", "fitledger-shim"} {
+		mp, ok := mount(r.containers[n], "socket")
+		if !ok || mp != dir {
+			return fmt.Errorf("%s mounts the socket emptyDir at %q, want %q", n, mp, dir)
+		}
+	}
+	return nil
+}
+
+func containerPort(c map[string]interface{}, port int64) bool {
+	for _, p := range list(c["ports"]) {
+		if n, _ := num(get(p, "containerPort")); n == port {
+			return true
+		}
+	}
+	return false
+}
+
+func checkPorts(r *rendered, w *Want) error {
+	if r.server == nil || r.shim == nil {
+		return fmt.Errorf("server or shim config missing")
+	}
+	if got := portOf(r.server.Monitor.Listen); got != fmt.Sprint(w.ServerMonitorPort) {
+		return fmt.Errorf("server monitor on %s, want %d", got, w.ServerMonitorPort)
+	}
+	if got := portOf(r.shim.Monitor.Listen); got != fmt.Sprint(w.ShimMonitorPort) {
+		return fmt.Errorf("shim monitor on %s, want %d", got, w.ShimMonitorPort)
+	}
+	if isLoopback(r.server.Monitor.Listen) || isLoopback(r.shim.Monitor.Listen) {
+		return fmt.Errorf("a monitor listens on loopback: the kubelet's probes could not reach it")
+	}
+	if !containerPort(r.containers["fitledger-server"], w.ServerMonitorPort) || !containerPort(r.containers["fitledger-shim"], w.ShimMonitorPort) {
+		return fmt.Errorf("monitor ports are not declared as container ports")
+	}
+	if containerPort(r.containers["fitledger-server"], w.GRPCPort) != w.GRPCTCP {
+		return fmt.Errorf("grpc container port %d declared %v, want %v", w.GRPCPort, !w.GRPCTCP, w.GRPCTCP)
+	}
+	// Every declared port is unique across the pod.
+	seen := map[int64]string{}
+	for n, c := range r.containers {
+		for _, p := range list(c["ports"]) {
+			port, _ := num(get(p, "containerPort"))
+			if other, dup := seen[port]; dup {
+				return fmt.Errorf("port %d declared by %s and %s", port, other, n)
+			}
+			seen[port] = n
+			if name := str(get(p, "name")); name != "" && (len(name) > 15 || !ianaSvcName.MatchString(name)) {
+				return fmt.Errorf("%s: port name %q is not an IANA service name", n, name)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"strings"
+)
+
+// Want is what a value set must render to, written out independently of the
+// chart's templates.
+type Want struct {
+	Release, Namespace string
+	Fullname           string
+	ServiceAccount     string
+	CreateSA           bool
+	RBAC               bool
+	Scheduler          bool // kube-scheduler runs in the pod
+	SchedulerName      string
+	LeaseName          string
+	Replicas           int64
+	Image              string
+	SchedulerImage     string
+	KubectlImage       string
+
+	ShimPort, ShimMonitorPort, ServerMonitorPort int64
+	GRPCTCP                                      bool
+	GRPCPort                                     int64
+	GRPCTLS, GRPCClientAuth                      bool
+	ShimTLS, ShimClientAuth                      bool
+
+	Prioritize bool
+	Weight     int64
+	Bind       bool
+	Preempt    bool
+	Managed    []ExtenderManagedResource
+	// Extenders is the number of extender entries (fitledger's first).
+	Extenders int
+
+	// Secrets maps the pod's secret volumes to their Secrets.
+	Secrets map[string]string
+
+	AntiAffinity string // soft | hard
+	PDB          bool
+	Test         bool
+}
+
+// defaults is the expectation for `helm template fitledger charts/fitledger`.
+func defaults() Want {
+	return Want{
+		Release: "fitledger", Namespace: "default", Fullname: "fitledger",
+		ServiceAccount: "fitledger", CreateSA: true, RBAC: true,
+		Scheduler: true, SchedulerName: "fitledger-scheduler", LeaseName: "fitledger-scheduler",
+		Replicas: 2, Image: "fitledger:0.1.0",
+		SchedulerImage: "registry.k8s.io/kube-scheduler:v1.32.4",
+		KubectlImage:   "registry.k8s.io/kubectl:v1.32.4",
+		ShimPort:       8888, ShimMonitorPort: 8082, ServerMonitorPort: 8081,
+		GRPCTCP: true, GRPCPort: 9090,
+		Prioritize: true, Weight: 1, Bind: true, Preempt: true, Extenders: 1,
+		AntiAffinity: "soft", PDB: true, Test: true,
+	}
+}
+
+type goodSet struct {
+	name string
+	args []string
+	want Want
+}
+
+func goodSets(e *Env) []goodSet {
+	var sets []goodSet
+	sets = append(sets, goodSet{name: "defaults", want: defaults()})
+
+	// A GPU-memory scheduler: managed extended resources, TLS on every
+	// listener, one pod per node, a second (non-binding) extender.
+	full := defaults()
+	full.Release, full.Namespace, full.Fullname = "gpu", "sched-system", "gpu-fitledger"
+	full.ServiceAccount = "gpu-fitledger"
+	full.SchedulerName, full.LeaseName = "gpu-scheduler", "gpu-scheduler-leader"
+	full.Replicas = 3
+	full.Image = "registry.example.com/fitledger@sha256:" + strings.Repeat("ab", 32)
+	full.SchedulerImage = "registry.k8s.io/kube-scheduler:v1.31.8"
+	full.KubectlImage = "registry.k8s.io/kubectl:v1.31.8"
+	full.ShimPort, full.GRPCPort = 18888, 19090
+	full.GRPCTLS, full.GRPCClientAuth = true, true
+	full.ShimTLS, full.ShimClientAuth = true, true
+	full.Weight = 5
+	full.Managed = []ExtenderManagedResource{
+		{Name: "example.com/gpu-mem", IgnoredByScheduler: true},
+		{Name: "nvidia.com/gpu"},
+	}
+	full.Extenders = 2
+	full.Secrets = map[string]string{"grpc-tls": "fitledger-grpc-tls", "shim-tls": "fitledger-shim-tls",
+		"shim-ca": "fitledger-shim-tls", "shim-client-tls": "fitledger-scheduler-client-tls"}
+	full.AntiAffinity = "hard"
+	sets = append(sets, goodSet{name: "full", want: full,
+		args: []string{"--name", "gpu", "--namespace", "sched-system", "-f", e.ValuesFile("full.yaml")}})
+
+	// --set on top of defaults; int64 values from --set, not float64.
+	set := defaults()
+	set.Release, set.Fullname, set.ServiceAccount = "my-release", "my-release-fitledger", "my-release-fitledger"
+	set.SchedulerName, set.LeaseName = "other-scheduler", "other-scheduler"
+	set.Weight, set.Replicas = 3, 1
+	set.Preempt = false
+	sets = append(sets, goodSet{name: "set-flags", want: set,
+		args: []string{"--name", "my-release", "--set", "scheduler.name=other-scheduler,extender.weight=3",
+			"--set", "replicaCount=1", "--set", "extender.preempt=false"}})
+
+	// Scoring off: weight 0 is then allowed, as kube-scheduler allows it.
+	noPrio := defaults()
+	noPrio.Prioritize, noPrio.Weight = false, 0
+	sets = append(sets, goodSet{name: "no-prioritize-weight-0", want: noPrio,
+		args: []string{"--set", "extender.prioritize=false", "--set", "extender.weight=0"}})
+
+	// No gRPC TCP listener: only the Unix socket, and no helm test.
+	noTCP := defaults()
+	noTCP.GRPCTCP, noTCP.Test = false, false
+	sets = append(sets, goodSet{name: "no-grpc-tcp", want: noTCP,
+		args: []string{"--set", "grpc.tcp.enabled=false"}})
+
+	// Existing ServiceAccount, RBAC managed elsewhere, no PDB.
+	ext := defaults()
+	ext.Fullname, ext.ServiceAccount = "fl", "scheduler-sa"
+	ext.CreateSA, ext.RBAC, ext.PDB = false, false, false
+	sets = append(sets, goodSet{name: "external-rbac", want: ext,
+		args: []string{"-f", e.ValuesFile("external-rbac.yaml")}})
+
+	// Extender only, for an existing scheduler (config/kube-scheduler/).
+	alone := defaults()
+	alone.Namespace = "fitledger"
+	alone.Scheduler, alone.Replicas = false, 1
+	alone.ShimTLS, alone.ShimClientAuth = true, true
+	alone.Managed = []ExtenderManagedResource{{Name: "example.com/gpu-mem", IgnoredByScheduler: true}}
+	alone.Extenders = 0
+	alone.Secrets = map[string]string{"shim-tls": "fitledger-extender-tls"}
+	sets = append(sets, goodSet{name: "standalone", want: alone,
+		args: []string{"--namespace", "fitledger", "-f", e.ValuesFile("standalone.yaml")}})
+	return sets
+}
+
+type badSet struct {
+	name string
+	args []string
+	// want is a substring of the renderer's error; with schema validation
+	// skipped, wantTemplate (if set) must come from the chart's own checks.
+	want         string
+	wantTemplate string
+}
+
+func badSets(e *Env) []badSet {
+	notExtended := "is not an extended resource name"
+	return []badSet{
+		{name: "weight-0-with-prioritize (values file)", args: []string{"-f", e.ValuesFile("bad-weight.yaml")},
+			want: "extender.weight: Must be greater than or equal to 1", wantTemplate: "extender.weight must be > 0 when extender.prioritize is true"},
+		{name: "weight-0-with-prioritize (--set)", args: []string{"--set", "extender.weight=0"},
+			want: "extender.weight: Must be greater than or equal to 1", wantTemplate: "extender.weight must be > 0 when extender.prioritize is true"},
+		{name: "negative weight", args: []string{"--set", "extender.weight=-2"},
+			want: "extender.weight", wantTemplate: "extender.weight must be > 0"},
+		{name: "managed resource cpu", args: []string{"-f", e.ValuesFile("bad-managed-cpu.yaml")},
+			want: "extender.managedResources.0.name", wantTemplate: `extender.managedResources[0].name "cpu" ` + notExtended},
+		{name: "managed resource kubernetes.io/", args: []string{"--set", "extender.managedResources[0].name=kubernetes.io/batteries"},
+			want: "extender.managedResources.0.name", wantTemplate: `"kubernetes.io/batteries" ` + notExtended},
+		{name: "managed resource in a kubernetes.io subdomain", args: []string{"--set", "extender.managedResources[0].name=gpu.kubernetes.io/mem"},
+			want: "extender.managedResources.0.name", wantTemplate: notExtended},
+		{name: "managed resource hugepages", args: []string{"--set", "extender.managedResources[0].name=hugepages-2Mi"},
+			want: "extender.managedResources.0.name", wantTemplate: notExtended},
+		{name: "managed resource without a name part", args: []string{"--set", "extender.managedResources[0].name=example.com/"},
+			want: "extender.managedResources.0.name", wantTemplate: notExtended},
+		{name: "managed resource requests. prefix", args: []string{"--set", "extender.managedResources[0].name=requests.example.com/gpu"},
+			want: "extender.managedResources.0.name", wantTemplate: notExtended},
+		{name: "duplicate managed resource", args: []string{"-f", e.ValuesFile("bad-duplicate-managed.yaml")},
+			wantTemplate: "is listed twice"},
+		{name: "two binders", args: []string{"-f", e.ValuesFile("bad-two-binders.yaml")},
+			wantTemplate: "only one extender may bind, found 2"},
+		{name: "extra extender prioritizing with weight 0", args: []string{"-f", e.ValuesFile("bad-extra-weight.yaml")},
+			want: "scheduler.extraExtenders.0.weight", wantTemplate: "scheduler.extraExtenders[0].weight must be > 0"},
+		{name: "extra extender managing fitledger's resource", args: []string{"-f", e.ValuesFile("bad-extra-duplicate.yaml")},
+			wantTemplate: "is already managed by another extender"},
+		{name: "standalone without TLS", args: []string{"--set", "scheduler.enabled=false"},
+			wantTemplate: "scheduler.enabled=false exposes the shim"},
+		{name: "shim clientAuth without client secret", args: []string{"--set", "shim.tls.secretName=shim-tls,shim.tls.clientAuth=true"},
+			wantTemplate: "shim.tls.clientSecretName is required"},
+		{name: "existing ServiceAccount without a name", args: []string{"--set", "serviceAccount.create=false"},
+			wantTemplate: "serviceAccount.name is required when serviceAccount.create is false"},
+		{name: "misspelled value", args: []string{"--set", "extender.wieght=2"},
+			want: "Additional property wieght is not allowed"},
+		{name: "scheduler name not a DNS subdomain", args: []string{"--set", "scheduler.name=Fit_Ledger"},
+			want: "scheduler.name: Does not match pattern"},
+		{name: "Kubernetes older than native sidecars", args: []string{"--kube-version", "v1.28.9"},
+			want: "chart requires kubeVersion: >=1.29.0-0 which is incompatible with Kubernetes v1.28.9"},
+	}
+}

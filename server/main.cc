@@ -10,6 +10,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "absl/strings/str_join.h"
 #include "config/server_config.h"
 #include "server/service/server_app.h"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
       "fitledger-server: the assumed-pod ledger behind kube-scheduler's extender.\n"
       "Usage: fitledger-server --config FILE [--kubeconfig PATH] [--grpc-listen ADDR] "
       "[--monitor-listen HOST:PORT] [--no-ledger]");
+  fitledger::AcceptDashedFlags(argc, argv);
   absl::ParseCommandLine(argc, argv);
 
   fitledger::config::ServerConfig config;

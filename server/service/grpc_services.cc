@@ -143,9 +143,11 @@ grpc::Status ExtenderService::Preempt(grpc::ServerContext*, const v1::ExtenderPr
   return scope.Done(absl::OkStatus());
 }
 
-IntrospectionService::IntrospectionService(const Ledger* ledger, std::function<bool()> synced,
+IntrospectionService::IntrospectionService(const Ledger* ledger, bool ledger_enabled,
+                                           std::function<bool()> synced,
                                            RejectionSource rejections, RpcMetrics* metrics)
     : ledger_(ledger),
+      ledger_enabled_(ledger_enabled),
       synced_(std::move(synced)),
       rejections_(std::move(rejections)),
       metrics_(metrics) {}
@@ -171,6 +173,7 @@ grpc::Status IntrospectionService::ListNodes(grpc::ServerContext*,
     view->set_assumed_pods(n.assumed_pods);
   }
   response->set_synced(synced_());
+  response->set_ledger_enabled(ledger_enabled_);
   if (!ledger_->policy().all) {
     for (const std::string& name : ledger_->policy().managed) response->add_managed_resources(name);
   }

@@ -51,7 +51,7 @@ class IntrospectionService final : public v1::Introspection::Service {
  public:
   using RejectionSource = std::function<std::pair<std::deque<kube::KubeletRejection>, uint64_t>()>;
   // `ledger` must outlive this. `synced` and `rejections` are called per request.
-  IntrospectionService(const Ledger* ledger, std::function<bool()> synced,
+  IntrospectionService(const Ledger* ledger, bool ledger_enabled, std::function<bool()> synced,
                        RejectionSource rejections, RpcMetrics* metrics);
 
   grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
@@ -65,6 +65,7 @@ class IntrospectionService final : public v1::Introspection::Service {
 
  private:
   const Ledger* const ledger_;
+  const bool ledger_enabled_;
   const std::function<bool()> synced_;
   const RejectionSource rejections_;
   RpcMetrics* const metrics_;

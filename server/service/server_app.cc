@@ -50,7 +50,7 @@ class ServerAppImpl : public ServerApp {
         rpc_metrics_(&metrics_),
         extender_service_(&extender_, &rpc_metrics_),
         introspection_service_(
-            &ledger_, [this] { return watcher_.synced(); },
+            &ledger_, config_.ledger_enabled, [this] { return watcher_.synced(); },
             [this] {
               return std::make_pair(watcher_.rejections(), watcher_.stats().rejections_total);
             },

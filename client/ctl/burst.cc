@@ -1,0 +1,382 @@
+#include "client/ctl/burst.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "server/kube/api_client.h"
+#include "server/kube/connection.h"
+#include "server/model/quantity.h"
+
+namespace fitledger::ctl {
+namespace {
+
+using nlohmann::json;
+
+constexpr absl::Duration kRequestTimeout = absl::Seconds(10);
+
+absl::StatusOr<json> Call(kube::ApiClient& client, const std::string& method,
+                          const std::string& path, const json& body, long want_code = 0) {
+  absl::StatusOr<kube::HttpResponse> r =
+      client.Request(method, path, body.is_null() ? "" : body.dump(), kRequestTimeout);
+  if (!r.ok()) return r.status();
+  if (want_code != 0 && r->code != want_code) {
+    return absl::UnavailableError(absl::StrCat(method, " ", path, ": HTTP ", r->code, ": ",
+                                               r->body.substr(0, 300)));
+  }
+  json j = json::parse(r->body, nullptr, false);
+  if (j.is_discarded()) {
+    return absl::UnavailableError(absl::StrCat(method, " ", path, ": HTTP ", r->code,
+                                               ": not JSON: ", r->body.substr(0, 200)));
+  }
+  return j;
+}
+
+std::string PodsPath(const BurstOptions& o) {
+  return absl::StrCat("/api/v1/namespaces/", o.namespace_name, "/pods");
+}
+
+absl::StatusOr<json> ListBurstPods(kube::ApiClient& api, const BurstOptions& o) {
+  return Call(api, "GET", PodsPath(o) + "?labelSelector=app%3D" + o.app, nullptr, 200);
+}
+
+absl::Status DeletePrevious(kube::ApiClient& api, const BurstOptions& o) {
+  absl::StatusOr<json> list = ListBurstPods(api, o);
+  if (!list.ok()) return list.status();
+  for (const json& pod : (*list)["items"]) {
+    std::string name = pod["metadata"]["name"];
+    absl::StatusOr<kube::HttpResponse> r =
+        api.Request("DELETE", PodsPath(o) + "/" + name, "", kRequestTimeout);
+    if (!r.ok()) return r.status();
+  }
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    list = ListBurstPods(api, o);
+    if (!list.ok()) return list.status();
+    if ((*list)["items"].empty()) return absl::OkStatus();
+    usleep(100 * 1000);
+  }
+  return absl::DeadlineExceededError("the previous burst's pods were not deleted within 30s");
+}
+
+json PodManifest(const BurstOptions& o, int i) {
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", absl::StrFormat("%s-%02d", o.app, i)},
+        {"namespace", o.namespace_name},
+        {"labels", {{"app", o.app}}}}},
+      {"spec",
+       {{"schedulerName", o.scheduler_name},
+        {"containers",
+         json::array({{{"name", "pause"},
+                       {"image", "registry.k8s.io/pause:3.9"},
+                       {"resources", {{"requests", {{"cpu", o.cpu}, {"memory", o.memory}}}}}}})}}},
+  };
+}
+
+struct Work {
+  json pod;
+  int index = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
+  if (o.replicas <= 0 || o.replicas > 10000) {
+    return absl::InvalidArgumentError("--replicas must be between 1 and 10000");
+  }
+  absl::StatusOr<Quantity> cpu = Quantity::Parse(o.cpu);
+  if (!cpu.ok()) return absl::InvalidArgumentError(absl::StrCat("--cpu: ", cpu.status().message()));
+  absl::StatusOr<Quantity> memory = Quantity::Parse(o.memory);
+  if (!memory.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--memory: ", memory.status().message()));
+  }
+  absl::StatusOr<kube::Connection> conn = kube::ResolveConnection(o.kubeconfig);
+  if (!conn.ok()) return conn.status();
+  kube::ApiClient api(*conn);
+  kube::Connection shim_conn;
+  shim_conn.server = o.shim_url;
+  while (!shim_conn.server.empty() && shim_conn.server.back() == '/') shim_conn.server.pop_back();
+  kube::ApiClient shim(shim_conn);
+
+  if (absl::Status s = DeletePrevious(api, o); !s.ok()) return s;
+  if (o.server_counted_pods) {
+    // Let the server's (lagging) view catch up with the API before the burst starts.
+    absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (true) {
+      absl::StatusOr<json> all = Call(api, "GET", "/api/v1/pods", nullptr, 200);
+      if (!all.ok()) return all.status();
+      int64_t bound = 0;
+      for (const json& p : (*all)["items"]) {
+        std::string phase = p.value("status", json::object()).value("phase", "");
+        if (!p["spec"].value("nodeName", "").empty() && phase != "Succeeded" && phase != "Failed") {
+          ++bound;
+        }
+      }
+      absl::StatusOr<int64_t> counted = o.server_counted_pods();
+      if (!counted.ok()) return counted.status();
+      if (*counted == bound) break;
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "the server's view (", *counted, " pods) did not catch up with the API (", bound,
+            " pods) within 60s"));
+      }
+      usleep(100 * 1000);
+    }
+  }
+  absl::Time start = absl::Now();
+
+  // The scheduler's node list.
+  absl::StatusOr<json> nodes = Call(api, "GET", "/api/v1/nodes", nullptr, 200);
+  if (!nodes.ok()) return nodes.status();
+  BurstReport report;
+  std::vector<std::string> node_names;
+  for (const json& n : (*nodes)["items"]) {
+    BurstNode bn;
+    bn.name = n["metadata"]["name"];
+    const json& alloc = n["status"]["allocatable"];
+    if (alloc.contains("cpu")) {
+      absl::StatusOr<Quantity> q = Quantity::Parse(alloc["cpu"].get<std::string>());
+      if (q.ok()) bn.allocatable_milli_cpu = q->MilliValue().value_or(0);
+    }
+    if (alloc.contains("memory")) {
+      absl::StatusOr<Quantity> q = Quantity::Parse(alloc["memory"].get<std::string>());
+      if (q.ok()) bn.allocatable_memory_bytes = q->Value().value_or(0);
+    }
+    node_names.push_back(bn.name);
+    report.nodes.push_back(bn);
+  }
+  std::sort(node_names.begin(), node_names.end());
+  std::sort(report.nodes.begin(), report.nodes.end(),
+            [](const BurstNode& a, const BurstNode& b) { return a.name < b.name; });
+
+  // Create the burst "in one write" (as fast as we can).
+  report.pods.resize(o.replicas);
+  std::deque<Work> queue;
+  for (int i = 0; i < o.replicas; ++i) {
+    absl::StatusOr<json> created = Call(api, "POST", PodsPath(o), PodManifest(o, i), 201);
+    if (!created.ok()) return created.status();
+    report.pods[i].name = (*created)["metadata"]["name"];
+    queue.push_back({*std::move(created), i});
+  }
+
+  // Scheduling cycles run one at a time; binding cycles run concurrently.
+  std::mutex mu;
+  std::condition_variable cv;
+  int binds_in_flight = 0;
+  std::vector<std::thread> binders;
+  auto progress = [&] {
+    if (!o.progress) return;
+    int bound = 0;
+    for (const BurstPod& p : report.pods) bound += p.node.empty() ? 0 : 1;
+    fprintf(stderr, "\rburst: %d/%d pods bound, %zu queued, %d binds in flight   ", bound,
+            o.replicas, queue.size(), binds_in_flight);
+  };
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    cv.wait(lock, [&] { return !queue.empty() || binds_in_flight == 0; });
+    if (queue.empty()) break;  // and nothing in flight
+    Work work = std::move(queue.front());
+    queue.pop_front();
+    BurstPod& pod = report.pods[work.index];
+    ++pod.attempts;
+    lock.unlock();
+
+    json args = {{"Pod", work.pod}, {"NodeNames", node_names}};
+    absl::StatusOr<json> filtered = Call(shim, "POST", "/filter", args, 200);
+    std::string error;
+    std::vector<std::string> feasible;
+    if (!filtered.ok()) {
+      error = std::string(filtered.status().message());
+    } else if (filtered->contains("Error") && (*filtered)["Error"].is_string() &&
+               !(*filtered)["Error"].get<std::string>().empty()) {
+      error = (*filtered)["Error"];
+    } else if (filtered->contains("NodeNames") && (*filtered)["NodeNames"].is_array()) {
+      feasible = (*filtered)["NodeNames"].get<std::vector<std::string>>();
+    }
+    std::string chosen;
+    if (error.empty() && !feasible.empty()) {
+      json prioritize_args = {{"Pod", work.pod}, {"NodeNames", feasible}};
+      absl::StatusOr<json> scores = Call(shim, "POST", "/prioritize", prioritize_args, 200);
+      int64_t best = -1;
+      if (scores.ok() && scores->is_array()) {
+        for (const json& hp : *scores) {
+          int64_t s = hp.value("Score", int64_t{0});
+          std::string host = hp.value("Host", "");
+          if (s > best || (s == best && host < chosen)) {
+            best = s;
+            chosen = host;
+          }
+        }
+      }
+      if (chosen.empty()) chosen = feasible.front();
+    } else if (error.empty() && filtered.ok()) {
+      std::vector<std::string> why;
+      for (const char* key : {"FailedNodes", "FailedAndUnresolvableNodes"}) {
+        if (!filtered->contains(key) || !(*filtered)[key].is_object()) continue;
+        for (auto& [node, reason] : (*filtered)[key].items()) {
+          why.push_back(absl::StrCat(node, ": ", reason.get<std::string>()));
+        }
+      }
+      std::sort(why.begin(), why.end());
+      error = absl::StrCat("0/", node_names.size(), " nodes are available: ", absl::StrJoin(why, "; "));
+    }
+
+    lock.lock();
+    if (chosen.empty()) {
+      pod.pending_reason = error;
+      bool retry = !absl::StartsWith(error, "0/") && pod.attempts < o.max_attempts;
+      if (retry) queue.push_back(std::move(work));
+      progress();
+      continue;
+    }
+    cv.wait(lock, [&] { return binds_in_flight < o.bind_workers; });
+    ++binds_in_flight;
+    progress();
+    lock.unlock();
+    // The binding cycle, concurrently.
+    binders.emplace_back([&, work = std::move(work), chosen]() mutable {
+      const json& meta = work.pod["metadata"];
+      json bind_args = {{"PodName", meta["name"]},
+                        {"PodNamespace", meta["namespace"]},
+                        {"PodUID", meta["uid"]},
+                        {"Node", chosen}};
+      absl::StatusOr<json> result = Call(shim, "POST", "/bind", bind_args, 200);
+      std::string bind_error;
+      if (!result.ok()) {
+        bind_error = std::string(result.status().message());
+      } else if (result->contains("Error") && (*result)["Error"].is_string()) {
+        bind_error = (*result)["Error"];
+      }
+      std::lock_guard<std::mutex> guard(mu);
+      BurstPod& p = report.pods[work.index];
+      if (bind_error.empty()) {
+        p.node = chosen;
+        p.pending_reason.clear();
+      } else {
+        ++report.bind_errors;
+        p.pending_reason = "bind failed: " + bind_error;
+        if (p.attempts < o.max_attempts) queue.push_back(std::move(work));
+      }
+      --binds_in_flight;
+      cv.notify_all();
+    });
+    lock.lock();
+  }
+  lock.unlock();
+  for (std::thread& t : binders) t.join();
+
+  // Wait for the kubelet's verdict on every bound pod.
+  absl::Time deadline = absl::Now() + o.verdict_timeout;
+  while (true) {
+    absl::StatusOr<json> list = ListBurstPods(api, o);
+    if (!list.ok()) return list.status();
+    bool settled = true;
+    for (const json& item : (*list)["items"]) {
+      std::string name = item["metadata"]["name"];
+      for (BurstPod& p : report.pods) {
+        if (p.name != name) continue;
+        const json& status = item.value("status", json::object());
+        p.phase = status.value("phase", "");
+        p.reason = status.value("reason", "");
+        p.message = status.value("message", "");
+        std::string bound_to = item["spec"].value("nodeName", "");
+        if (!bound_to.empty()) p.node = bound_to;
+        if (!p.node.empty() && p.phase != "Running" && p.phase != "Failed") settled = false;
+      }
+    }
+    if (settled) break;
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError("the kubelet did not decide on every bound pod in time");
+    }
+    usleep(100 * 1000);
+  }
+  if (o.progress) fprintf(stderr, "\r%80s\r", "");
+
+  for (const BurstPod& p : report.pods) {
+    if (p.node.empty()) {
+      ++report.pending;
+      continue;
+    }
+    ++report.bound;
+    for (BurstNode& n : report.nodes) {
+      if (n.name != p.node) continue;
+      ++n.bound;
+      if (p.phase == "Running") {
+        ++n.running;
+        n.running_milli_cpu += cpu->MilliValue().value_or(0);
+      }
+      if (p.phase == "Failed") ++n.failed;
+    }
+    if (p.phase == "Running") ++report.running;
+    if (p.phase == "Failed" && absl::StartsWith(p.reason, "OutOf")) ++report.rejected;
+  }
+  report.elapsed = absl::Now() - start;
+  return report;
+}
+
+std::string FormatReport(const BurstReport& r, const BurstOptions& o, bool ledger_enabled) {
+  std::string out = absl::StrFormat(
+      "burst: %d pods x cpu=%s memory=%s, ledger %s, %.1fs\n\n", o.replicas, o.cpu, o.memory,
+      ledger_enabled ? "ON" : "OFF (--no-ledger: the server decides from its watch alone)",
+      absl::ToDoubleSeconds(r.elapsed));
+  absl::StrAppendFormat(&out, "%-12s %6s %8s %8s %22s\n", "NODE", "BOUND", "RUNNING", "FAILED",
+                        "CPU RUNNING/ALLOCATABLE");
+  for (const BurstNode& n : r.nodes) {
+    absl::StrAppendFormat(&out, "%-12s %6d %8d %8d %22s\n", n.name, n.bound, n.running, n.failed,
+                          absl::StrCat(n.running_milli_cpu, "m/", n.allocatable_milli_cpu, "m"));
+  }
+  absl::StrAppendFormat(&out, "\nbound %d, running %d, rejected by the kubelet %d, pending %d\n",
+                        r.bound, r.running, r.rejected, r.pending);
+  bool any_failed = false;
+  for (const BurstPod& p : r.pods) {
+    if (p.phase != "Failed") continue;
+    if (!any_failed) absl::StrAppend(&out, "\npods the kubelet rejected:\n");
+    any_failed = true;
+    absl::StrAppendFormat(&out, "  %s  node=%s  phase=%s  reason=%s\n    message: %s\n", p.name,
+                          p.node, p.phase, p.reason, p.message);
+  }
+  if (!any_failed) absl::StrAppend(&out, "\npods the kubelet rejected: none\n");
+  bool any_pending = false;
+  for (const BurstPod& p : r.pods) {
+    if (!p.node.empty()) continue;
+    if (!any_pending) absl::StrAppend(&out, "\npending (never bound):\n");
+    any_pending = true;
+    absl::StrAppendFormat(&out, "  %s  %s\n", p.name, p.pending_reason);
+  }
+  return out;
+}
+
+std::string ReportJson(const BurstReport& r) {
+  json pods = json::array();
+  for (const BurstPod& p : r.pods) {
+    pods.push_back({{"name", p.name}, {"node", p.node}, {"phase", p.phase}, {"reason", p.reason},
+                    {"message", p.message}, {"pendingReason", p.pending_reason},
+                    {"attempts", p.attempts}});
+  }
+  json nodes = json::array();
+  for (const BurstNode& n : r.nodes) {
+    nodes.push_back({{"name", n.name}, {"bound", n.bound}, {"running", n.running},
+                     {"failed", n.failed}, {"runningMilliCpu", n.running_milli_cpu},
+                     {"allocatableMilliCpu", n.allocatable_milli_cpu}});
+  }
+  json out = {{"bound", r.bound},       {"running", r.running},   {"rejected", r.rejected},
+              {"pending", r.pending},   {"bindErrors", r.bind_errors},
+              {"elapsedSeconds", absl::ToDoubleSeconds(r.elapsed)},
+              {"nodes", nodes},         {"pods", pods}};
+  return out.dump();
+}
+
+}  // namespace fitledger::ctl

@@ -1,0 +1,260 @@
+#include "client/ctl/commands.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "fitledger/v1/introspection.grpc.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
+#include "yaml-cpp/yaml.h"
+
+namespace fitledger::ctl {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Channel(const ServerTarget& t) {
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  grpc::ChannelArguments args;
+  if (!t.tls_ca_file.empty()) {
+    grpc::SslCredentialsOptions o;
+    absl::StatusOr<std::string> ca = ReadFile(t.tls_ca_file);
+    if (!ca.ok()) return ca.status();
+    o.pem_root_certs = *ca;
+    if (!t.tls_cert_file.empty()) {
+      absl::StatusOr<std::string> cert = ReadFile(t.tls_cert_file);
+      absl::StatusOr<std::string> key = ReadFile(t.tls_key_file);
+      if (!cert.ok()) return cert.status();
+      if (!key.ok()) return key.status();
+      o.pem_cert_chain = *cert;
+      o.pem_private_key = *key;
+    }
+    creds = grpc::SslCredentials(o);
+    if (!t.tls_server_name.empty()) args.SetSslTargetNameOverride(t.tls_server_name);
+  }
+  return grpc::CreateCustomChannel(t.address, creds, args);
+}
+
+std::unique_ptr<grpc::ClientContext> Context(const ServerTarget& t) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(t.timeout));
+  return ctx;
+}
+
+absl::Status FromGrpc(const grpc::Status& s, const ServerTarget& t) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(t.address, ": ", s.error_message()));
+}
+
+std::string Cpu(int64_t milli) { return absl::StrCat(milli, "m"); }
+std::string Mem(int64_t bytes) {
+  if (bytes != 0 && bytes % (1 << 30) == 0) return absl::StrCat(bytes >> 30, "Gi");
+  if (bytes != 0 && bytes % (1 << 20) == 0) return absl::StrCat(bytes >> 20, "Mi");
+  return absl::StrCat(bytes);
+}
+int64_t Get(const v1::ResourceAmounts& r, const std::string& name) {
+  auto it = r.amounts().find(name);
+  return it == r.amounts().end() ? 0 : it->second;
+}
+std::string Amount(const std::string& resource, int64_t v) {
+  if (resource == "cpu") return Cpu(v);
+  if (resource == "memory" || resource == "ephemeral-storage") return Mem(v);
+  return absl::StrCat(v);
+}
+
+nlohmann::json ToJson(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json obj = nlohmann::json::object();
+      for (const auto& kv : node) obj[kv.first.Scalar()] = ToJson(kv.second);
+      return obj;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& item : node) arr.push_back(ToJson(item));
+      return arr;
+    }
+    case YAML::NodeType::Scalar:
+      return node.Scalar();
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> YamlToJson(const std::string& yaml) {
+  try {
+    return ToJson(YAML::Load(yaml)).dump();
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid YAML: ", e.what()));
+  }
+}
+
+absl::Status Health(const ServerTarget& t) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Channel(t);
+  if (!channel.ok()) return channel.status();
+  auto stub = grpc::health::v1::Health::NewStub(*channel);
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status s = stub->Check(Context(t).get(), request, &response);
+  if (!s.ok()) return FromGrpc(s, t);
+  if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    return absl::UnavailableError(absl::StrCat(
+        t.address, ": ", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()),
+        " (not synced with the cluster yet?)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> NodesTable(const ServerTarget& t) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Channel(t);
+  if (!channel.ok()) return channel.status();
+  auto stub = v1::Introspection::NewStub(*channel);
+  v1::ListNodesRequest request;
+  v1::ListNodesResponse response;
+  grpc::Status s = stub->ListNodes(Context(t).get(), request, &response);
+  if (!s.ok()) return FromGrpc(s, t);
+  std::vector<std::string> resources = {"cpu", "memory"};
+  if (!response.managed_resources().empty()) {
+    resources.assign(response.managed_resources().begin(), response.managed_resources().end());
+  }
+  std::string out = absl::StrFormat("synced: %s   ledger: %s\n", response.synced() ? "yes" : "NO",
+                                    response.ledger_enabled() ? "on" : "OFF (--no-ledger)");
+  absl::StrAppendFormat(&out, "%-16s", "NODE");
+  for (const std::string& r : resources) {
+    absl::StrAppendFormat(&out, " %-40s", absl::StrCat(r, " (allocatable/confirmed/assumed/free)"));
+  }
+  absl::StrAppend(&out, " PODS (confirmed+assumed/allocatable)\n");
+  for (const v1::NodeView& n : response.nodes()) {
+    absl::StrAppendFormat(&out, "%-16s", n.known() ? n.name() : n.name() + " (unknown)");
+    for (const std::string& r : resources) {
+      absl::StrAppendFormat(&out, " %-40s",
+                            absl::StrCat(Amount(r, Get(n.allocatable(), r)), " / ",
+                                         Amount(r, Get(n.confirmed(), r)), " / ",
+                                         Amount(r, Get(n.assumed(), r)), " / ",
+                                         Amount(r, Get(n.free(), r))));
+    }
+    absl::StrAppendFormat(&out, " %d+%d/%d\n", n.confirmed_pods(), n.assumed_pods(),
+                          Get(n.allocatable(), "pods"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> AssumedTable(const ServerTarget& t) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Channel(t);
+  if (!channel.ok()) return channel.status();
+  auto stub = v1::Introspection::NewStub(*channel);
+  v1::ListAssumedRequest request;
+  v1::ListAssumedResponse response;
+  grpc::Status s = stub->ListAssumed(Context(t).get(), request, &response);
+  if (!s.ok()) return FromGrpc(s, t);
+  std::string out = absl::StrFormat("%-40s %-16s %-10s %-10s %-8s %s\n", "POD", "NODE", "CPU",
+                                    "MEMORY", "AGE", "BIND IN FLIGHT");
+  for (const v1::AssumedEntry& e : response.assumed()) {
+    absl::StrAppendFormat(&out, "%-40s %-16s %-10s %-10s %-8s %s\n",
+                          absl::StrCat(e.namespace_(), "/", e.name()), e.node(),
+                          Cpu(Get(e.requests(), "cpu")), Mem(Get(e.requests(), "memory")),
+                          absl::StrFormat("%.1fs", e.age_seconds()),
+                          e.bind_in_flight() ? "yes" : "no");
+  }
+  absl::StrAppendFormat(&out, "%d assumed\n", response.assumed_size());
+  return out;
+}
+
+absl::StatusOr<std::string> Explain(const ServerTarget& t, const std::string& pod_file,
+                                    const std::string& node) {
+  absl::StatusOr<std::string> text = ReadFile(pod_file);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::string> json = YamlToJson(*text);
+  if (!json.ok()) return absl::InvalidArgumentError(absl::StrCat(pod_file, ": ", json.status().message()));
+  v1::ExplainRequest request;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  auto parsed = google::protobuf::util::JsonStringToMessage(*json, request.mutable_pod(), options);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(pod_file, ": not a Pod: ", parsed.ToString()));
+  }
+  request.set_node(node);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Channel(t);
+  if (!channel.ok()) return channel.status();
+  auto stub = v1::Introspection::NewStub(*channel);
+  v1::ExplainResponse response;
+  grpc::Status s = stub->Explain(Context(t).get(), request, &response);
+  if (!s.ok()) return FromGrpc(s, t);
+  std::string name = request.pod().metadata().name().empty() ? pod_file : request.pod().metadata().name();
+  std::string out;
+  if (response.fits()) {
+    absl::StrAppend(&out, "pod ", name, " fits node ", node, "\n");
+  } else {
+    absl::StrAppend(&out, "pod ", name, " does not fit node ", node, ": ");
+    for (int i = 0; i < response.reasons_size(); ++i) {
+      absl::StrAppend(&out, i ? ", " : "", response.reasons(i));
+    }
+    absl::StrAppend(&out, response.unresolvable() ? " (unresolvable: larger than the node)\n" : "\n");
+  }
+  absl::StrAppendFormat(&out, "%-22s %12s %12s %12s %12s %12s  %s\n", "RESOURCE", "REQUESTED",
+                        "ALLOCATABLE", "CONFIRMED", "ASSUMED", "FREE", "VERDICT");
+  for (const v1::ResourceExplanation& e : response.resources()) {
+    absl::StrAppendFormat(
+        &out, "%-22s %12s %12s %12s %12s %12s  %s\n", e.resource(), Amount(e.resource(), e.requested()),
+        Amount(e.resource(), e.allocatable()), Amount(e.resource(), e.confirmed()),
+        Amount(e.resource(), e.assumed()), Amount(e.resource(), e.free()),
+        !e.accounted() ? "not accounted" : (e.fits() ? "fits" : "INSUFFICIENT"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> RejectionsTable(const ServerTarget& t) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Channel(t);
+  if (!channel.ok()) return channel.status();
+  auto stub = v1::Introspection::NewStub(*channel);
+  v1::ListRejectionsRequest request;
+  v1::ListRejectionsResponse response;
+  grpc::Status s = stub->ListRejections(Context(t).get(), request, &response);
+  if (!s.ok()) return FromGrpc(s, t);
+  std::string out = absl::StrFormat("kubelet rejections seen: %d\n", response.total());
+  for (const v1::Rejection& r : response.rejections()) {
+    absl::StrAppendFormat(&out, "  %s/%s  node=%s  reason=%s\n    %s\n", r.namespace_(), r.name(),
+                          r.node(), r.reason(), r.message());
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> CountedPods(const ServerTarget& t) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Channel(t);
+  if (!channel.ok()) return channel.status();
+  auto stub = v1::Introspection::NewStub(*channel);
+  v1::ListNodesRequest request;
+  v1::ListNodesResponse response;
+  grpc::Status s = stub->ListNodes(Context(t).get(), request, &response);
+  if (!s.ok()) return FromGrpc(s, t);
+  int64_t total = 0;
+  for (const v1::NodeView& n : response.nodes()) total += n.confirmed_pods() + n.assumed_pods();
+  return total;
+}
+
+absl::StatusOr<bool> LedgerEnabled(const ServerTarget& t) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Channel(t);
+  if (!channel.ok()) return channel.status();
+  auto stub = v1::Introspection::NewStub(*channel);
+  v1::ListNodesRequest request;
+  request.add_names("-");  // no node has this name: keeps the answer small
+  v1::ListNodesResponse response;
+  grpc::Status s = stub->ListNodes(Context(t).get(), request, &response);
+  if (!s.ok()) return FromGrpc(s, t);
+  return response.ledger_enabled();
+}
+
+}  // namespace fitledger::ctl

@@ -1,0 +1,44 @@
+// fitledgerctl's read-only commands over the server's gRPC API.
+#ifndef FITLEDGER_CLIENT_CTL_COMMANDS_H_
+#define FITLEDGER_CLIENT_CTL_COMMANDS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace fitledger::ctl {
+
+struct ServerTarget {
+  std::string address;  // unix:///path or host:port
+  // Optional TLS to the server.
+  std::string tls_ca_file;
+  std::string tls_server_name;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  absl::Duration timeout = absl::Seconds(5);
+};
+
+// grpc.health.v1 Check: OK when SERVING; Unavailable otherwise (message says why).
+absl::Status Health(const ServerTarget& target);
+// The nodes table: allocatable / confirmed / assumed / free per accounted resource.
+absl::StatusOr<std::string> NodesTable(const ServerTarget& target);
+// The assumed pods, oldest first.
+absl::StatusOr<std::string> AssumedTable(const ServerTarget& target);
+// Why the pod in `pod_file` (YAML or JSON) does or does not fit `node`, with the numbers.
+absl::StatusOr<std::string> Explain(const ServerTarget& target, const std::string& pod_file,
+                                    const std::string& node);
+// The kubelet rejections the server has seen.
+absl::StatusOr<std::string> RejectionsTable(const ServerTarget& target);
+// How many pods the server counts on nodes (confirmed + assumed).
+absl::StatusOr<int64_t> CountedPods(const ServerTarget& target);
+// Whether the server runs with its ledger (false with --no-ledger).
+absl::StatusOr<bool> LedgerEnabled(const ServerTarget& target);
+
+// YAML (or JSON) text -> JSON text, every scalar as a string (what the proto schema expects for
+// quantities; protobuf's parser accepts numeric strings for integer fields).
+absl::StatusOr<std::string> YamlToJson(const std::string& yaml);
+
+}  // namespace fitledger::ctl
+
+#endif  // FITLEDGER_CLIENT_CTL_COMMANDS_H_

@@ -1,0 +1,154 @@
+// fitledgerctl: look into fitledger-server, and replay the burst experiment.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "common/flags.h"
+#include "client/ctl/burst.h"
+#include "client/ctl/commands.h"
+
+namespace {
+std::string Env(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+}  // namespace
+
+ABSL_FLAG(std::string, server, Env("FITLEDGER_SERVER", "unix:///run/fitledger/server.sock"),
+          "fitledger-server gRPC address (unix:///path or host:port; env FITLEDGER_SERVER)");
+ABSL_FLAG(std::string, tls_ca, "", "CA file to verify the server's TLS certificate");
+ABSL_FLAG(std::string, tls_server_name, "", "TLS server name to verify");
+ABSL_FLAG(std::string, tls_cert, "", "client certificate for mTLS");
+ABSL_FLAG(std::string, tls_key, "", "client key for mTLS");
+ABSL_FLAG(int, timeout_seconds, 5, "gRPC call deadline in seconds");
+ABSL_FLAG(bool, watch, false, "nodes: refresh the table until interrupted");
+ABSL_FLAG(int, interval_ms, 1000, "nodes --watch: refresh period in milliseconds");
+ABSL_FLAG(std::string, kubeconfig, "", "burst: the cluster's kubeconfig (default $KUBECONFIG)");
+ABSL_FLAG(std::string, shim, Env("FITLEDGER_SHIM", "http://127.0.0.1:8888"),
+          "burst: the shim's extender URL prefix (env FITLEDGER_SHIM)");
+ABSL_FLAG(std::string, namespace, "default", "burst: namespace of the pods");
+ABSL_FLAG(int, replicas, 12, "burst: number of pods");
+ABSL_FLAG(std::string, cpu, "400m", "burst: cpu request per pod");
+ABSL_FLAG(std::string, memory, "128Mi", "burst: memory request per pod");
+ABSL_FLAG(bool, no_ledger, false,
+          "burst: use the server started with --no-ledger (env FITLEDGER_SERVER_NO_LEDGER / "
+          "FITLEDGER_SHIM_NO_LEDGER) to show the overcommit");
+ABSL_FLAG(bool, json, false, "burst: print the report as JSON");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "fitledgerctl COMMAND [flags]\n"
+      "  health                 exit 0 when the server is SERVING (synced)\n"
+      "  nodes [--watch]        allocatable / confirmed / assumed / free per node\n"
+      "  assumed                pods bound by fitledger and not yet confirmed by the watch\n"
+      "  explain POD.yaml NODE  why the pod does or does not fit the node, with the numbers\n"
+      "  rejections             pods the kubelet rejected (OutOf*) as the server saw them\n"
+      "  burst [--replicas N --cpu Q --memory Q] [--no-ledger] [--json]\n"
+      "                         create N pods and schedule them through the shim as\n"
+      "                         kube-scheduler does; print placement and kubelet verdicts");
+  fitledger::AcceptDashedFlags(argc, argv);
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) {
+    fprintf(stderr, "fitledgerctl: a command is required (see --help)\n");
+    return 2;
+  }
+  std::string command = args[1];
+  fitledger::ctl::ServerTarget target;
+  target.address = absl::GetFlag(FLAGS_server);
+  target.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  target.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  target.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  target.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  target.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds));
+
+  auto print = [](const absl::StatusOr<std::string>& out) {
+    if (!out.ok()) {
+      fprintf(stderr, "fitledgerctl: %s\n", std::string(out.status().message()).c_str());
+      return 1;
+    }
+    fputs(out->c_str(), stdout);
+    fflush(stdout);
+    return 0;
+  };
+
+  if (command == "health") {
+    absl::Status s = fitledger::ctl::Health(target);
+    if (!s.ok()) {
+      fprintf(stderr, "fitledgerctl: not serving: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    printf("SERVING\n");
+    return 0;
+  }
+  if (command == "nodes") {
+    if (!absl::GetFlag(FLAGS_watch)) return print(fitledger::ctl::NodesTable(target));
+    bool tty = isatty(STDOUT_FILENO);
+    while (true) {
+      absl::StatusOr<std::string> table = fitledger::ctl::NodesTable(target);
+      if (tty) fputs("\033[H\033[2J", stdout);
+      int rc = print(table);
+      if (rc != 0) return rc;
+      usleep(absl::GetFlag(FLAGS_interval_ms) * 1000);
+    }
+  }
+  if (command == "assumed") return print(fitledger::ctl::AssumedTable(target));
+  if (command == "rejections") return print(fitledger::ctl::RejectionsTable(target));
+  if (command == "explain") {
+    if (args.size() != 4) {
+      fprintf(stderr, "fitledgerctl: usage: explain POD.yaml NODE\n");
+      return 2;
+    }
+    return print(fitledger::ctl::Explain(target, args[2], args[3]));
+  }
+  if (command == "burst") {
+    fitledger::ctl::BurstOptions o;
+    o.kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
+    o.shim_url = absl::GetFlag(FLAGS_shim);
+    if (absl::GetFlag(FLAGS_no_ledger)) {
+      o.shim_url = Env("FITLEDGER_SHIM_NO_LEDGER", o.shim_url.c_str());
+      target.address = Env("FITLEDGER_SERVER_NO_LEDGER", target.address.c_str());
+    }
+    o.namespace_name = absl::GetFlag(FLAGS_namespace);
+    o.replicas = absl::GetFlag(FLAGS_replicas);
+    o.cpu = absl::GetFlag(FLAGS_cpu);
+    o.memory = absl::GetFlag(FLAGS_memory);
+    o.progress = !absl::GetFlag(FLAGS_json) && isatty(STDERR_FILENO);
+    o.server_counted_pods = [target] { return fitledger::ctl::CountedPods(target); };
+    absl::StatusOr<bool> ledger = fitledger::ctl::LedgerEnabled(target);
+    if (!ledger.ok()) {
+      fprintf(stderr, "fitledgerctl: cannot ask the server its mode: %s\n",
+              std::string(ledger.status().message()).c_str());
+      return 1;
+    }
+    if (*ledger == absl::GetFlag(FLAGS_no_ledger)) {
+      fprintf(stderr,
+              "fitledgerctl: the server at %s runs with the ledger %s, but burst was asked %s "
+              "--no-ledger; point --server/--shim at the matching pair (scripts/demo starts "
+              "both)\n",
+              target.address.c_str(), *ledger ? "on" : "off",
+              absl::GetFlag(FLAGS_no_ledger) ? "with" : "without");
+      return 2;
+    }
+    absl::StatusOr<fitledger::ctl::BurstReport> report = fitledger::ctl::RunBurst(o);
+    if (!report.ok()) {
+      fprintf(stderr, "fitledgerctl: burst: %s\n", std::string(report.status().message()).c_str());
+      return 1;
+    }
+    if (absl::GetFlag(FLAGS_json)) {
+      printf("%s\n", fitledger::ctl::ReportJson(*report).c_str());
+    } else {
+      fputs(fitledger::ctl::FormatReport(*report, o, *ledger).c_str(), stdout);
+    }
+    return 0;
+  }
+  fprintf(stderr, "fitledgerctl: unknown command \"%s\" (see --help)\n", command.c_str());
+  return 2;
+}

@@ -53,8 +53,9 @@ BindResult ApiBinder::Bind(const std::string& namespace_name, const std::string&
     result.outcome = BindOutcome::kPodGone;
     return result;
   }
-  if (response->code == 409) {
-    // Either already assigned, or the UID precondition failed. Ask the API which.
+  if (response->code == 409 || response->code >= 500 || response->code == 429) {
+    // 409: already assigned, or the UID precondition failed. 5xx / 429: the API answered but
+    // did not say what happened. Ask the API which; if it cannot say, the outcome is unknown.
     absl::StatusOr<Pod> pod = GetPod(namespace_name, name);
     if (!pod.ok()) {
       result.outcome = absl::IsNotFound(pod.status()) ? BindOutcome::kPodGone : BindOutcome::kUnknown;
@@ -68,12 +69,8 @@ BindResult ApiBinder::Bind(const std::string& namespace_name, const std::string&
       result.outcome = BindOutcome::kBoundElsewhere;
       result.node = pod->node_name;
     } else {
-      result.outcome = BindOutcome::kRejected;
+      result.outcome = BindOutcome::kRejected;  // answered, and the pod is still unbound
     }
-    return result;
-  }
-  if (response->code >= 500 || response->code == 429) {
-    result.outcome = BindOutcome::kUnknown;
     return result;
   }
   result.outcome = BindOutcome::kRejected;

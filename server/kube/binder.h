@@ -15,12 +15,13 @@ class ApiClient;
 
 enum class BindOutcome {
   kBound,           // 201: bound now
-  kAlreadyBound,    // 409, and the pod is on the requested node: success
-  kBoundElsewhere,  // 409, the pod is on another node (`node` says which)
+  kAlreadyBound,    // 409 / 5xx, and a GET shows the pod on the requested node: success
+  kBoundElsewhere,  // 409 / 5xx, and the pod is on another node (`node` says which)
   kPodGone,         // 404, or the pod by that name has another UID
-  kRejected,        // any other definite failure (4xx)
+  kRejected,        // any other 4xx, or a 5xx after which a GET shows the pod still unbound
   kUnreachable,     // the API could not be reached: nothing was sent
-  kUnknown,         // 5xx, timeout, connection lost: the binding may or may not have happened
+  kUnknown,         // timeout, connection lost, or a 5xx and the GET failed too: the binding
+                    // may or may not have happened
 };
 
 struct BindResult {

@@ -1,0 +1,297 @@
+#include "client/shim/webhook.h"
+
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "client/shim/json_codec.h"
+#include "google/protobuf/arena.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace fitledger::shim {
+namespace {
+
+// Per-thread scratch reused across requests: the JSON decoder, the raw node views, and the first
+// block of each request's arena.
+struct Scratch {
+  JsonDecoder decoder;
+  std::vector<absl::string_view> raw_nodes;
+  std::vector<absl::string_view> passing_nodes;
+  std::vector<char> arena_block = std::vector<char>(256 << 10);
+};
+
+Scratch& ThreadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
+google::protobuf::ArenaOptions ArenaOptionsFor(Scratch& scratch) {
+  google::protobuf::ArenaOptions options;
+  options.initial_block = scratch.arena_block.data();
+  options.initial_block_size = scratch.arena_block.size();
+  return options;
+}
+
+std::string CodeName(grpc::StatusCode code) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
+bool IsUnavailable(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::ALREADY_EXISTS:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::ABORTED:
+    case grpc::StatusCode::OUT_OF_RANGE:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return false;
+    default:
+      return true;
+  }
+}
+
+std::string PodKey(const v1::Pod& pod) {
+  return absl::StrCat(pod.metadata().namespace_(), "/", pod.metadata().name());
+}
+
+// The indexes into `candidates` of `names`, in the order of `names`; names that are not
+// candidates are dropped (the protocol requires a subset). The server answers in candidate
+// order, so one merge walk usually suffices; otherwise a hash index is built.
+template <typename NameOf>
+std::vector<int> MatchCandidates(int candidate_count, NameOf name_of,
+                                 const google::protobuf::RepeatedPtrField<std::string>& names) {
+  std::vector<int> indexes;
+  indexes.reserve(names.size());
+  int next = 0;
+  for (const std::string& name : names) {
+    while (next < candidate_count && name_of(next) != name) ++next;
+    if (next == candidate_count) break;
+    indexes.push_back(next++);
+  }
+  if (static_cast<int>(indexes.size()) == names.size()) return indexes;
+  absl::flat_hash_map<absl::string_view, int> index;
+  index.reserve(candidate_count);
+  for (int i = 0; i < candidate_count; ++i) index.emplace(name_of(i), i);
+  indexes.clear();
+  for (const std::string& name : names) {
+    if (auto it = index.find(name); it != index.end()) indexes.push_back(it->second);
+  }
+  return indexes;
+}
+
+}  // namespace
+
+absl::string_view VerbName(Verb verb) {
+  switch (verb) {
+    case Verb::kFilter:
+      return "filter";
+    case Verb::kPrioritize:
+      return "prioritize";
+    case Verb::kBind:
+      return "bind";
+    case Verb::kPreempt:
+      return "preempt";
+  }
+  return "unknown";
+}
+
+std::shared_ptr<grpc::Channel> DialServer(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+Webhook::Webhook(std::unique_ptr<v1::Extender::StubInterface> extender,
+                 std::unique_ptr<grpc::health::v1::Health::StubInterface> health,
+                 Options options, Metrics* metrics, const Logger* logger)
+    : extender_(std::move(extender)),
+      health_(std::move(health)),
+      options_(options),
+      metrics_(metrics),
+      logger_(logger) {}
+
+void Webhook::Handle(Verb verb, const std::string& body, Reply* reply) const {
+  reply->status = 200;
+  reply->body.clear();
+  switch (verb) {
+    case Verb::kFilter:
+      return Filter(body, reply);
+    case Verb::kPrioritize:
+      return Prioritize(body, reply);
+    case Verb::kBind:
+      return Bind(body, reply);
+    case Verb::kPreempt:
+      return Preempt(body, reply);
+  }
+}
+
+bool Webhook::LogFailureNow() const {
+  const int64_t now = absl::ToUnixNanos(absl::Now());
+  int64_t last = last_failure_log_ns_.load(std::memory_order_relaxed);
+  return now - last >= absl::ToInt64Nanoseconds(absl::Seconds(1)) &&
+         last_failure_log_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed);
+}
+
+void Webhook::BadRequest(Verb verb, const absl::Status& status, Reply* reply) const {
+  reply->status = 400;
+  EncodeError(status.message(), &reply->body);
+  if (LogFailureNow()) {
+    logger_->Log(LogLevel::kWarn, "bad request",
+                 {{"verb", VerbName(verb)}, {"error", status.message()}});
+  }
+}
+
+void Webhook::ServerFailure(Verb verb, const grpc::Status& status, absl::string_view pod,
+                            Reply* reply) const {
+  const std::string code = CodeName(status.error_code());
+  metrics_->CountServerError(VerbName(verb), code);
+  const std::string message =
+      IsUnavailable(status.error_code())
+          ? absl::StrCat("fitledger server unavailable: ", code, ": ", status.error_message())
+          : absl::StrCat("fitledger server rejected ", VerbName(verb), ": ", code, ": ",
+                         status.error_message());
+  if (verb == Verb::kFilter || verb == Verb::kBind) {
+    reply->status = 200;
+  } else {
+    reply->status = status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 400 : 503;
+  }
+  EncodeError(message, &reply->body);
+  if (LogFailureNow()) {
+    logger_->Log(LogLevel::kWarn, "server call failed",
+                 {{"verb", VerbName(verb)}, {"pod", pod}, {"grpc_code", code},
+                  {"error", status.error_message()}});
+  }
+}
+
+void Webhook::Filter(const std::string& body, Reply* reply) const {
+  Scratch& scratch = ThreadScratch();
+  google::protobuf::Arena arena(ArenaOptionsFor(scratch));
+  auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderArgs>(&arena);
+  if (absl::Status s = scratch.decoder.DecodeExtenderArgs(body, args, &scratch.raw_nodes);
+      !s.ok()) {
+    return BadRequest(Verb::kFilter, s, reply);
+  }
+  auto* result = google::protobuf::Arena::CreateMessage<v1::ExtenderFilterResult>(&arena);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.server_timeout));
+  if (grpc::Status s = extender_->Filter(&context, *args, result); !s.ok()) {
+    return ServerFailure(Verb::kFilter, s, PodKey(args->pod()), reply);
+  }
+  if (!args->has_nodes()) {
+    // nodeCacheCapable: answer names, a subset of the candidates.
+    const auto& candidates = args->node_names();
+    std::vector<int> keep = MatchCandidates(
+        candidates.size(), [&](int i) -> absl::string_view { return candidates[i]; },
+        result->node_names());
+    if (static_cast<int>(keep.size()) != result->node_names_size()) {
+      logger_->Log(LogLevel::kWarn, "server answered nodes that were not candidates; dropped",
+                   {{"verb", "filter"}, {"pod", PodKey(args->pod())}});
+      google::protobuf::RepeatedPtrField<std::string> names;
+      for (int i : keep) names.Add(std::string(candidates[i]));
+      result->mutable_node_names()->Swap(&names);
+    }
+    EncodeFilterResult(*result, &reply->body);
+  } else {
+    // Full nodes: answer the passing nodes' objects exactly as kube-scheduler sent them.
+    const auto& items = args->nodes().items();
+    if (result->node_names_size() == 0) {
+      for (const v1::Node& node : result->nodes().items()) {
+        result->add_node_names(node.metadata().name());
+      }
+    }
+    std::vector<int> keep = MatchCandidates(
+        items.size(), [&](int i) -> absl::string_view { return items[i].metadata().name(); },
+        result->node_names());
+    scratch.passing_nodes.clear();
+    for (int i : keep) scratch.passing_nodes.push_back(scratch.raw_nodes[i]);
+    EncodeFilterResultWithNodes(*result, scratch.passing_nodes, &reply->body);
+  }
+  if (logger_->Enabled(LogLevel::kDebug)) {
+    logger_->Log(LogLevel::kDebug, "filter",
+                 {{"verb", "filter"},
+                  {"pod", PodKey(args->pod())},
+                  {"candidates", absl::StrCat(args->has_nodes() ? args->nodes().items_size()
+                                                                : args->node_names_size())},
+                  {"failed", absl::StrCat(result->failed_nodes_size() +
+                                          result->failed_and_unresolvable_nodes_size())}});
+  }
+}
+
+void Webhook::Prioritize(const std::string& body, Reply* reply) const {
+  Scratch& scratch = ThreadScratch();
+  google::protobuf::Arena arena(ArenaOptionsFor(scratch));
+  auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderArgs>(&arena);
+  if (absl::Status s = scratch.decoder.DecodeExtenderArgs(body, args, nullptr); !s.ok()) {
+    return BadRequest(Verb::kPrioritize, s, reply);
+  }
+  auto* result = google::protobuf::Arena::CreateMessage<v1::HostPriorityList>(&arena);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.server_timeout));
+  if (grpc::Status s = extender_->Prioritize(&context, *args, result); !s.ok()) {
+    return ServerFailure(Verb::kPrioritize, s, PodKey(args->pod()), reply);
+  }
+  EncodeHostPriorityList(*result, &reply->body);
+}
+
+void Webhook::Bind(const std::string& body, Reply* reply) const {
+  Scratch& scratch = ThreadScratch();
+  v1::ExtenderBindingArgs args;
+  if (absl::Status s = scratch.decoder.DecodeBindingArgs(body, &args); !s.ok()) {
+    return BadRequest(Verb::kBind, s, reply);
+  }
+  const std::string pod = absl::StrCat(args.pod_namespace(), "/", args.pod_name());
+  v1::ExtenderBindingResult result;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.server_timeout));
+  if (grpc::Status s = extender_->Bind(&context, args, &result); !s.ok()) {
+    return ServerFailure(Verb::kBind, s, pod, reply);
+  }
+  EncodeError(result.error(), &reply->body);
+  logger_->Log(result.error().empty() ? LogLevel::kDebug : LogLevel::kInfo, "bind",
+               {{"verb", "bind"}, {"pod", pod}, {"node", args.node()}, {"error", result.error()}});
+}
+
+void Webhook::Preempt(const std::string& body, Reply* reply) const {
+  Scratch& scratch = ThreadScratch();
+  google::protobuf::Arena arena(ArenaOptionsFor(scratch));
+  auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderPreemptionArgs>(&arena);
+  if (absl::Status s = scratch.decoder.DecodePreemptionArgs(body, args); !s.ok()) {
+    return BadRequest(Verb::kPreempt, s, reply);
+  }
+  auto* result = google::protobuf::Arena::CreateMessage<v1::ExtenderPreemptionResult>(&arena);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.server_timeout));
+  if (grpc::Status s = extender_->Preempt(&context, *args, result); !s.ok()) {
+    return ServerFailure(Verb::kPreempt, s, PodKey(args->pod()), reply);
+  }
+  EncodePreemptionResult(*result, &reply->body);
+}
+
+absl::Status Webhook::CheckReady() const {
+  grpc::ClientContext context;
+  context.set_deadline(
+      absl::ToChronoTime(absl::Now() + std::min(options_.server_timeout, absl::Seconds(2))));
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status s = health_->Check(&context, request, &response);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("fitledger server unavailable: ",
+                                               CodeName(s.error_code()), ": ", s.error_message()));
+  }
+  if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    return absl::UnavailableError(
+        absl::StrCat("fitledger server is ",
+                     grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status())));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fitledger::shim

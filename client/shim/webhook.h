@@ -1,0 +1,89 @@
+// The extender verbs, transport aside: a request body in, a gRPC call to fitledger-server, an
+// HTTP status and JSON body out. The HTTP listener (http_server.h) only routes to this.
+//
+// Reply rules (kube-scheduler treats any non-200 as an error):
+//   bad body                    -> 400 {"Error":"<field>: <what is wrong>"} (every verb)
+//   filter / bind, gRPC failure -> 200 {"Error":"fitledger server unavailable: UNAVAILABLE: ..."}
+//   prioritize / preempt        -> 503 {"Error":"..."} (400 when the server says INVALID_ARGUMENT):
+//                                  their results have no Error field
+//   misfits                     -> 200 with FailedNodes / FailedAndUnresolvableNodes, no Error
+#ifndef FITLEDGER_CLIENT_SHIM_WEBHOOK_H_
+#define FITLEDGER_CLIENT_SHIM_WEBHOOK_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "client/shim/logfmt.h"
+#include "client/shim/metrics.h"
+#include "fitledger/v1/extender.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/channel.h"
+
+namespace fitledger::shim {
+
+enum class Verb { kFilter, kPrioritize, kBind, kPreempt };
+
+// "filter", "prioritize", "bind", "preempt".
+absl::string_view VerbName(Verb verb);
+
+struct Reply {
+  int status = 200;
+  std::string body;  // JSON
+};
+
+// A channel to fitledger-server at `address` ("unix:///path" or "host:port", plaintext) that
+// reconnects quickly (backoff 100 ms .. 1 s) when the server comes back.
+std::shared_ptr<grpc::Channel> DialServer(const std::string& address);
+
+// Thread-safe: the stubs are thread-safe, the rest is constant after construction (plus an
+// atomic log-rate limiter). Decoding buffers are per thread.
+class Webhook {
+ public:
+  struct Options {
+    // The deadline of each gRPC call.
+    absl::Duration server_timeout = absl::Seconds(4);
+  };
+
+  // `metrics` and `logger` must outlive this.
+  Webhook(std::unique_ptr<v1::Extender::StubInterface> extender,
+          std::unique_ptr<grpc::health::v1::Health::StubInterface> health, Options options,
+          Metrics* metrics, const Logger* logger);
+
+  // Answers one POST of `verb` with `body` (any key case, see json_codec.h).
+  void Handle(Verb verb, const std::string& body, Reply* reply) const;
+
+  // OK when the server's grpc.health.v1 service answers SERVING for "", else Unavailable with
+  // the reason.
+  absl::Status CheckReady() const;
+
+ private:
+  void Filter(const std::string& body, Reply* reply) const;
+  void Prioritize(const std::string& body, Reply* reply) const;
+  void Bind(const std::string& body, Reply* reply) const;
+  void Preempt(const std::string& body, Reply* reply) const;
+
+  // Fills `reply` for a failed call and counts and logs it.
+  void ServerFailure(Verb verb, const grpc::Status& status, absl::string_view pod,
+                     Reply* reply) const;
+  void BadRequest(Verb verb, const absl::Status& status, Reply* reply) const;
+  // True at most once per second, so an outage does not flood the log.
+  bool LogFailureNow() const;
+
+  // Constant after construction.
+  const std::unique_ptr<v1::Extender::StubInterface> extender_;
+  const std::unique_ptr<grpc::health::v1::Health::StubInterface> health_;
+  const Options options_;
+  Metrics* const metrics_;
+  const Logger* const logger_;
+
+  // When the last failure was logged (absl::ToUnixNanos).
+  mutable std::atomic<int64_t> last_failure_log_ns_{0};
+};
+
+}  // namespace fitledger::shim
+
+#endif  // FITLEDGER_CLIENT_SHIM_WEBHOOK_H_

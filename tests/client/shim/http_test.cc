@@ -1,0 +1,466 @@
+// The shim in-process on 127.0.0.1:0 in front of a fake Extender gRPC server: each verb's status
+// code and exact body, bad input, server outages and recovery, probes and metrics.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/shim/http_server.h"
+#include "client/shim/logfmt.h"
+#include "client/shim/metrics.h"
+#include "client/shim/webhook.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "tests/client/shim/fake_extender.h"
+
+namespace fitledger::shim {
+namespace {
+
+using ::fitledger::shim::testing::FakeExtender;
+using ::fitledger::shim::testing::FakeServer;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::string ReadFixture(const std::string& name) {
+  std::ifstream in(absl::StrCat(FITLEDGER_SHIM_TESTDATA, "/", name));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// The shim wired as main.cc wires it, serving on free ports.
+class Shim {
+ public:
+  explicit Shim(const std::string& server_target, config::ShimConfig config = {})
+      : logger_(LogLevel::kError) {
+    config.listen = "127.0.0.1:0";
+    config.monitor_listen = "127.0.0.1:0";
+    config.server = server_target;
+    std::shared_ptr<grpc::Channel> channel = DialServer(server_target);
+    webhook_ = std::make_unique<Webhook>(
+        v1::Extender::NewStub(channel), grpc::health::v1::Health::NewStub(channel),
+        Webhook::Options{.server_timeout = absl::Seconds(3)}, &metrics_, &logger_);
+    server_ = std::make_unique<ShimServer>(config, webhook_.get(), &metrics_, &logger_);
+    status_ = server_->Start();
+  }
+
+  const absl::Status& status() const { return status_; }
+  int port() const { return server_->port(); }
+
+  std::unique_ptr<httplib::Client> Client() const { return MakeClient(server_->port()); }
+  std::unique_ptr<httplib::Client> Monitor() const { return MakeClient(server_->monitor_port()); }
+
+ private:
+  static std::unique_ptr<httplib::Client> MakeClient(int port) {
+    auto client = std::make_unique<httplib::Client>("127.0.0.1", port);
+    client->set_connection_timeout(5);
+    client->set_read_timeout(10);
+    client->set_tcp_nodelay(true);  // as Go's net/http does
+    return client;
+  }
+
+  Metrics metrics_;
+  Logger logger_;
+  std::unique_ptr<Webhook> webhook_;
+  std::unique_ptr<ShimServer> server_;
+  absl::Status status_;
+};
+
+struct HttpReply {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+};
+
+HttpReply Post(httplib::Client& client, const std::string& path, const std::string& body) {
+  httplib::Result res = client.Post(path.c_str(), body, "application/json");
+  if (!res) return {-1, absl::StrCat("transport error ", static_cast<int>(res.error())), ""};
+  return {res->status, res->body, res->get_header_value("Content-Type")};
+}
+
+HttpReply Get(httplib::Client& client, const std::string& path) {
+  httplib::Result res = client.Get(path.c_str());
+  if (!res) return {-1, absl::StrCat("transport error ", static_cast<int>(res.error())), ""};
+  return {res->status, res->body, res->get_header_value("Content-Type")};
+}
+
+constexpr char kFilterArgs[] =
+    R"({"Pod":{"metadata":{"name":"p","namespace":"ns","uid":"u1"},)"
+    R"("spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"}}}]}},)"
+    R"("Nodes":null,"NodeNames":["w1","w2","w3","w4"]})";
+
+class ShimHttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = FakeServer::Start(&fake_, "127.0.0.1:0");
+    ASSERT_NE(server_, nullptr);
+    shim_ = std::make_unique<Shim>(server_->target());
+    ASSERT_TRUE(shim_->status().ok()) << shim_->status();
+    client_ = shim_->Client();
+  }
+
+  FakeExtender fake_;
+  std::unique_ptr<FakeServer> server_;
+  std::unique_ptr<Shim> shim_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(ShimHttpTest, FilterWithNodeNamesAnswersNamesAndFailures) {
+  fake_.set_filter([](const v1::ExtenderArgs&, v1::ExtenderFilterResult* result) {
+    result->add_node_names("w1");
+    result->add_node_names("w3");
+    (*result->mutable_failed_nodes())["w2"] = "Insufficient cpu";
+    (*result->mutable_failed_and_unresolvable_nodes())["w4"] = "Insufficient example.com/gpu";
+    return grpc::Status::OK;
+  });
+  // Go's transport always offers gzip; the reply must stay plain.
+  client_->set_default_headers({{"Accept-Encoding", "gzip, deflate"}});
+  httplib::Result res = client_->Post("/filter", kFilterArgs, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body,
+            R"({"NodeNames":["w1","w3"],"FailedNodes":{"w2":"Insufficient cpu"},)"
+            R"("FailedAndUnresolvableNodes":{"w4":"Insufficient example.com/gpu"},"Error":""})");
+  EXPECT_THAT(res->get_header_value("Content-Type"), StartsWith("application/json"));
+  EXPECT_FALSE(res->has_header("Content-Encoding"));
+  const v1::ExtenderArgs sent = fake_.last_filter();
+  EXPECT_EQ(sent.pod().metadata().name(), "p");
+  EXPECT_EQ(sent.pod().spec().containers(0).resources().requests().at("cpu"), "1");
+  EXPECT_THAT(sent.node_names(), ::testing::ElementsAre("w1", "w2", "w3", "w4"));
+}
+
+TEST_F(ShimHttpTest, FilterDropsNamesThatWereNotCandidates) {
+  fake_.set_filter([](const v1::ExtenderArgs&, v1::ExtenderFilterResult* result) {
+    for (const char* name : {"w3", "zz", "w1"}) result->add_node_names(name);
+    return grpc::Status::OK;
+  });
+  HttpReply reply = Post(*client_, "/filter", kFilterArgs);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, R"({"NodeNames":["w3","w1"],"FailedNodes":{},)"
+                        R"("FailedAndUnresolvableNodes":{},"Error":""})");
+}
+
+TEST_F(ShimHttpTest, FilterWithFullNodesEchoesTheNodeObjectsAsReceived) {
+  const std::string a = R"({"metadata":{"name":"a","labels":{"x":"1"}},"status":{"allocatable":{"cpu":"4"}},"spec":{"unschedulable":false}})";
+  const std::string b = R"({ "metadata" : { "name" : "b" }, "extra": [1, 2.50, "\u00e9"] })";
+  const std::string c = R"({"metadata":{"name":"c"},"status":{"capacity":{"cpu":"2"}}})";
+  const std::string body = absl::StrCat(R"({"Pod":{"metadata":{"name":"p"}},"Nodes":{"metadata":{},"items":[)",
+                                        a, ",\n  ", b, " , ", c, "]},\"NodeNames\":null}");
+  fake_.set_filter([](const v1::ExtenderArgs& args, v1::ExtenderFilterResult* result) {
+    EXPECT_EQ(args.nodes().items_size(), 3);
+    EXPECT_EQ(args.nodes().items(0).status().allocatable().at("cpu"), "4");
+    result->add_node_names("c");
+    result->add_node_names("b");
+    (*result->mutable_failed_nodes())["a"] = "Insufficient cpu";
+    return grpc::Status::OK;
+  });
+  HttpReply reply = Post(*client_, "/filter", body);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, absl::StrCat(R"({"Nodes":{"metadata":{},"items":[)", c, ",", b,
+                                     R"(]},"FailedNodes":{"a":"Insufficient cpu"},)"
+                                     R"("FailedAndUnresolvableNodes":{},"Error":""})"));
+}
+
+TEST_F(ShimHttpTest, FilterWithTheRealisticNodesFixture) {
+  const std::string body = ReadFixture("filter_nodes.json");
+  fake_.set_filter([](const v1::ExtenderArgs& args, v1::ExtenderFilterResult* result) {
+    result->add_node_names("gpu-node-01");
+    (*result->mutable_failed_nodes())["w1"] = "Insufficient memory";
+    (*result->mutable_failed_nodes())["w2"] = "Insufficient memory";
+    return grpc::Status::OK;
+  });
+  HttpReply reply = Post(*client_, "/filter", body);
+  ASSERT_EQ(reply.status, 200);
+  const std::string prefix = R"({"Nodes":{"metadata":{},"items":[)";
+  ASSERT_THAT(reply.body, StartsWith(prefix));
+  const size_t end = reply.body.find(R"(]},"FailedNodes")");
+  ASSERT_NE(end, std::string::npos);
+  const std::string node = reply.body.substr(prefix.size(), end - prefix.size());
+  EXPECT_THAT(node, StartsWith(R"({"metadata":{"name":"gpu-node-01")"));
+  // Byte for byte what kube-scheduler sent, delimited as an array element in the request.
+  const size_t at = body.find(node);
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(body[at - 1], ',');
+  EXPECT_EQ(body[at + node.size()], ']');
+}
+
+TEST_F(ShimHttpTest, PrioritizeAnswersABareArray) {
+  fake_.set_prioritize([](const v1::ExtenderArgs&, v1::HostPriorityList* result) {
+    auto* a = result->add_items();
+    a->set_host("w1");
+    a->set_score(7);
+    auto* b = result->add_items();
+    b->set_host("w2");
+    b->set_score(3);
+    return grpc::Status::OK;
+  });
+  HttpReply reply = Post(*client_, "/prioritize", kFilterArgs);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, R"([{"Host":"w1","Score":7},{"Host":"w2","Score":3}])");
+}
+
+TEST_F(ShimHttpTest, BindSucceedsAndReportsRejectionsAsError) {
+  HttpReply reply = Post(*client_, "/bind", ReadFixture("bind_oddcase.json"));
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, R"({"Error":""})");
+  const v1::ExtenderBindingArgs sent = fake_.last_bind();
+  EXPECT_EQ(sent.pod_name(), "burst-7d9f-abcde");
+  EXPECT_EQ(sent.pod_namespace(), "sched-lab");
+  EXPECT_EQ(sent.pod_uid(), "6f1c2e1a-0b5e-4a43-9a55-1d2f3e4a5b6c");
+  EXPECT_EQ(sent.node(), "w2");
+
+  fake_.set_bind([](const v1::ExtenderBindingArgs&, v1::ExtenderBindingResult*) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "pod sched-lab/burst-7d9f-abcde no longer fits node w2: Insufficient cpu");
+  });
+  reply = Post(*client_, "/bind", ReadFixture("bind.json"));
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body,
+            R"({"Error":"fitledger server rejected bind: FAILED_PRECONDITION: pod )"
+            R"(sched-lab/burst-7d9f-abcde no longer fits node w2: Insufficient cpu"})");
+}
+
+TEST_F(ShimHttpTest, PreemptAnswersMetaVictims) {
+  HttpReply reply = Post(*client_, "/preempt", ReadFixture("preempt_meta_victims_oddcase.json"));
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body,
+            R"({"NodeNameToMetaVictims":{"w1":{"Pods":[{"UID":"6f1c2e1a-0b5e-4a43-9a55-1d2f3e4a5b6c"},)"
+            R"({"UID":"7f1c2e1a-0b5e-4a43-9a55-1d2f3e4a5b6d"}],"NumPDBViolations":1},)"
+            R"("w3":{"Pods":[],"NumPDBViolations":0}}})");
+  EXPECT_EQ(fake_.last_preempt().pod().metadata().name(), "trainer-5f6d7c8b9-qwert");
+
+  fake_.set_preempt([](const v1::ExtenderPreemptionArgs& args, v1::ExtenderPreemptionResult* r) {
+    EXPECT_EQ(args.node_name_to_victims().at("w1").pods_size(), 2);
+    auto& w1 = (*r->mutable_node_name_to_meta_victims())["w1"];
+    w1.add_pods()->set_uid(args.node_name_to_victims().at("w1").pods(0).metadata().uid());
+    return grpc::Status::OK;
+  });
+  reply = Post(*client_, "/preempt", ReadFixture("preempt_victims.json"));
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, R"({"NodeNameToMetaVictims":{"w1":{"Pods":[{"UID":)"
+                        R"("6f1c2e1a-0b5e-4a43-9a55-1d2f3e4a5b6c"}],"NumPDBViolations":0}}})");
+}
+
+TEST_F(ShimHttpTest, BadInputGetsExactCodesAndTheShimKeepsServing) {
+  struct Case {
+    const char* name;
+    const char* method;
+    const char* path;
+    std::string body;
+    int status;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"malformed", "POST", "/filter", "{\"NodeNames\": [", 400,
+       R"({"Error":"malformed JSON at NodeNames)"},
+      {"wrong type", "POST", "/filter", R"({"NodeNames": 5})", 400,
+       R"({"Error":"NodeNames: expected an array of strings or null, got number"})"},
+      {"pod array", "POST", "/prioritize", R"({"Pod": []})", 400,
+       R"({"Error":"Pod: expected an object or null, got array"})"},
+      {"bad quantity", "POST", "/filter",
+       R"({"Pod":{"spec":{"containers":[{"resources":{"requests":{"memory":"12 Gi"}}}]}}})", 400,
+       R"({"Error":"Pod.spec.containers[0].resources.requests[\"memory\"]: )"},
+      {"empty", "POST", "/bind", "", 400,
+       R"({"Error":"empty request body: expected a JSON object"})"},
+      {"unknown verb", "POST", "/nope", "{}", 404,
+       R"({"Error":"no such path \"/nope\": the extender verbs are POST /filter, /prioritize, /bind, /preempt"})"},
+      {"get on verb", "GET", "/filter", "", 405,
+       R"({"Error":"method GET is not allowed on /filter: use POST"})"},
+      {"put on verb", "PUT", "/bind", "{}", 405,
+       R"({"Error":"method PUT is not allowed on /bind: use POST"})"},
+      {"get unknown", "GET", "/x", "", 404, R"({"Error":"no such path \"/x\")"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    httplib::Result res =
+        std::string(c.method) == "POST"  ? client_->Post(c.path, c.body, "application/json")
+        : std::string(c.method) == "PUT" ? client_->Put(c.path, c.body, "application/json")
+                                         : client_->Get(c.path);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, c.status);
+    EXPECT_THAT(res->body, StartsWith(c.message));
+    EXPECT_THAT(res->get_header_value("Content-Type"), StartsWith("application/json"));
+    if (c.status == 405) {
+      EXPECT_EQ(res->get_header_value("Allow"), "POST");
+    }
+  }
+  EXPECT_EQ(fake_.calls(), 0);
+  EXPECT_EQ(Post(*client_, "/filter", kFilterArgs).status, 200);
+  EXPECT_EQ(fake_.calls(), 1);
+}
+
+TEST_F(ShimHttpTest, OversizedBodyIs413AndTheNextRequestWorks) {
+  config::ShimConfig config;
+  config.max_body_bytes = 4096;
+  Shim small(server_->target(), config);
+  ASSERT_TRUE(small.status().ok()) << small.status();
+  auto client = small.Client();
+  const std::string big = absl::StrCat(R"({"NodeNames":[")", std::string(5000, 'x'), R"("]})");
+  HttpReply reply = Post(*client, "/filter", big);
+  EXPECT_EQ(reply.status, 413);
+  EXPECT_EQ(reply.body,
+            R"({"Error":"request body too large: the limit (maxBodyBytes) is 4096 bytes"})");
+  EXPECT_EQ(Post(*client, "/filter", kFilterArgs).status, 200);
+}
+
+TEST_F(ShimHttpTest, KeepAliveServesManyRequestsOnOneConnection) {
+  client_->set_keep_alive(true);
+  for (int i = 0; i < 20; ++i) {
+    HttpReply reply = Post(*client_, "/filter", kFilterArgs);
+    ASSERT_EQ(reply.status, 200) << reply.body;
+  }
+  EXPECT_EQ(fake_.calls(), 20);
+}
+
+TEST_F(ShimHttpTest, PrefixMovesTheVerbs) {
+  config::ShimConfig config;
+  config.prefix = "/fitledger";
+  Shim prefixed(server_->target(), config);
+  ASSERT_TRUE(prefixed.status().ok());
+  auto client = prefixed.Client();
+  EXPECT_EQ(Post(*client, "/fitledger/filter", kFilterArgs).status, 200);
+  EXPECT_EQ(Post(*client, "/fitledger/bind", ReadFixture("bind.json")).status, 200);
+  EXPECT_EQ(Post(*client, "/filter", kFilterArgs).status, 404);
+  EXPECT_EQ(Get(*client, "/healthz").status, 200);
+}
+
+TEST_F(ShimHttpTest, ProbesAndMetrics) {
+  EXPECT_EQ(Get(*client_, "/healthz").body, "ok\n");
+  EXPECT_EQ(Get(*client_, "/readyz").status, 200);
+  auto monitor = shim_->Monitor();
+  EXPECT_EQ(Get(*monitor, "/healthz").status, 200);
+  EXPECT_EQ(Get(*monitor, "/readyz").status, 200);
+  server_->SetServing(false);
+  HttpReply not_ready = Get(*monitor, "/readyz");
+  EXPECT_EQ(not_ready.status, 503);
+  EXPECT_EQ(not_ready.body, "not ready: fitledger server is NOT_SERVING\n");
+  EXPECT_EQ(Get(*client_, "/readyz").status, 503);
+  server_->SetServing(true);
+
+  ASSERT_EQ(Post(*client_, "/filter", kFilterArgs).status, 200);
+  ASSERT_EQ(Post(*client_, "/filter", kFilterArgs).status, 200);
+  ASSERT_EQ(Post(*client_, "/filter", "[").status, 400);
+  fake_.set_prioritize([](const v1::ExtenderArgs&, v1::HostPriorityList*) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "boom");
+  });
+  ASSERT_EQ(Post(*client_, "/prioritize", kFilterArgs).status, 503);
+  HttpReply metrics = Get(*monitor, "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_THAT(metrics.content_type, StartsWith("text/plain; version=0.0.4"));
+  EXPECT_THAT(metrics.body, HasSubstr("fitledger_shim_requests_total{verb=\"filter\",code=\"200\"} 2\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("fitledger_shim_requests_total{verb=\"filter\",code=\"400\"} 1\n"));
+  EXPECT_THAT(metrics.body,
+              HasSubstr("fitledger_shim_requests_total{verb=\"prioritize\",code=\"503\"} 1\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("fitledger_shim_request_duration_seconds_bucket{verb=\"filter\",le=\"5e-05\"} "));
+  EXPECT_THAT(metrics.body, HasSubstr("fitledger_shim_request_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"} 3\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("fitledger_shim_request_duration_seconds_count{verb=\"filter\"} 3\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("fitledger_shim_server_errors_total{verb=\"prioritize\",grpc_code=\"INTERNAL\"} 1\n"));
+  EXPECT_EQ(Get(*monitor, "/nope").status, 404);
+}
+
+// Polls `condition` until it holds or `timeout` passes.
+template <typename Fn>
+bool WaitFor(Fn condition, absl::Duration timeout = absl::Seconds(15)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return condition();
+}
+
+TEST(ShimOutageTest, ServerDownThenBack) {
+  char dir_template[] = "/tmp/shim-outage-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string address = absl::StrCat("unix://", dir_template, "/server.sock");
+  Shim shim(address);
+  ASSERT_TRUE(shim.status().ok());
+  auto client = shim.Client();
+  auto monitor = shim.Monitor();
+
+  HttpReply filter = Post(*client, "/filter", kFilterArgs);
+  EXPECT_EQ(filter.status, 200);
+  EXPECT_THAT(filter.body, StartsWith(R"({"Error":"fitledger server unavailable: UNAVAILABLE: )"));
+  HttpReply bind = Post(*client, "/bind", ReadFixture("bind.json"));
+  EXPECT_EQ(bind.status, 200);
+  EXPECT_THAT(bind.body, StartsWith(R"({"Error":"fitledger server unavailable: UNAVAILABLE: )"));
+  HttpReply prioritize = Post(*client, "/prioritize", kFilterArgs);
+  EXPECT_EQ(prioritize.status, 503);
+  EXPECT_THAT(prioritize.body, StartsWith(R"({"Error":"fitledger server unavailable: )"));
+  EXPECT_EQ(Post(*client, "/preempt", ReadFixture("preempt_meta_victims.json")).status, 503);
+  EXPECT_EQ(Get(*monitor, "/readyz").status, 503);
+  EXPECT_EQ(Get(*client, "/readyz").status, 503);
+  EXPECT_EQ(Get(*monitor, "/healthz").status, 200);
+  EXPECT_THAT(Get(*monitor, "/metrics").body,
+              HasSubstr("fitledger_shim_server_errors_total{verb=\"filter\",grpc_code=\"UNAVAILABLE\"} "));
+
+  FakeExtender fake;
+  std::unique_ptr<FakeServer> server = FakeServer::Start(&fake, address);
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(WaitFor([&] {
+    HttpReply r = Post(*client, "/filter", kFilterArgs);
+    return r.status == 200 && absl::EndsWith(r.body, R"("Error":""})");
+  }));
+  EXPECT_EQ(Get(*monitor, "/readyz").status, 200);
+
+  // Down again, then back again.
+  server->Shutdown();
+  EXPECT_TRUE(WaitFor([&] { return Get(*monitor, "/readyz").status == 503; }));
+  server = FakeServer::Start(&fake, address);
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(WaitFor([&] { return Post(*client, "/bind", ReadFixture("bind.json")).body ==
+                                   R"({"Error":""})"; }));
+  server.reset();
+  std::remove(absl::StrCat(dir_template, "/server.sock").c_str());
+  rmdir(dir_template);
+}
+
+}  // namespace
+}  // namespace fitledger::shim
+
+namespace fitledger::shim {
+namespace {
+
+// A latency probe, not a pass/fail test: run with --gtest_also_run_disabled_tests
+// --gtest_filter='*Latency*'. Filter with 500 NodeNames and the ~5 KB pod over one keep-alive
+// connection, through the shim to the in-process fake server.
+TEST(ShimLatencyTest, DISABLED_LatencyOf500NodeNamesFilter) {
+  FakeExtender fake;
+  std::unique_ptr<FakeServer> server = FakeServer::Start(&fake, "127.0.0.1:0");
+  ASSERT_NE(server, nullptr);
+  Shim shim(server->target());
+  ASSERT_TRUE(shim.status().ok());
+  std::string body = ReadFixture("pod_4k.json");
+  const size_t names = body.find("\"NodeNames\":[");
+  ASSERT_NE(names, std::string::npos);
+  body.resize(names);
+  body += "\"NodeNames\":[";
+  for (int i = 0; i < 500; ++i) absl::StrAppend(&body, i ? "," : "", "\"node-", 10000 + i, "\"");
+  body += "]}";
+  auto client = shim.Client();
+  client->set_keep_alive(true);
+  std::vector<double> micros;
+  for (int i = 0; i < 3000; ++i) {
+    const absl::Time start = absl::Now();
+    httplib::Result res = client->Post("/filter", body, "application/json");
+    const absl::Duration elapsed = absl::Now() - start;
+    ASSERT_TRUE(res && res->status == 200);
+    if (i >= 500) micros.push_back(absl::ToDoubleMicroseconds(elapsed));
+  }
+  std::sort(micros.begin(), micros.end());
+  std::printf("filter 500 names, body %zu bytes: p50 %.0f us, p90 %.0f us, p99 %.0f us\n",
+              body.size(), micros[micros.size() / 2], micros[micros.size() * 9 / 10],
+              micros[micros.size() * 99 / 100]);
+}
+
+}  // namespace
+}  // namespace fitledger::shim

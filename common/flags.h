@@ -1,21 +1,20 @@
-// Command-line spelling: Abseil flags are named with underscores; fitledger documents dashes
-// (--grpc-listen). This rewrites "--grpc-listen=x" / "--grpc-listen x" to the underscore form in
-// place, touching only the flag name, never its value or positional arguments.
+// Command-line parsing shared by the binaries.
 #ifndef FITLEDGER_COMMON_FLAGS_H_
 #define FITLEDGER_COMMON_FLAGS_H_
 
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
 namespace fitledger {
 
-inline void AcceptDashedFlags(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    char* arg = argv[i];
-    if (arg[0] != '-' || arg[1] != '-') continue;
-    if (arg[2] == '\0') break;  // "--": the rest are positional
-    for (char* p = arg + 2; *p != '\0' && *p != '='; ++p) {
-      if (*p == '-') *p = '_';
-    }
-  }
-}
+// Sets the usage message, makes --help list the flags defined in `main_file` (a path suffix
+// such as "server/main.cc"; Abseil otherwise matches files to the program name), accepts dashed
+// flag names (--grpc-listen) as well as Abseil's underscores (only the name before '=' is
+// rewritten, never values or positional arguments), and parses. Returns the positional
+// arguments, argv[0] first. Exits as Abseil does on --help or a bad flag.
+std::vector<char*> ParseFlags(int argc, char** argv, absl::string_view usage,
+                              absl::string_view main_file);
 
 }  // namespace fitledger
 

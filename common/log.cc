@@ -17,11 +17,21 @@ void AppendJsonString(std::string* out, absl::string_view s) {
   out->push_back('"');
   for (char c : s) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           absl::StrAppend(out, "\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
@@ -35,10 +45,14 @@ void AppendJsonString(std::string* out, absl::string_view s) {
 
 const char* LevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kError: return "error";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
   }
   return "info";
 }
@@ -67,7 +81,8 @@ bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= min_level.lo
 void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> fields) {
   if (!LogEnabled(level)) return;
   std::string line = "{\"ts\":";
-  AppendJsonString(&line, absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()));
+  AppendJsonString(&line,
+                   absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()));
   absl::StrAppend(&line, ",\"level\":\"", LevelName(level), "\",\"msg\":");
   AppendJsonString(&line, msg);
   for (const auto& [key, value] : fields) {

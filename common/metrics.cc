@@ -39,8 +39,7 @@ std::string Number(double v) {
   return absl::StrFormat("%.9g", v);
 }
 
-void Header(std::string* out, const std::string& name, const std::string& help,
-            const char* type) {
+void Header(std::string* out, const std::string& name, const std::string& help, const char* type) {
   absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
 }
 
@@ -104,13 +103,15 @@ void HistogramFamily::Render(std::string* out) const {
   ReaderMutexLock lock(&mu_);
   for (const auto& [labels, child] : children_) {
     for (size_t i = 0; i < bounds_.size(); ++i) {
-      absl::StrAppend(out, name_, "_bucket",
-                      LabelText(label_names_, labels, absl::StrCat("le=\"", Number(bounds_[i]), "\"")),
-                      " ", child.buckets[i], "\n");
+      absl::StrAppend(
+          out, name_, "_bucket",
+          LabelText(label_names_, labels, absl::StrCat("le=\"", Number(bounds_[i]), "\"")), " ",
+          child.buckets[i], "\n");
     }
     absl::StrAppend(out, name_, "_bucket", LabelText(label_names_, labels, "le=\"+Inf\""), " ",
                     child.count, "\n");
-    absl::StrAppend(out, name_, "_sum", LabelText(label_names_, labels), " ", Number(child.sum), "\n");
+    absl::StrAppend(out, name_, "_sum", LabelText(label_names_, labels), " ", Number(child.sum),
+                    "\n");
     absl::StrAppend(out, name_, "_count", LabelText(label_names_, labels), " ", child.count, "\n");
   }
 }
@@ -118,8 +119,8 @@ void HistogramFamily::Render(std::string* out) const {
 CounterFamily* MetricsRegistry::Counter(std::string name, std::string help,
                                         std::vector<std::string> label_names) {
   MutexLock lock(&mu_);
-  counters_.push_back(std::make_unique<CounterFamily>(std::move(name), std::move(help),
-                                                      std::move(label_names)));
+  counters_.push_back(
+      std::make_unique<CounterFamily>(std::move(name), std::move(help), std::move(label_names)));
   return counters_.back().get();
 }
 
@@ -136,7 +137,16 @@ void MetricsRegistry::Gauge(std::string name, std::string help,
                             std::vector<std::string> label_names,
                             std::function<std::vector<GaugeSample>()> collect) {
   MutexLock lock(&mu_);
-  gauges_.push_back({std::move(name), std::move(help), std::move(label_names), std::move(collect)});
+  gauges_.push_back(
+      {"gauge", std::move(name), std::move(help), std::move(label_names), std::move(collect)});
+}
+
+void MetricsRegistry::CounterFunc(std::string name, std::string help,
+                                  std::vector<std::string> label_names,
+                                  std::function<std::vector<GaugeSample>()> collect) {
+  MutexLock lock(&mu_);
+  gauges_.push_back(
+      {"counter", std::move(name), std::move(help), std::move(label_names), std::move(collect)});
 }
 
 std::string MetricsRegistry::Render() const {
@@ -145,7 +155,7 @@ std::string MetricsRegistry::Render() const {
   for (const auto& c : counters_) c->Render(&out);
   for (const auto& h : histograms_) h->Render(&out);
   for (const auto& g : gauges_) {
-    Header(&out, g.name, g.help, "gauge");
+    Header(&out, g.name, g.help, g.type);
     for (const GaugeSample& s : g.collect()) {
       absl::StrAppend(&out, g.name, LabelText(g.label_names, s.labels), " ", Number(s.value), "\n");
     }
@@ -155,7 +165,7 @@ std::string MetricsRegistry::Render() const {
 
 std::vector<double> LatencyBuckets() {
   return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-          0.025,   0.05,   0.1,     0.25,   0.5,   1,      2.5,    5};
+          0.025,   0.05,   0.1,     0.25,   0.5,   1,      2.5,   5};
 }
 
 }  // namespace fitledger

@@ -71,10 +71,14 @@ class MetricsRegistry {
                              std::vector<std::string> label_names, std::vector<double> bounds);
   void Gauge(std::string name, std::string help, std::vector<std::string> label_names,
              std::function<std::vector<GaugeSample>()> collect);
+  // A counter whose (monotonic) values are kept elsewhere and read at scrape time.
+  void CounterFunc(std::string name, std::string help, std::vector<std::string> label_names,
+                   std::function<std::vector<GaugeSample>()> collect);
   std::string Render() const;
 
  private:
   struct GaugeFamily {
+    const char* type;
     std::string name;
     std::string help;
     std::vector<std::string> label_names;

@@ -9,9 +9,9 @@
 #define FITLEDGER_CONCAT_(a, b) FITLEDGER_CONCAT_INNER_(a, b)
 
 // Returns from the current function with `expr`'s status when it is not OK.
-#define RETURN_IF_ERROR(expr)                   \
-  do {                                          \
-    ::absl::Status fitledger_status_ = (expr);  \
+#define RETURN_IF_ERROR(expr)                              \
+  do {                                                     \
+    ::absl::Status fitledger_status_ = (expr);             \
     if (!fitledger_status_.ok()) return fitledger_status_; \
   } while (0)
 

@@ -26,7 +26,18 @@ absl::Status Read(Fields& root, ServerConfig* c) {
     RETURN_IF_ERROR(f.StringList("listen", &c->grpc_listen));
     return f.Map("tls", [&](Fields& t) { return ReadTls(t, &c->grpc_tls); });
   }));
-  RETURN_IF_ERROR(root.Map("monitor", [&](Fields& f) { return f.String("listen", &c->monitor_listen); }));
+  RETURN_IF_ERROR(
+      root.Map("monitor", [&](Fields& f) { return f.String("listen", &c->monitor_listen); }));
+  RETURN_IF_ERROR(root.Map("webhook", [&](Fields& f) -> absl::Status {
+    RETURN_IF_ERROR(f.String("listen", &c->webhook.listen));
+    RETURN_IF_ERROR(f.String("prefix", &c->webhook.prefix));
+    if (c->webhook.prefix.empty() || c->webhook.prefix[0] != '/') {
+      return f.Error("prefix", "must start with /");
+    }
+    RETURN_IF_ERROR(f.Int("maxBodyBytes", &c->webhook.max_body_bytes, 1024, int64_t{1} << 30));
+    RETURN_IF_ERROR(f.Int("threads", &c->webhook.threads, 2, 4096));
+    return f.Map("tls", [&](Fields& t) { return ReadTls(t, &c->webhook.tls); });
+  }));
   RETURN_IF_ERROR(root.Map("ledger", [&](Fields& f) -> absl::Status {
     RETURN_IF_ERROR(f.Bool("enabled", &c->ledger_enabled));
     RETURN_IF_ERROR(f.Map("accounting", [&](Fields& a) -> absl::Status {
@@ -90,7 +101,8 @@ bool IsLocalAddress(const std::string& address) {
   std::string host = address;
   size_t colon = address.rfind(':');
   if (colon != std::string::npos) host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
@@ -99,9 +111,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   for (const std::string& address : c.grpc_listen) {
     if (absl::StartsWith(address, "unix:")) {
       if (!absl::StartsWith(address, "unix:///")) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("grpc.listen: \"", address, "\": a Unix socket needs an absolute path, "
-                         "unix:///path"));
+        return absl::InvalidArgumentError(absl::StrCat("grpc.listen: \"", address,
+                                                       "\": a Unix socket needs an absolute path, "
+                                                       "unix:///path"));
       }
       continue;
     }
@@ -109,8 +121,8 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     int port = -1;
     if (colon == std::string::npos || colon == 0 ||
         !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "grpc.listen: \"", address, "\" is neither unix:///path nor host:port"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("grpc.listen: \"", address, "\" is neither unix:///path nor host:port"));
     }
     if (!IsLocalAddress(address) && !c.grpc_tls.enabled()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -118,6 +130,15 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
           "\" is not a loopback address: set grpc.tls.certFile and keyFile (and clientCAFile for "
           "mTLS) to listen on it"));
     }
+  }
+  if (c.assumed_reconcile_age < 2 * c.bind_timeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ledger.assumedReconcileAge (", absl::FormatDuration(c.assumed_reconcile_age),
+        ") must be at least twice kubernetes.bindTimeout (", absl::FormatDuration(c.bind_timeout),
+        "): a binding the client gave up on may still be applied by the API server"));
+  }
+  if (c.bind_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("kubernetes.bindTimeout must be positive");
   }
   if (c.grpc_tls.enabled() && c.grpc_tls.key_file.empty()) {
     return absl::InvalidArgumentError("grpc.tls: certFile needs keyFile");

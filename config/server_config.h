@@ -32,12 +32,24 @@ struct ServerConfig {
   // HTTP /healthz, /readyz, /metrics. Empty: off.
   std::string monitor_listen;
 
+  // kube-scheduler's extender webhook served by the server itself (the shim's code, called in
+  // process: no gRPC hop). Empty listen: off (use fitledger-shim).
+  struct Webhook {
+    std::string listen;
+    std::string prefix = "/";
+    int64_t max_body_bytes = 16 << 20;
+    int64_t threads = 64;
+    TlsFiles tls;
+  } webhook;
+
   bool ledger_enabled = true;
   bool accounting_all = true;
   std::vector<std::string> managed_resources;
   std::string scoring = "LeastAllocated";  // or MostAllocated
   absl::Duration reconcile_period = absl::Seconds(10);
-  absl::Duration assumed_reconcile_age = absl::Seconds(30);
+  // An unknown bind outcome is only settled after this long: it must exceed the time the API
+  // server may still take to apply a binding the client gave up on (at least 2 x bind_timeout).
+  absl::Duration assumed_reconcile_age = absl::Seconds(60);
 
   std::string log_level = "info";
 };

@@ -12,8 +12,7 @@ namespace fitledger::config {
 
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
   const auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", text, "\" is not HOST:PORT (", why, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not HOST:PORT (", why, ")"));
   };
   const size_t colon = text.rfind(':');
   if (colon == absl::string_view::npos) return bad("missing :PORT");
@@ -67,8 +66,8 @@ absl::Status ValidateShimConfig(const ShimConfig& c) {
   }
   if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
       c.log_level != "error") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "key log.level: \"", c.log_level, "\" must be one of debug, info, warn, error"));
+    return absl::InvalidArgumentError(absl::StrCat("key log.level: \"", c.log_level,
+                                                   "\" must be one of debug, info, warn, error"));
   }
   return absl::OkStatus();
 }
@@ -97,9 +96,9 @@ absl::Status ReadConfig(Fields& f, ShimConfig* c) {
   int64_t threads = c->threads;
   RETURN_IF_ERROR(f.Int("threads", &threads, 1, 4096));
   c->threads = static_cast<int>(threads);
-  for (auto [key, out] : {std::pair{"readTimeout", &c->read_timeout},
-                          std::pair{"writeTimeout", &c->write_timeout},
-                          std::pair{"idleTimeout", &c->idle_timeout}}) {
+  for (auto [key, out] :
+       {std::pair{"readTimeout", &c->read_timeout}, std::pair{"writeTimeout", &c->write_timeout},
+        std::pair{"idleTimeout", &c->idle_timeout}}) {
     RETURN_IF_ERROR(f.Duration(key, out));
     if (*out <= absl::ZeroDuration()) return f.Error(key, "must be > 0");
   }
@@ -130,10 +129,11 @@ absl::Status ReadConfig(Fields& f, ShimConfig* c) {
   }));
   RETURN_IF_ERROR(f.Map("log", [c](Fields& l) {
     RETURN_IF_ERROR(l.String("level", &c->log_level));
+    if (c->log_level == "warning") c->log_level = "warn";  // as the server accepts it
     if (c->log_level != "debug" && c->log_level != "info" && c->log_level != "warn" &&
         c->log_level != "error") {
-      return l.Error("level", absl::StrCat("\"", c->log_level,
-                                           "\" must be one of debug, info, warn, error"));
+      return l.Error(
+          "level", absl::StrCat("\"", c->log_level, "\" must be one of debug, info, warn, error"));
     }
     return absl::OkStatus();
   }));

@@ -147,7 +147,8 @@ absl::Status Fields::Finish() {
     for (const auto& entry : impl_->node) {
       const std::string key = entry.first.Scalar();
       if (impl_->seen.count(key) == 0) {
-        return absl::InvalidArgumentError(absl::StrCat(impl_->file, ":", entry.first.Mark().line + 1,
+        return absl::InvalidArgumentError(absl::StrCat(impl_->file, ":",
+                                                       entry.first.Mark().line + 1,
                                                        ": unknown key ", Join(impl_->path, key)));
       }
     }
@@ -170,8 +171,8 @@ absl::Status LoadYamlString(const std::string& text, const std::string& name,
   }
   if (root.IsNull() || !root.IsDefined()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ":", root.Mark().line + 1,
-                                                   ": the document must be a mapping"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ":", root.Mark().line + 1, ": the document must be a mapping"));
   }
   Fields fields(root, name, "");
   RETURN_IF_ERROR(fn(fields));

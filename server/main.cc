@@ -10,8 +10,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "common/flags.h"
 #include "absl/strings/str_join.h"
+#include "common/flags.h"
 #include "config/server_config.h"
 #include "server/service/server_app.h"
 
@@ -24,19 +24,24 @@ ABSL_FLAG(std::vector<std::string>, grpc_listen, {},
           "grpc.listen)");
 ABSL_FLAG(std::string, monitor_listen, "",
           "HTTP host:port for /healthz, /readyz, /metrics (overrides monitor.listen)");
+ABSL_FLAG(std::string, webhook_listen, "",
+          "serve kube-scheduler's extender webhook on this HOST:PORT in the server itself, "
+          "without fitledger-shim (overrides webhook.listen)");
 ABSL_FLAG(bool, no_ledger, false,
           "decide from the watch alone, never assume (demonstrates the burst overcommit)");
 ABSL_FLAG(std::string, log_level, "", "debug, info, warn or error (overrides log.level)");
 ABSL_FLAG(std::string, ready_file, "",
-          "once listening, write {\"grpc_ports\":[..],\"monitor_port\":N} to this file");
+          "once listening, write {\"grpc_ports\":[..],\"monitor_port\":N,\"webhook_port\":N} "
+          "to this file");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  fitledger::ParseFlags(
+      argc, argv,
       "fitledger-server: the assumed-pod ledger behind kube-scheduler's extender.\n"
       "Usage: fitledger-server --config FILE [--kubeconfig PATH] [--grpc-listen ADDR] "
-      "[--monitor-listen HOST:PORT] [--no-ledger]");
-  fitledger::AcceptDashedFlags(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+      "[--monitor-listen HOST:PORT] [--webhook-listen HOST:PORT] [--no-ledger] "
+      "[--log-level LEVEL] [--ready-file PATH]",
+      "server/main.cc");
 
   fitledger::config::ServerConfig config;
   if (!absl::GetFlag(FLAGS_config).empty()) {
@@ -49,9 +54,13 @@ int main(int argc, char** argv) {
     config = *loaded;
   }
   if (!absl::GetFlag(FLAGS_kubeconfig).empty()) config.kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
-  if (!absl::GetFlag(FLAGS_grpc_listen).empty()) config.grpc_listen = absl::GetFlag(FLAGS_grpc_listen);
+  if (!absl::GetFlag(FLAGS_grpc_listen).empty())
+    config.grpc_listen = absl::GetFlag(FLAGS_grpc_listen);
   if (!absl::GetFlag(FLAGS_monitor_listen).empty()) {
     config.monitor_listen = absl::GetFlag(FLAGS_monitor_listen);
+  }
+  if (!absl::GetFlag(FLAGS_webhook_listen).empty()) {
+    config.webhook.listen = absl::GetFlag(FLAGS_webhook_listen);
   }
   if (absl::GetFlag(FLAGS_no_ledger)) config.ledger_enabled = false;
   if (!absl::GetFlag(FLAGS_log_level).empty()) config.log_level = absl::GetFlag(FLAGS_log_level);
@@ -75,14 +84,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string ports = absl::StrJoin((*app)->grpc_ports(), ",");
-  printf("fitledger-server listening on %s (tcp ports: [%s], monitor port: %d)\n",
-         absl::StrJoin(config.grpc_listen, ",").c_str(), ports.c_str(), (*app)->monitor_port());
+  printf("fitledger-server listening on %s (tcp ports: [%s], monitor port: %d, webhook port: %d)\n",
+         absl::StrJoin(config.grpc_listen, ",").c_str(), ports.c_str(), (*app)->monitor_port(),
+         (*app)->webhook_port());
   fflush(stdout);
   if (!absl::GetFlag(FLAGS_ready_file).empty()) {
     std::string tmp = absl::GetFlag(FLAGS_ready_file) + ".tmp";
     {
       std::ofstream out(tmp);
-      out << "{\"grpc_ports\":[" << ports << "],\"monitor_port\":" << (*app)->monitor_port() << "}\n";
+      out << "{\"grpc_ports\":[" << ports << "],\"monitor_port\":" << (*app)->monitor_port()
+          << ",\"webhook_port\":" << (*app)->webhook_port() << "}\n";
     }
     rename(tmp.c_str(), absl::GetFlag(FLAGS_ready_file).c_str());
   }

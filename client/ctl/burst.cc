@@ -31,8 +31,8 @@ absl::StatusOr<json> Call(kube::ApiClient& client, const std::string& method,
       client.Request(method, path, body.is_null() ? "" : body.dump(), kRequestTimeout);
   if (!r.ok()) return r.status();
   if (want_code != 0 && r->code != want_code) {
-    return absl::UnavailableError(absl::StrCat(method, " ", path, ": HTTP ", r->code, ": ",
-                                               r->body.substr(0, 300)));
+    return absl::UnavailableError(
+        absl::StrCat(method, " ", path, ": HTTP ", r->code, ": ", r->body.substr(0, 300)));
   }
   json j = json::parse(r->body, nullptr, false);
   if (j.is_discarded()) {
@@ -129,9 +129,9 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
       if (!counted.ok()) return counted.status();
       if (*counted == bound) break;
       if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "the server's view (", *counted, " pods) did not catch up with the API (", bound,
-            " pods) within 60s"));
+        return absl::DeadlineExceededError(absl::StrCat("the server's view (", *counted,
+                                                        " pods) did not catch up with the API (",
+                                                        bound, " pods) within 60s"));
       }
       usleep(100 * 1000);
     }
@@ -231,7 +231,8 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
         }
       }
       std::sort(why.begin(), why.end());
-      error = absl::StrCat("0/", node_names.size(), " nodes are available: ", absl::StrJoin(why, "; "));
+      error =
+          absl::StrCat("0/", node_names.size(), " nodes are available: ", absl::StrJoin(why, "; "));
     }
 
     lock.lock();
@@ -362,20 +363,31 @@ std::string FormatReport(const BurstReport& r, const BurstOptions& o, bool ledge
 std::string ReportJson(const BurstReport& r) {
   json pods = json::array();
   for (const BurstPod& p : r.pods) {
-    pods.push_back({{"name", p.name}, {"node", p.node}, {"phase", p.phase}, {"reason", p.reason},
-                    {"message", p.message}, {"pendingReason", p.pending_reason},
+    pods.push_back({{"name", p.name},
+                    {"node", p.node},
+                    {"phase", p.phase},
+                    {"reason", p.reason},
+                    {"message", p.message},
+                    {"pendingReason", p.pending_reason},
                     {"attempts", p.attempts}});
   }
   json nodes = json::array();
   for (const BurstNode& n : r.nodes) {
-    nodes.push_back({{"name", n.name}, {"bound", n.bound}, {"running", n.running},
-                     {"failed", n.failed}, {"runningMilliCpu", n.running_milli_cpu},
+    nodes.push_back({{"name", n.name},
+                     {"bound", n.bound},
+                     {"running", n.running},
+                     {"failed", n.failed},
+                     {"runningMilliCpu", n.running_milli_cpu},
                      {"allocatableMilliCpu", n.allocatable_milli_cpu}});
   }
-  json out = {{"bound", r.bound},       {"running", r.running},   {"rejected", r.rejected},
-              {"pending", r.pending},   {"bindErrors", r.bind_errors},
+  json out = {{"bound", r.bound},
+              {"running", r.running},
+              {"rejected", r.rejected},
+              {"pending", r.pending},
+              {"bindErrors", r.bind_errors},
               {"elapsedSeconds", absl::ToDoubleSeconds(r.elapsed)},
-              {"nodes", nodes},         {"pods", pods}};
+              {"nodes", nodes},
+              {"pods", pods}};
   return out.dump();
 }
 

@@ -34,10 +34,10 @@ struct BurstOptions {
 
 struct BurstPod {
   std::string name;
-  std::string node;     // where the scheduler bound it; empty if never bound
-  std::string phase;    // after the kubelet's verdict
-  std::string reason;   // e.g. OutOfcpu
-  std::string message;  // the kubelet's message
+  std::string node;            // where the scheduler bound it; empty if never bound
+  std::string phase;           // after the kubelet's verdict
+  std::string reason;          // e.g. OutOfcpu
+  std::string message;         // the kubelet's message
   std::string pending_reason;  // why it was never bound (FailedNodes summary or last error)
   int attempts = 0;
 };
@@ -69,7 +69,8 @@ struct BurstReport {
 absl::StatusOr<BurstReport> RunBurst(const BurstOptions& options);
 
 // The human report: placement per node, every pod the kubelet rejected, pending pods.
-std::string FormatReport(const BurstReport& report, const BurstOptions& options, bool ledger_enabled);
+std::string FormatReport(const BurstReport& report, const BurstOptions& options,
+                         bool ledger_enabled);
 // The same as one JSON object (for scripts and tests).
 std::string ReportJson(const BurstReport& report);
 

@@ -27,11 +27,16 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Channel(const ServerTarget& t) {
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   grpc::ChannelArguments args;
-  if (!t.tls_ca_file.empty()) {
-    grpc::SslCredentialsOptions o;
-    absl::StatusOr<std::string> ca = ReadFile(t.tls_ca_file);
-    if (!ca.ok()) return ca.status();
-    o.pem_root_certs = *ca;
+  if (!t.tls_ca_file.empty() || !t.tls_cert_file.empty() || !t.tls_server_name.empty()) {
+    grpc::SslCredentialsOptions o;  // no CA file: the system's roots
+    if (!t.tls_ca_file.empty()) {
+      absl::StatusOr<std::string> ca = ReadFile(t.tls_ca_file);
+      if (!ca.ok()) return ca.status();
+      o.pem_root_certs = *ca;
+    }
+    if (t.tls_cert_file.empty() != t.tls_key_file.empty()) {
+      return absl::InvalidArgumentError("--tls-cert and --tls-key must be given together");
+    }
     if (!t.tls_cert_file.empty()) {
       absl::StatusOr<std::string> cert = ReadFile(t.tls_cert_file);
       absl::StatusOr<std::string> key = ReadFile(t.tls_key_file);
@@ -111,9 +116,10 @@ absl::Status Health(const ServerTarget& t) {
   grpc::Status s = stub->Check(Context(t).get(), request, &response);
   if (!s.ok()) return FromGrpc(s, t);
   if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
-    return absl::UnavailableError(absl::StrCat(
-        t.address, ": ", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()),
-        " (not synced with the cluster yet?)"));
+    return absl::UnavailableError(
+        absl::StrCat(t.address, ": ",
+                     grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()),
+                     " (not synced with the cluster yet?)"));
   }
   return absl::OkStatus();
 }
@@ -140,11 +146,10 @@ absl::StatusOr<std::string> NodesTable(const ServerTarget& t) {
   for (const v1::NodeView& n : response.nodes()) {
     absl::StrAppendFormat(&out, "%-16s", n.known() ? n.name() : n.name() + " (unknown)");
     for (const std::string& r : resources) {
-      absl::StrAppendFormat(&out, " %-40s",
-                            absl::StrCat(Amount(r, Get(n.allocatable(), r)), " / ",
-                                         Amount(r, Get(n.confirmed(), r)), " / ",
-                                         Amount(r, Get(n.assumed(), r)), " / ",
-                                         Amount(r, Get(n.free(), r))));
+      absl::StrAppendFormat(
+          &out, " %-40s",
+          absl::StrCat(Amount(r, Get(n.allocatable(), r)), " / ", Amount(r, Get(n.confirmed(), r)),
+                       " / ", Amount(r, Get(n.assumed(), r)), " / ", Amount(r, Get(n.free(), r))));
     }
     absl::StrAppendFormat(&out, " %d+%d/%d\n", n.confirmed_pods(), n.assumed_pods(),
                           Get(n.allocatable(), "pods"));
@@ -163,11 +168,10 @@ absl::StatusOr<std::string> AssumedTable(const ServerTarget& t) {
   std::string out = absl::StrFormat("%-40s %-16s %-10s %-10s %-8s %s\n", "POD", "NODE", "CPU",
                                     "MEMORY", "AGE", "BIND IN FLIGHT");
   for (const v1::AssumedEntry& e : response.assumed()) {
-    absl::StrAppendFormat(&out, "%-40s %-16s %-10s %-10s %-8s %s\n",
-                          absl::StrCat(e.namespace_(), "/", e.name()), e.node(),
-                          Cpu(Get(e.requests(), "cpu")), Mem(Get(e.requests(), "memory")),
-                          absl::StrFormat("%.1fs", e.age_seconds()),
-                          e.bind_in_flight() ? "yes" : "no");
+    absl::StrAppendFormat(
+        &out, "%-40s %-16s %-10s %-10s %-8s %s\n", absl::StrCat(e.namespace_(), "/", e.name()),
+        e.node(), Cpu(Get(e.requests(), "cpu")), Mem(Get(e.requests(), "memory")),
+        absl::StrFormat("%.1fs", e.age_seconds()), e.bind_in_flight() ? "yes" : "no");
   }
   absl::StrAppendFormat(&out, "%d assumed\n", response.assumed_size());
   return out;
@@ -178,7 +182,8 @@ absl::StatusOr<std::string> Explain(const ServerTarget& t, const std::string& po
   absl::StatusOr<std::string> text = ReadFile(pod_file);
   if (!text.ok()) return text.status();
   absl::StatusOr<std::string> json = YamlToJson(*text);
-  if (!json.ok()) return absl::InvalidArgumentError(absl::StrCat(pod_file, ": ", json.status().message()));
+  if (!json.ok())
+    return absl::InvalidArgumentError(absl::StrCat(pod_file, ": ", json.status().message()));
   v1::ExplainRequest request;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = true;
@@ -193,7 +198,8 @@ absl::StatusOr<std::string> Explain(const ServerTarget& t, const std::string& po
   v1::ExplainResponse response;
   grpc::Status s = stub->Explain(Context(t).get(), request, &response);
   if (!s.ok()) return FromGrpc(s, t);
-  std::string name = request.pod().metadata().name().empty() ? pod_file : request.pod().metadata().name();
+  std::string name =
+      request.pod().metadata().name().empty() ? pod_file : request.pod().metadata().name();
   std::string out;
   if (response.fits()) {
     absl::StrAppend(&out, "pod ", name, " fits node ", node, "\n");
@@ -202,16 +208,18 @@ absl::StatusOr<std::string> Explain(const ServerTarget& t, const std::string& po
     for (int i = 0; i < response.reasons_size(); ++i) {
       absl::StrAppend(&out, i ? ", " : "", response.reasons(i));
     }
-    absl::StrAppend(&out, response.unresolvable() ? " (unresolvable: larger than the node)\n" : "\n");
+    absl::StrAppend(&out,
+                    response.unresolvable() ? " (unresolvable: larger than the node)\n" : "\n");
   }
   absl::StrAppendFormat(&out, "%-22s %12s %12s %12s %12s %12s  %s\n", "RESOURCE", "REQUESTED",
                         "ALLOCATABLE", "CONFIRMED", "ASSUMED", "FREE", "VERDICT");
   for (const v1::ResourceExplanation& e : response.resources()) {
-    absl::StrAppendFormat(
-        &out, "%-22s %12s %12s %12s %12s %12s  %s\n", e.resource(), Amount(e.resource(), e.requested()),
-        Amount(e.resource(), e.allocatable()), Amount(e.resource(), e.confirmed()),
-        Amount(e.resource(), e.assumed()), Amount(e.resource(), e.free()),
-        !e.accounted() ? "not accounted" : (e.fits() ? "fits" : "INSUFFICIENT"));
+    absl::StrAppendFormat(&out, "%-22s %12s %12s %12s %12s %12s  %s\n", e.resource(),
+                          Amount(e.resource(), e.requested()),
+                          Amount(e.resource(), e.allocatable()),
+                          Amount(e.resource(), e.confirmed()), Amount(e.resource(), e.assumed()),
+                          Amount(e.resource(), e.free()),
+                          !e.accounted() ? "not accounted" : (e.fits() ? "fits" : "INSUFFICIENT"));
   }
   return out;
 }

@@ -10,9 +10,9 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "common/flags.h"
 #include "client/ctl/burst.h"
 #include "client/ctl/commands.h"
+#include "common/flags.h"
 
 namespace {
 std::string Env(const char* name, const char* fallback) {
@@ -43,7 +43,8 @@ ABSL_FLAG(bool, no_ledger, false,
 ABSL_FLAG(bool, json, false, "burst: print the report as JSON");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  std::vector<char*> args = fitledger::ParseFlags(
+      argc, argv,
       "fitledgerctl COMMAND [flags]\n"
       "  health                 exit 0 when the server is SERVING (synced)\n"
       "  nodes [--watch]        allocatable / confirmed / assumed / free per node\n"
@@ -52,9 +53,8 @@ int main(int argc, char** argv) {
       "  rejections             pods the kubelet rejected (OutOf*) as the server saw them\n"
       "  burst [--replicas N --cpu Q --memory Q] [--no-ledger] [--json]\n"
       "                         create N pods and schedule them through the shim as\n"
-      "                         kube-scheduler does; print placement and kubelet verdicts");
-  fitledger::AcceptDashedFlags(argc, argv);
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+      "                         kube-scheduler does; print placement and kubelet verdicts",
+      "ctl/main.cc");
   absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) {
     fprintf(stderr, "fitledgerctl: a command is required (see --help)\n");

@@ -91,8 +91,9 @@ struct ShimServer::Impl {
   // Everything that is not a POST to a verb or a probe.
   void Other(const httplib::Request& req, httplib::Response& res) const {
     if (VerbAt(req.path) != nullptr) {
-      SetJsonError(res, 405, absl::StrCat("method ", req.method, " is not allowed on ", req.path,
-                                          ": use POST"));
+      SetJsonError(
+          res, 405,
+          absl::StrCat("method ", req.method, " is not allowed on ", req.path, ": use POST"));
       res.set_header("Allow", "POST");
       return;
     }
@@ -102,8 +103,8 @@ struct ShimServer::Impl {
   void Configure(httplib::Server& server, int threads) const {
     server.set_tcp_nodelay(true);
     server.set_keep_alive_max_count(static_cast<size_t>(config.keep_alive_max_requests));
-    server.set_keep_alive_timeout(static_cast<time_t>(
-        std::max(1.0, std::ceil(absl::ToDoubleSeconds(config.idle_timeout)))));
+    server.set_keep_alive_timeout(
+        static_cast<time_t>(std::max(1.0, std::ceil(absl::ToDoubleSeconds(config.idle_timeout)))));
     const auto micros = [](absl::Duration d) { return absl::ToInt64Microseconds(d); };
     server.set_read_timeout(micros(config.read_timeout) / 1000000,
                             micros(config.read_timeout) % 1000000);
@@ -148,18 +149,20 @@ struct ShimServer::Impl {
     const int64_t max_body = config.max_body_bytes;
     server.set_error_handler(httplib::Server::HandlerWithResponse(
         [max_body](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      if (res.status == 413) {
-        SetJsonError(res, 413, absl::StrCat("request body too large: the limit (maxBodyBytes) is ",
-                                            max_body, " bytes"));
-      } else if (res.status == 400) {
-        SetJsonError(res, 400, absl::StrCat("malformed HTTP request (method \"", req.method,
-                                            "\", path \"", req.path, "\")"));
-      } else {
-        SetJsonError(res, res.status, absl::StrCat("HTTP ", res.status));
-      }
-      return httplib::Server::HandlerResponse::Handled;
-    }));
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          if (res.status == 413) {
+            SetJsonError(res, 413,
+                         absl::StrCat("request body too large: the limit (maxBodyBytes) is ",
+                                      max_body, " bytes"));
+          } else if (res.status == 400) {
+            SetJsonError(res, 400,
+                         absl::StrCat("malformed HTTP request (method \"", req.method,
+                                      "\", path \"", req.path, "\")"));
+          } else {
+            SetJsonError(res, res.status, absl::StrCat("HTTP ", res.status));
+          }
+          return httplib::Server::HandlerResponse::Handled;
+        }));
     server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
       const absl::Time now = absl::Now();
       const absl::Duration elapsed =
@@ -178,8 +181,9 @@ struct ShimServer::Impl {
         res.set_content(metrics->Render(), "text/plain; version=0.0.4; charset=utf-8");
         return;
       }
-      SetJsonError(res, 404, absl::StrCat("no such path \"", req.path,
-                                          "\": the monitor serves /healthz, /readyz, /metrics"));
+      SetJsonError(res, 404,
+                   absl::StrCat("no such path \"", req.path,
+                                "\": the monitor serves /healthz, /readyz, /metrics"));
     });
   }
 
@@ -229,8 +233,8 @@ struct ShimServer::Impl {
   std::string host;
 };
 
-ShimServer::ShimServer(const config::ShimConfig& config, const Webhook* webhook,
-                       Metrics* metrics, const Logger* logger)
+ShimServer::ShimServer(const config::ShimConfig& config, const Webhook* webhook, Metrics* metrics,
+                       const Logger* logger)
     : impl_(std::make_unique<Impl>(config, webhook, metrics, logger)) {}
 
 ShimServer::~ShimServer() { Stop(); }
@@ -245,7 +249,8 @@ absl::Status ShimServer::Start() {
     if (!d.main->is_valid()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tls: cannot load certFile ", c.tls.cert_file, ", keyFile ", c.tls.key_file,
-          c.tls.client_ca_file.empty() ? "" : absl::StrCat(" or clientCAFile ", c.tls.client_ca_file)));
+          c.tls.client_ca_file.empty() ? ""
+                                       : absl::StrCat(" or clientCAFile ", c.tls.client_ca_file)));
     }
   } else {
     d.main = std::make_unique<httplib::Server>();
@@ -264,8 +269,8 @@ absl::Status ShimServer::Start() {
   if (!c.monitor_listen.empty()) {
     d.monitor = std::make_unique<httplib::Server>();
     d.SetUpMonitor(*d.monitor);
-    port = d.Serve(*d.monitor, "monitor.listen", c.monitor_listen, &d.monitor_thread,
-                   &d.monitor_done);
+    port =
+        d.Serve(*d.monitor, "monitor.listen", c.monitor_listen, &d.monitor_thread, &d.monitor_done);
     if (!port.ok()) {
       Stop();
       return port.status();

@@ -76,10 +76,10 @@ absl::Status TypeError(const Path& p, absl::string_view expected, json_type got)
       absl::StrCat(Render(p), ": expected ", expected, ", got ", TypeName(got)));
 }
 
-#define JSON_OK(expr, path)                                  \
-  do {                                                       \
+#define JSON_OK(expr, path)                                      \
+  do {                                                           \
     if (auto json_err_ = (expr); json_err_ != simdjson::SUCCESS) \
-      return JsonError(json_err_, path);                     \
+      return JsonError(json_err_, path);                         \
   } while (0)
 
 absl::Status TypeOf(ond::value& v, const Path& p, json_type* t) {
@@ -160,7 +160,8 @@ absl::Status Int64(ond::value& v, const Path& p, int64_t* out) {
   return absl::OkStatus();
 }
 
-absl::Status StringList(ond::value& v, const Path& p, google::protobuf::RepeatedPtrField<std::string>* out) {
+absl::Status StringList(ond::value& v, const Path& p,
+                        google::protobuf::RepeatedPtrField<std::string>* out) {
   return ForEachElement(v, p, "an array of strings or null", [&](ond::value& e, const Path& ep) {
     json_type t;
     RETURN_IF_ERROR(TypeOf(e, ep, &t));
@@ -248,8 +249,9 @@ absl::Status ReadContainer(ond::value& v, const Path& p, v1::Container* out) {
 
 absl::Status Containers(ond::value& v, const Path& p,
                         google::protobuf::RepeatedPtrField<v1::Container>* out) {
-  return ForEachElement(v, p, "an array of containers or null",
-                        [&](ond::value& e, const Path& ep) { return ReadContainer(e, ep, out->Add()); });
+  return ForEachElement(v, p, "an array of containers or null", [&](ond::value& e, const Path& ep) {
+    return ReadContainer(e, ep, out->Add());
+  });
 }
 
 absl::Status ReadPodSpec(ond::value& v, const Path& p, v1::PodSpec* out) {
@@ -268,8 +270,8 @@ absl::Status ReadPodSpec(ond::value& v, const Path& p, v1::PodSpec* out) {
       int64_t priority = 0;
       RETURN_IF_ERROR(Int64(e, fp, &priority));
       if (priority < INT32_MIN || priority > INT32_MAX) {
-        return absl::InvalidArgumentError(absl::StrCat(Render(fp), ": ", priority,
-                                                       " is out of the int32 range"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(Render(fp), ": ", priority, " is out of the int32 range"));
       }
       out->set_priority(static_cast<int32_t>(priority));
     }
@@ -279,23 +281,23 @@ absl::Status ReadPodSpec(ond::value& v, const Path& p, v1::PodSpec* out) {
 
 absl::Status ContainerStatuses(ond::value& v, const Path& p,
                                google::protobuf::RepeatedPtrField<v1::ContainerStatus>* out) {
-  return ForEachElement(v, p, "an array of container statuses or null", [&](ond::value& e,
-                                                                             const Path& ep) {
-    v1::ContainerStatus* status = out->Add();
-    return ForEachMember(e, ep, "an object", [&](std::string_view key, ond::value& f,
-                                                 const Path& fp) {
-      if (key == "name") return String(f, fp, status->mutable_name());
-      if (key == "allocatedResources") {
-        return ResourceList(f, fp, status->mutable_allocated_resources());
-      }
-      if (key == "resources") {
-        return Message(f, fp, [&](ond::value& m, const Path& mp) {
-          return ReadResources(m, mp, status->mutable_resources());
-        });
-      }
-      return absl::OkStatus();
-    });
-  });
+  return ForEachElement(
+      v, p, "an array of container statuses or null", [&](ond::value& e, const Path& ep) {
+        v1::ContainerStatus* status = out->Add();
+        return ForEachMember(e, ep, "an object",
+                             [&](std::string_view key, ond::value& f, const Path& fp) {
+                               if (key == "name") return String(f, fp, status->mutable_name());
+                               if (key == "allocatedResources") {
+                                 return ResourceList(f, fp, status->mutable_allocated_resources());
+                               }
+                               if (key == "resources") {
+                                 return Message(f, fp, [&](ond::value& m, const Path& mp) {
+                                   return ReadResources(m, mp, status->mutable_resources());
+                                 });
+                               }
+                               return absl::OkStatus();
+                             });
+      });
 }
 
 absl::Status ReadPodStatus(ond::value& v, const Path& p, v1::PodStatus* out) {
@@ -344,12 +346,14 @@ absl::Status ReadNode(ond::value& v, const Path& p, v1::Node* out) {
     if (key == "status") {
       return Message(e, fp, [&](ond::value& m, const Path& mp) {
         v1::NodeStatus* status = out->mutable_status();
-        return ForEachMember(m, mp, "an object", [&](std::string_view k, ond::value& f,
-                                                     const Path& sp) {
-          if (k == "capacity") return ResourceList(f, sp, status->mutable_capacity());
-          if (k == "allocatable") return ResourceList(f, sp, status->mutable_allocatable());
-          return absl::OkStatus();
-        });
+        return ForEachMember(m, mp, "an object",
+                             [&](std::string_view k, ond::value& f, const Path& sp) {
+                               if (k == "capacity")
+                                 return ResourceList(f, sp, status->mutable_capacity());
+                               if (k == "allocatable")
+                                 return ResourceList(f, sp, status->mutable_allocatable());
+                               return absl::OkStatus();
+                             });
       });
     }
     return absl::OkStatus();
@@ -358,7 +362,8 @@ absl::Status ReadNode(ond::value& v, const Path& p, v1::Node* out) {
 
 // Trims JSON whitespace at the end of `s`.
 absl::string_view TrimRight(absl::string_view s) {
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) {
     s.remove_suffix(1);
   }
   return s;
@@ -370,30 +375,32 @@ absl::Status ReadNodeList(ond::document& doc, ond::value& v, const Path& p, v1::
     if (key == "metadata") {
       return Message(e, fp, [&](ond::value& m, const Path& mp) {
         v1::ListMeta* meta = out->mutable_metadata();
-        return ForEachMember(m, mp, "an object", [&](std::string_view k, ond::value& f,
-                                                     const Path& kp) {
-          if (k == "resourceVersion") return String(f, kp, meta->mutable_resource_version());
-          if (k == "continue") return String(f, kp, meta->mutable_continue_());
-          return absl::OkStatus();
-        });
+        return ForEachMember(m, mp, "an object",
+                             [&](std::string_view k, ond::value& f, const Path& kp) {
+                               if (k == "resourceVersion")
+                                 return String(f, kp, meta->mutable_resource_version());
+                               if (k == "continue") return String(f, kp, meta->mutable_continue_());
+                               return absl::OkStatus();
+                             });
       });
     }
     if (key == "items") {
-      return ForEachElement(e, fp, "an array of nodes or null", [&](ond::value& item,
-                                                                    const Path& ip) {
-        json_type t;
-        RETURN_IF_ERROR(TypeOf(item, ip, &t));
-        if (t != json_type::object) return TypeError(ip, "a node object", t);
-        const char* start = item.raw_json_token().data();
-        RETURN_IF_ERROR(ReadNode(item, ip, out->add_items()));
-        // The node object is consumed: the iterator sits on the ',' or ']' after it.
-        const char* end = nullptr;
-        JSON_OK(doc.current_location().get(end), ip);
-        if (raw_nodes != nullptr) {
-          raw_nodes->push_back(TrimRight(absl::string_view(start, static_cast<size_t>(end - start))));
-        }
-        return absl::OkStatus();
-      });
+      return ForEachElement(
+          e, fp, "an array of nodes or null", [&](ond::value& item, const Path& ip) {
+            json_type t;
+            RETURN_IF_ERROR(TypeOf(item, ip, &t));
+            if (t != json_type::object) return TypeError(ip, "a node object", t);
+            const char* start = item.raw_json_token().data();
+            RETURN_IF_ERROR(ReadNode(item, ip, out->add_items()));
+            // The node object is consumed: the iterator sits on the ',' or ']' after it.
+            const char* end = nullptr;
+            JSON_OK(doc.current_location().get(end), ip);
+            if (raw_nodes != nullptr) {
+              raw_nodes->push_back(
+                  TrimRight(absl::string_view(start, static_cast<size_t>(end - start))));
+            }
+            return absl::OkStatus();
+          });
     }
     return absl::OkStatus();
   });
@@ -402,10 +409,9 @@ absl::Status ReadNodeList(ond::document& doc, ond::value& v, const Path& p, v1::
 absl::Status ReadVictims(ond::value& v, const Path& p, v1::Victims* out) {
   return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
     if (absl::EqualsIgnoreCase(A(key), "Pods")) {
-      return ForEachElement(e, fp, "an array of pods or null", [&](ond::value& pod,
-                                                                   const Path& ep) {
-        return ReadPod(pod, ep, out->add_pods());
-      });
+      return ForEachElement(
+          e, fp, "an array of pods or null",
+          [&](ond::value& pod, const Path& ep) { return ReadPod(pod, ep, out->add_pods()); });
     }
     if (absl::EqualsIgnoreCase(A(key), "NumPDBViolations")) {
       int64_t n = 0;
@@ -419,18 +425,17 @@ absl::Status ReadVictims(ond::value& v, const Path& p, v1::Victims* out) {
 absl::Status ReadMetaVictims(ond::value& v, const Path& p, v1::MetaVictims* out) {
   return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
     if (absl::EqualsIgnoreCase(A(key), "Pods")) {
-      return ForEachElement(e, fp, "an array of {\"UID\": ...} or null",
-                            [&](ond::value& pod, const Path& ep) {
-                              v1::MetaPod* meta_pod = out->add_pods();
-                              return ForEachMember(pod, ep, "an object",
-                                                   [&](std::string_view k, ond::value& f,
-                                                       const Path& kp) {
-                                                     if (absl::EqualsIgnoreCase(A(k), "UID")) {
-                                                       return String(f, kp, meta_pod->mutable_uid());
-                                                     }
-                                                     return absl::OkStatus();
-                                                   });
-                            });
+      return ForEachElement(
+          e, fp, "an array of {\"UID\": ...} or null", [&](ond::value& pod, const Path& ep) {
+            v1::MetaPod* meta_pod = out->add_pods();
+            return ForEachMember(pod, ep, "an object",
+                                 [&](std::string_view k, ond::value& f, const Path& kp) {
+                                   if (absl::EqualsIgnoreCase(A(k), "UID")) {
+                                     return String(f, kp, meta_pod->mutable_uid());
+                                   }
+                                   return absl::OkStatus();
+                                 });
+          });
     }
     if (absl::EqualsIgnoreCase(A(key), "NumPDBViolations")) {
       int64_t n = 0;
@@ -505,66 +510,68 @@ absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::Extend
                                              std::vector<absl::string_view>* raw_nodes) {
   if (raw_nodes != nullptr) raw_nodes->clear();
   return impl_->Parse(body, [&](ond::document& doc, ond::value& v, const Path& p) {
-    return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e,
-                                                const Path& fp) {
-      if (absl::EqualsIgnoreCase(A(key), "Pod")) {
-        return Message(e, fp, [&](ond::value& m, const Path& mp) {
-          return ReadPod(m, mp, out->mutable_pod());
-        });
-      }
-      if (absl::EqualsIgnoreCase(A(key), "Nodes")) {
-        return Message(e, fp, [&](ond::value& m, const Path& mp) {
-          return ReadNodeList(doc, m, mp, out->mutable_nodes(), raw_nodes);
-        });
-      }
-      if (absl::EqualsIgnoreCase(A(key), "NodeNames")) {
-        return StringList(e, fp, out->mutable_node_names());
-      }
-      return absl::OkStatus();
-    });
+    return ForEachMember(v, p, "an object",
+                         [&](std::string_view key, ond::value& e, const Path& fp) {
+                           if (absl::EqualsIgnoreCase(A(key), "Pod")) {
+                             return Message(e, fp, [&](ond::value& m, const Path& mp) {
+                               return ReadPod(m, mp, out->mutable_pod());
+                             });
+                           }
+                           if (absl::EqualsIgnoreCase(A(key), "Nodes")) {
+                             return Message(e, fp, [&](ond::value& m, const Path& mp) {
+                               return ReadNodeList(doc, m, mp, out->mutable_nodes(), raw_nodes);
+                             });
+                           }
+                           if (absl::EqualsIgnoreCase(A(key), "NodeNames")) {
+                             return StringList(e, fp, out->mutable_node_names());
+                           }
+                           return absl::OkStatus();
+                         });
   });
 }
 
-absl::Status JsonDecoder::DecodeBindingArgs(const std::string& body,
-                                            v1::ExtenderBindingArgs* out) {
+absl::Status JsonDecoder::DecodeBindingArgs(const std::string& body, v1::ExtenderBindingArgs* out) {
   return impl_->Parse(body, [&](ond::document&, ond::value& v, const Path& p) {
-    return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e,
-                                                const Path& fp) {
-      if (absl::EqualsIgnoreCase(A(key), "PodName")) return String(e, fp, out->mutable_pod_name());
-      if (absl::EqualsIgnoreCase(A(key), "PodNamespace")) {
-        return String(e, fp, out->mutable_pod_namespace());
-      }
-      if (absl::EqualsIgnoreCase(A(key), "PodUID")) return String(e, fp, out->mutable_pod_uid());
-      if (absl::EqualsIgnoreCase(A(key), "Node")) return String(e, fp, out->mutable_node());
-      return absl::OkStatus();
-    });
+    return ForEachMember(v, p, "an object",
+                         [&](std::string_view key, ond::value& e, const Path& fp) {
+                           if (absl::EqualsIgnoreCase(A(key), "PodName"))
+                             return String(e, fp, out->mutable_pod_name());
+                           if (absl::EqualsIgnoreCase(A(key), "PodNamespace")) {
+                             return String(e, fp, out->mutable_pod_namespace());
+                           }
+                           if (absl::EqualsIgnoreCase(A(key), "PodUID"))
+                             return String(e, fp, out->mutable_pod_uid());
+                           if (absl::EqualsIgnoreCase(A(key), "Node"))
+                             return String(e, fp, out->mutable_node());
+                           return absl::OkStatus();
+                         });
   });
 }
 
 absl::Status JsonDecoder::DecodePreemptionArgs(const std::string& body,
                                                v1::ExtenderPreemptionArgs* out) {
   return impl_->Parse(body, [&](ond::document&, ond::value& v, const Path& p) {
-    return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e,
-                                                const Path& fp) {
-      if (absl::EqualsIgnoreCase(A(key), "Pod")) {
-        return Message(e, fp, [&](ond::value& m, const Path& mp) {
-          return ReadPod(m, mp, out->mutable_pod());
+    return ForEachMember(
+        v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+          if (absl::EqualsIgnoreCase(A(key), "Pod")) {
+            return Message(e, fp, [&](ond::value& m, const Path& mp) {
+              return ReadPod(m, mp, out->mutable_pod());
+            });
+          }
+          if (absl::EqualsIgnoreCase(A(key), "NodeNameToVictims")) {
+            return VictimsMap(e, fp, out->mutable_node_name_to_victims(),
+                              [](ond::value& m, const Path& mp, v1::Victims* victims) {
+                                return ReadVictims(m, mp, victims);
+                              });
+          }
+          if (absl::EqualsIgnoreCase(A(key), "NodeNameToMetaVictims")) {
+            return VictimsMap(e, fp, out->mutable_node_name_to_meta_victims(),
+                              [](ond::value& m, const Path& mp, v1::MetaVictims* victims) {
+                                return ReadMetaVictims(m, mp, victims);
+                              });
+          }
+          return absl::OkStatus();
         });
-      }
-      if (absl::EqualsIgnoreCase(A(key), "NodeNameToVictims")) {
-        return VictimsMap(e, fp, out->mutable_node_name_to_victims(),
-                          [](ond::value& m, const Path& mp, v1::Victims* victims) {
-                            return ReadVictims(m, mp, victims);
-                          });
-      }
-      if (absl::EqualsIgnoreCase(A(key), "NodeNameToMetaVictims")) {
-        return VictimsMap(e, fp, out->mutable_node_name_to_meta_victims(),
-                          [](ond::value& m, const Path& mp, v1::MetaVictims* victims) {
-                            return ReadMetaVictims(m, mp, victims);
-                          });
-      }
-      return absl::OkStatus();
-    });
   });
 }
 

@@ -1,14 +1,14 @@
 // fitledger-shim: kube-scheduler's extender webhook (HTTP/JSON) in front of fitledger-server
 // (gRPC). Parses flags, loads the config, serves until SIGTERM / SIGINT, then drains and exits 0.
+#include <pthread.h>
+#include <signal.h>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <pthread.h>
-#include <signal.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -21,16 +21,21 @@
 #include "client/shim/logfmt.h"
 #include "client/shim/metrics.h"
 #include "client/shim/webhook.h"
+#include "common/flags.h"
 #include "config/shim_config.h"
 
 ABSL_FLAG(std::string, config, "", "YAML config file (see config/shim.yaml); defaults if empty");
 ABSL_FLAG(std::string, listen, "", "override listen: HOST:PORT for the webhook (port 0 = any)");
-ABSL_FLAG(std::string, server, "", "override server: unix:///path or host:port of fitledger-server");
-ABSL_FLAG(std::string, prefix, "", "override prefix: URL path prefix of the verbs, e.g. /fitledger");
-ABSL_FLAG(std::string, monitor_listen, "",
-          "(also --monitor-listen) override monitor.listen: HOST:PORT for /healthz, /readyz, /metrics");
-ABSL_FLAG(std::string, port_file, "",
-          "(also --port-file) once serving, write the bound webhook port to this file (atomically)");
+ABSL_FLAG(std::string, server, "",
+          "override server: unix:///path or host:port of fitledger-server");
+ABSL_FLAG(std::string, prefix, "",
+          "override prefix: URL path prefix of the verbs, e.g. /fitledger");
+ABSL_FLAG(
+    std::string, monitor_listen, "",
+    "(also --monitor-listen) override monitor.listen: HOST:PORT for /healthz, /readyz, /metrics");
+ABSL_FLAG(
+    std::string, port_file, "",
+    "(also --port-file) once serving, write the bound webhook port to this file (atomically)");
 
 namespace fitledger::shim {
 namespace {
@@ -48,26 +53,10 @@ bool WritePortFile(const std::string& path, int port) {
 }
 
 int Run(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "fitledger-shim --config FILE [--listen HOST:PORT] [--server ADDR] [--prefix /path] "
-      "[--monitor-listen HOST:PORT] [--port-file PATH]");
-  // --help lists this file's flags (absl matches files to the program name otherwise).
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "shim/main.cc");
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  // Accept the dashed spellings (--monitor-listen, --port-file) as well as absl's underscores.
-  std::vector<std::string> args(argv, argv + argc);
-  std::vector<char*> arg_ptrs;
-  for (std::string& arg : args) {
-    for (absl::string_view dashed : {"--monitor-listen", "--port-file"}) {
-      if (absl::StartsWith(arg, dashed)) arg[dashed.find('-', 2)] = '_';
-    }
-    arg_ptrs.push_back(arg.data());
-  }
-  absl::ParseCommandLine(argc, arg_ptrs.data());
+  ParseFlags(argc, argv,
+             "fitledger-shim --config FILE [--listen HOST:PORT] [--server ADDR] [--prefix /path] "
+             "[--monitor-listen HOST:PORT] [--port-file PATH]",
+             "shim/main.cc");
 
   Logger boot_logger(LogLevel::kInfo);
   config::ShimConfig config;
@@ -117,14 +106,14 @@ int Run(int argc, char** argv) {
   }
   std::printf("fitledger-shim listening on %s\n", server.url().c_str());
   std::fflush(stdout);
-  logger.Log(LogLevel::kInfo, "serving",
-             {{"url", server.url()},
-              {"prefix", config.prefix},
-              {"server", config.server},
-              {"monitor", config.monitor_listen.empty()
-                              ? std::string("off")
-                              : absl::StrCat(config.monitor_listen, " (port ",
-                                             server.monitor_port(), ")")}});
+  logger.Log(
+      LogLevel::kInfo, "serving",
+      {{"url", server.url()},
+       {"prefix", config.prefix},
+       {"server", config.server},
+       {"monitor", config.monitor_listen.empty() ? std::string("off")
+                                                 : absl::StrCat(config.monitor_listen, " (port ",
+                                                                server.monitor_port(), ")")}});
 
   int signal = 0;
   sigwait(&stop_signals, &signal);

@@ -110,8 +110,8 @@ std::shared_ptr<grpc::Channel> DialServer(const std::string& address) {
 }
 
 Webhook::Webhook(std::unique_ptr<v1::Extender::StubInterface> extender,
-                 std::unique_ptr<grpc::health::v1::Health::StubInterface> health,
-                 Options options, Metrics* metrics, const Logger* logger)
+                 std::unique_ptr<grpc::health::v1::Health::StubInterface> health, Options options,
+                 Metrics* metrics, const Logger* logger)
     : extender_(std::move(extender)),
       health_(std::move(health)),
       options_(options),
@@ -166,7 +166,9 @@ void Webhook::ServerFailure(Verb verb, const grpc::Status& status, absl::string_
   EncodeError(message, &reply->body);
   if (LogFailureNow()) {
     logger_->Log(LogLevel::kWarn, "server call failed",
-                 {{"verb", VerbName(verb)}, {"pod", pod}, {"grpc_code", code},
+                 {{"verb", VerbName(verb)},
+                  {"pod", pod},
+                  {"grpc_code", code},
                   {"error", status.error_message()}});
   }
 }
@@ -283,8 +285,8 @@ absl::Status Webhook::CheckReady() const {
   grpc::health::v1::HealthCheckResponse response;
   grpc::Status s = health_->Check(&context, request, &response);
   if (!s.ok()) {
-    return absl::UnavailableError(absl::StrCat("fitledger server unavailable: ",
-                                               CodeName(s.error_code()), ": ", s.error_message()));
+    return absl::UnavailableError(absl::StrCat(
+        "fitledger server unavailable: ", CodeName(s.error_code()), ": ", s.error_message()));
   }
   if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
     return absl::UnavailableError(

@@ -52,10 +52,12 @@ void SetBlob(CURL* curl, CURLoption option, const std::string& pem) {
 struct StreamState {
   const std::function<bool(absl::string_view)>* on_line;
   const std::atomic<bool>* cancel;
+  size_t max_line_bytes;
   std::string buffer;
   std::string* error_body;
   CURL* curl;
   bool stopped = false;
+  bool line_too_long = false;
 };
 
 size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
@@ -82,6 +84,10 @@ size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
     }
   }
   state->buffer.erase(0, start);
+  if (state->buffer.size() > state->max_line_bytes) {
+    state->line_too_long = true;
+    return 0;  // aborts the transfer
+  }
   return len;
 }
 
@@ -132,14 +138,18 @@ void* ApiClient::Configure(void* handle, const std::string& path) {
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+  // Notice a dead peer (a silent watch on a vanished host) in ~1 min, not the kernel's ~11.
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(curl, CURLOPT_TCP_KEEPIDLE, 30L);
+  curl_easy_setopt(curl, CURLOPT_TCP_KEEPINTVL, 10L);
   curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
   if (connection_.insecure_skip_tls_verify) {
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
   }
   if (!connection_.ca_pem.empty()) SetBlob(curl, CURLOPT_CAINFO_BLOB, connection_.ca_pem);
-  if (!connection_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, connection_.ca_file.c_str());
+  if (!connection_.ca_file.empty())
+    curl_easy_setopt(curl, CURLOPT_CAINFO, connection_.ca_file.c_str());
   if (!connection_.client_cert_pem.empty()) {
     SetBlob(curl, CURLOPT_SSLCERT_BLOB, connection_.client_cert_pem);
     curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
@@ -212,11 +222,11 @@ absl::StatusOr<HttpResponse> ApiClient::Request(absl::string_view method, const 
 absl::StatusOr<long> ApiClient::Stream(const std::string& path,
                                        const std::function<bool(absl::string_view line)>& on_line,
                                        const std::atomic<bool>* cancel, absl::Duration max_duration,
-                                       std::string* error_body) {
+                                       size_t max_line_bytes, std::string* error_body) {
   CURL* curl = curl_easy_init();  // a watch holds its connection: not pooled
   if (curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
   auto* headers = static_cast<curl_slist*>(Configure(curl, path));
-  StreamState state{&on_line, cancel, {}, error_body, curl};
+  StreamState state{&on_line, cancel, max_line_bytes, {}, error_body, curl};
   char error[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
@@ -231,6 +241,10 @@ absl::StatusOr<long> ApiClient::Stream(const std::string& path,
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
+  if (state.line_too_long) {
+    return absl::ResourceExhaustedError(absl::StrCat("kubernetes API: a watch line exceeds ",
+                                                     max_line_bytes, " bytes; stream aborted"));
+  }
   if (state.stopped) return code;
   // A stream that ends (even by timeout) after a 200 is a normal end of a watch.
   if (rc != CURLE_OK && !(code == 200 && rc == CURLE_OPERATION_TIMEDOUT)) {

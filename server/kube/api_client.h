@@ -37,12 +37,14 @@ class ApiClient {
 
   // A streaming GET (a watch). Calls `on_line` with each complete newline-delimited line of a
   // 200 response; stops when it returns false, when `*cancel` becomes true, or when the stream
-  // ends. Returns the HTTP status (the body of a non-200 answer goes to `*error_body`), or a
-  // transport error. `max_duration` caps the whole stream.
+  // ends (a stream cut after a 200 is a normal end: the caller resumes). Returns the HTTP status
+  // (the first MiB of a non-200 answer goes to `*error_body`), or a transport error;
+  // ResourceExhausted if a line grows past `max_line_bytes` (the stream is aborted, so a runaway
+  // line cannot exhaust memory). `max_duration` caps the whole stream.
   absl::StatusOr<long> Stream(const std::string& path,
                               const std::function<bool(absl::string_view line)>& on_line,
                               const std::atomic<bool>* cancel, absl::Duration max_duration,
-                              std::string* error_body);
+                              size_t max_line_bytes, std::string* error_body);
 
   const Connection& connection() const { return connection_; }
 

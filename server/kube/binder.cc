@@ -34,12 +34,12 @@ BindResult ApiBinder::Bind(const std::string& namespace_name, const std::string&
       {"metadata", {{"name", name}, {"namespace", namespace_name}, {"uid", uid}}},
       {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}},
   };
-  absl::StatusOr<HttpResponse> response =
-      client_->Request("POST", PodPath(namespace_name, name) + "/binding", binding.dump(), timeout_);
+  absl::StatusOr<HttpResponse> response = client_->Request(
+      "POST", PodPath(namespace_name, name) + "/binding", binding.dump(), timeout_);
   BindResult result;
   if (!response.ok()) {
-    result.outcome = absl::IsUnavailable(response.status()) ? BindOutcome::kUnreachable
-                                                             : BindOutcome::kUnknown;
+    result.outcome =
+        absl::IsUnavailable(response.status()) ? BindOutcome::kUnreachable : BindOutcome::kUnknown;
     result.message = std::string(response.status().message());
     return result;
   }
@@ -47,8 +47,8 @@ BindResult ApiBinder::Bind(const std::string& namespace_name, const std::string&
     result.outcome = BindOutcome::kBound;
     return result;
   }
-  result.message = absl::StrCat("binding POST answered ", response->code, ": ",
-                                StatusMessage(response->body));
+  result.message =
+      absl::StrCat("binding POST answered ", response->code, ": ", StatusMessage(response->body));
   if (response->code == 404) {
     result.outcome = BindOutcome::kPodGone;
     return result;
@@ -58,7 +58,15 @@ BindResult ApiBinder::Bind(const std::string& namespace_name, const std::string&
     // did not say what happened. Ask the API which; if it cannot say, the outcome is unknown.
     absl::StatusOr<Pod> pod = GetPod(namespace_name, name);
     if (!pod.ok()) {
-      result.outcome = absl::IsNotFound(pod.status()) ? BindOutcome::kPodGone : BindOutcome::kUnknown;
+      if (absl::IsNotFound(pod.status())) {
+        result.outcome = BindOutcome::kPodGone;
+      } else if (response->code == 503 || response->code == 429) {
+        // Refused before it was handled (client-go retries these even for a POST): nothing
+        // was applied.
+        result.outcome = BindOutcome::kUnreachable;
+      } else {
+        result.outcome = BindOutcome::kUnknown;  // a 500 / 504 may come after the write
+      }
       return result;
     }
     if (!uid.empty() && pod->uid != uid) {
@@ -86,7 +94,8 @@ absl::StatusOr<Pod> ApiBinder::GetPod(const std::string& namespace_name, const s
   }
   if (response->code != 200) {
     return absl::UnavailableError(absl::StrCat("GET pod ", namespace_name, "/", name, ": HTTP ",
-                                               response->code, ": ", StatusMessage(response->body)));
+                                               response->code, ": ",
+                                               StatusMessage(response->body)));
   }
   return ParsePod(response->body);
 }

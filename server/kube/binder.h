@@ -19,7 +19,8 @@ enum class BindOutcome {
   kBoundElsewhere,  // 409 / 5xx, and the pod is on another node (`node` says which)
   kPodGone,         // 404, or the pod by that name has another UID
   kRejected,        // any other 4xx, or a 5xx after which a GET shows the pod still unbound
-  kUnreachable,     // the API could not be reached: nothing was sent
+  kUnreachable,     // the API could not be reached, or refused the request before handling
+                    // it (503 / 429) and cannot be asked either: nothing was applied
   kUnknown,         // timeout, connection lost, or a 5xx and the GET failed too: the binding
                     // may or may not have happened
 };

@@ -17,8 +17,8 @@ absl::Status FieldError(const std::string& file, const YAML::Node& node, const s
                         const std::string& message) {
   int line = node.IsDefined() ? node.Mark().line + 1 : 0;
   return absl::InvalidArgumentError(absl::StrCat("kubeconfig ", file, line > 0 ? ":" : "",
-                                                 line > 0 ? std::to_string(line) : "", ": ",
-                                                 field, ": ", message));
+                                                 line > 0 ? std::to_string(line) : "", ": ", field,
+                                                 ": ", message));
 }
 
 // A string field of a mapping, or "" when absent.
@@ -152,7 +152,8 @@ absl::StatusOr<Connection> ParseKubeconfig(const std::string& text, const std::s
 
 absl::StatusOr<Connection> LoadKubeconfig(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path);
-  if (!text.ok()) return absl::NotFoundError(absl::StrCat("kubeconfig ", path, ": cannot read the file"));
+  if (!text.ok())
+    return absl::NotFoundError(absl::StrCat("kubeconfig ", path, ": cannot read the file"));
   std::string dir;
   size_t slash = path.rfind('/');
   if (slash != std::string::npos) dir = path.substr(0, slash);

@@ -19,8 +19,11 @@ absl::Status JsonError(absl::string_view field, simdjson::error_code code) {
       absl::StrCat("field ", field, ": ", simdjson::error_message(code)));
 }
 
-// True if the value is JSON null (then it has been consumed).
+// True if the value is JSON null (then it has been consumed). Checks the type first:
+// simdjson allows is_null() only below the document root.
 bool IsNull(value& v) {
+  json_type type;
+  if (v.type().get(type) || type != json_type::null) return false;
   bool null = false;
   return !v.is_null().get(null) && null;
 }
@@ -144,7 +147,8 @@ absl::StatusOr<QuantityList> DecodeResourceList(value v, absl::string_view field
     }
     absl::StatusOr<Quantity> q = Quantity::Parse(absl::StripAsciiWhitespace(Sv(text)));
     if (!q.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("field ", field, ".", Sv(key), ": ", q.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("field ", field, ".", Sv(key), ": ", q.status().message()));
     }
     out.emplace_back(std::string(key), *q);
     return absl::OkStatus();
@@ -223,7 +227,8 @@ absl::StatusOr<DecodedNode> DecodeNode(value v) {
     if (key == "metadata") {
       return ForEachField(child, "metadata", [&](std::string_view k, value& m) -> absl::Status {
         if (k == "name") return GetString(m, "metadata.name", &out.node.name);
-        if (k == "resourceVersion") return GetString(m, "metadata.resourceVersion", &out.resource_version);
+        if (k == "resourceVersion")
+          return GetString(m, "metadata.resourceVersion", &out.resource_version);
         return absl::OkStatus();
       });
     }

@@ -37,7 +37,133 @@ std::string ResourceVersionOf(value v) {
   return std::string(rv);
 }
 
+// Calls `on_field(key, value)` for each field of `object` until it returns false; stops at the
+// first error. (After an error On Demand may have abandoned the document: nothing may touch it
+// again, so every reader here makes one forward pass.)
+template <typename F>
+void ForEachField(simdjson::ondemand::object object, F on_field) {
+  for (auto field : object) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) return;
+    std::string k(key);
+    value v;
+    if (field.value().get(v)) return;
+    if (!on_field(k, v)) return;
+  }
+}
+
+// metadata.resourceVersion, uid and name of the event's object, from a fresh iteration of the
+// line (a failed decode may have abandoned the first one: rewinding it is not allowed).
+void ObjectKeys(simdjson::ondemand::parser& parser, const simdjson::padded_string& line,
+                std::string* rv, std::string* uid, std::string* name) {
+  simdjson::ondemand::document doc;
+  if (parser.iterate(line).get(doc)) return;
+  simdjson::ondemand::object object, metadata;
+  if (doc.find_field_unordered("object").get_object().get(object)) return;
+  if (object.find_field_unordered("metadata").get_object().get(metadata)) return;
+  ForEachField(metadata, [&](const std::string& key, value v) {
+    std::string* out = key == "resourceVersion" ? rv
+                       : key == "uid"           ? uid
+                       : key == "name"          ? name
+                                                : nullptr;
+    if (out == nullptr) return true;
+    std::string_view text;
+    if (v.get_string().get(text)) return false;
+    *out = std::string(text);
+    return true;
+  });
+}
+
 }  // namespace
+
+absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
+                                            std::string* resource_version) {
+  thread_local simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(line.data(), line.size());
+  simdjson::ondemand::document doc;
+  auto damaged = [](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat("undecodable watch line: ", why));
+  };
+  if (auto err = parser.iterate(padded).get(doc)) return damaged(simdjson::error_message(err));
+  std::string_view type;
+  if (auto err = doc.find_field_unordered("type").get_string().get(type)) {
+    return damaged(absl::StrCat("type: ", simdjson::error_message(err)));
+  }
+  const std::string type_name(type);  // `type` points into the parser's reused string buffer
+  WatchEvent event;
+  if (type == "ADDED") {
+    event.type = WatchEvent::Type::kAdded;
+  } else if (type == "MODIFIED") {
+    event.type = WatchEvent::Type::kModified;
+  } else if (type == "DELETED") {
+    event.type = WatchEvent::Type::kDeleted;
+  } else if (type == "BOOKMARK") {
+    event.type = WatchEvent::Type::kBookmark;
+  } else if (type == "ERROR") {
+    event.type = WatchEvent::Type::kError;
+  } else {
+    return damaged(absl::StrCat("unknown event type \"", type_name, "\""));
+  }
+  value object;
+  if (auto err = doc.find_field_unordered("object").get(object)) {
+    return damaged(absl::StrCat("object: ", simdjson::error_message(err)));
+  }
+  switch (event.type) {
+    case WatchEvent::Type::kError: {
+      simdjson::ondemand::object status;
+      if (object.get_object().get(status)) return event;
+      ForEachField(status, [&](const std::string& key, value v) {
+        if (key == "code") {
+          if (v.get_int64().get(event.error_code)) {
+            event.error_code = 0;
+            return false;
+          }
+        } else if (key == "message") {
+          std::string_view message;
+          if (v.get_string().get(message)) return false;
+          event.error_message = std::string(message);
+        }
+        return true;
+      });
+      return event;
+    }
+    case WatchEvent::Type::kBookmark:
+      event.resource_version = ResourceVersionOf(object);
+      return event;
+    default:
+      break;
+  }
+  absl::Status decoded;
+  if (nodes) {
+    absl::StatusOr<DecodedNode> node = DecodeNode(object);
+    if (node.ok()) {
+      event.node = std::move(node->node);
+      event.resource_version = std::move(node->resource_version);
+    }
+    decoded = node.status();
+  } else {
+    std::string rv;
+    absl::StatusOr<Pod> pod = DecodePod(object, &rv);
+    if (pod.ok()) {
+      event.pod = *std::move(pod);
+      event.resource_version = std::move(rv);
+    }
+    decoded = pod.status();
+  }
+  if (decoded.ok()) return event;
+  std::string rv, uid, name;
+  ObjectKeys(parser, padded, &rv, &uid, &name);
+  if (resource_version != nullptr) *resource_version = rv;
+  std::string key = nodes ? name : uid;
+  if (event.type == WatchEvent::Type::kDeleted && !key.empty()) {
+    event.deleted_key = std::move(key);
+    event.resource_version = std::move(rv);
+    return event;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("watch ", KindName(nodes),
+                                                 ": undecodable object in a ", type_name,
+                                                 " event: ", decoded.message()));
+}
 
 Watcher::Watcher(ApiClient* client, Ledger* ledger, WatcherOptions options)
     : client_(client), ledger_(ledger), options_(std::move(options)) {}
@@ -156,12 +282,14 @@ absl::Status Watcher::List(Kind kind, std::string* resource_version) {
     response->body.shrink_to_fit();
     simdjson::ondemand::document doc;
     if (auto err = parser.iterate(padded).get(doc)) {
-      return absl::UnavailableError(absl::StrCat("LIST ", base, ": ", simdjson::error_message(err)));
+      return absl::UnavailableError(
+          absl::StrCat("LIST ", base, ": ", simdjson::error_message(err)));
     }
     continue_token.clear();
     simdjson::ondemand::object obj;
     if (auto err = doc.get_object().get(obj)) {
-      return absl::UnavailableError(absl::StrCat("LIST ", base, ": ", simdjson::error_message(err)));
+      return absl::UnavailableError(
+          absl::StrCat("LIST ", base, ": ", simdjson::error_message(err)));
     }
     for (auto field : obj) {
       std::string_view key;
@@ -235,10 +363,10 @@ absl::Status Watcher::List(Kind kind, std::string* resource_version) {
 
 absl::Status Watcher::Watch(Kind kind, std::string* resource_version) {
   const bool nodes = kind == Kind::kNodes;
-  std::string path = absl::StrCat(nodes ? "/api/v1/nodes" : "/api/v1/pods",
-                                  "?watch=true&allowWatchBookmarks=true&resourceVersion=",
-                                  UrlEncode(*resource_version),
-                                  "&timeoutSeconds=", options_.watch_timeout_seconds);
+  std::string path = absl::StrCat(
+      nodes ? "/api/v1/nodes" : "/api/v1/pods",
+      "?watch=true&allowWatchBookmarks=true&resourceVersion=", UrlEncode(*resource_version),
+      "&timeoutSeconds=", options_.watch_timeout_seconds);
   if (!nodes && !options_.pod_field_selector.empty()) {
     absl::StrAppend(&path, "&fieldSelector=", UrlEncode(options_.pod_field_selector));
   }
@@ -248,10 +376,15 @@ absl::Status Watcher::Watch(Kind kind, std::string* resource_version) {
   absl::StatusOr<long> code = client_->Stream(
       path,
       [&](absl::string_view line) {
-        return ApplyEvent(kind, std::string_view(line.data(), line.size()), resource_version,
-                          &gone, &error);
+        return ApplyEvent(kind, std::string_view(line.data(), line.size()), resource_version, &gone,
+                          &error);
       },
-      &stop_, absl::Seconds(options_.watch_timeout_seconds + 30), &error_body);
+      &stop_, absl::Seconds(options_.watch_timeout_seconds + 30), options_.max_event_bytes,
+      &error_body);
+  if (absl::IsResourceExhausted(code.status())) {
+    resource_version->clear();  // a paged LIST makes progress where the stream cannot
+    return code.status();
+  }
   if (!code.ok()) return code.status();
   if (*code == 410 || gone) {
     resource_version->clear();  // relist
@@ -260,8 +393,8 @@ absl::Status Watcher::Watch(Kind kind, std::string* resource_version) {
     return absl::OkStatus();
   }
   if (*code != 200) {
-    return absl::UnavailableError(absl::StrCat("WATCH ", KindName(nodes), ": HTTP ", *code, ": ",
-                                               error_body.substr(0, 300)));
+    return absl::UnavailableError(
+        absl::StrCat("WATCH ", KindName(nodes), ": HTTP ", *code, ": ", error_body.substr(0, 300)));
   }
   if (!error.empty()) return absl::UnavailableError(error);
   return absl::OkStatus();
@@ -270,70 +403,70 @@ absl::Status Watcher::Watch(Kind kind, std::string* resource_version) {
 bool Watcher::ApplyEvent(Kind kind, std::string_view line, std::string* resource_version,
                          bool* gone, std::string* error) {
   const bool nodes = kind == Kind::kNodes;
-  simdjson::ondemand::parser parser;
-  simdjson::padded_string padded(line);
-  simdjson::ondemand::document doc;
-  std::string_view type;
-  auto decode_error = [&](const std::string& why) {
-    MutexLock lock(&mu_);
-    ++stats_.decode_errors;
-    *error = absl::StrCat("watch ", KindName(nodes), ": undecodable event: ", why);
-    return false;  // resume from the last good resourceVersion
-  };
-  if (auto err = parser.iterate(padded).get(doc)) return decode_error(simdjson::error_message(err));
-  if (auto err = doc.find_field_unordered("type").get_string().get(type)) {
-    return decode_error(simdjson::error_message(err));
-  }
-  std::string event_type(type);
-  value object;
-  if (auto err = doc.find_field_unordered("object").get(object)) {
-    return decode_error(simdjson::error_message(err));
-  }
-  if (event_type == "ERROR") {
-    int64_t code = 0;
-    std::string_view message;
-    if (!object.find_field_unordered("code").get_int64().get(code) && code == 410) {
-      *gone = true;
-      return false;
+  std::string object_rv;
+  absl::StatusOr<WatchEvent> event =
+      DecodeWatchEvent(nodes, absl::string_view(line.data(), line.size()), &object_rv);
+  if (!event.ok()) {
+    {
+      MutexLock lock(&mu_);
+      ++stats_.decode_errors;
     }
-    if (object.find_field_unordered("message").get_string().get(message)) message = "";
-    *error = absl::StrCat("watch ", KindName(nodes), ": ERROR event: ", std::string(message));
-    return false;
-  }
-  if (event_type == "BOOKMARK") {
-    std::string rv = ResourceVersionOf(object);
-    if (!rv.empty()) *resource_version = rv;
-    MutexLock lock(&mu_);
-    ++stats_.bookmarks;
-    stats_.last_event = absl::Now();
+    if (absl::IsDataLoss(event.status())) {
+      *error = absl::StrCat("watch ", KindName(nodes), ": ", event.status().message());
+      return false;  // resume from the last good resourceVersion
+    }
+    LogWarn("skipping an undecodable watch event",
+            {{"resource", KindName(nodes)}, {"error", std::string(event.status().message())}});
+    if (!object_rv.empty()) *resource_version = object_rv;
     return true;
   }
-  if (event_type != "ADDED" && event_type != "MODIFIED" && event_type != "DELETED") {
-    return decode_error("unknown event type " + event_type);
+  switch (event->type) {
+    case WatchEvent::Type::kError:
+      if (event->error_code == 410) {
+        *gone = true;
+      } else {
+        *error = absl::StrCat("watch ", KindName(nodes), ": ERROR event: ", event->error_message);
+      }
+      return false;
+    case WatchEvent::Type::kBookmark: {
+      if (!event->resource_version.empty()) *resource_version = event->resource_version;
+      MutexLock lock(&mu_);
+      ++stats_.bookmarks;
+      stats_.last_event = absl::Now();
+      return true;
+    }
+    default:
+      break;
   }
-  std::string rv;
+  const bool deleted = event->type == WatchEvent::Type::kDeleted;
   if (nodes) {
-    absl::StatusOr<DecodedNode> node = DecodeNode(object);
-    if (!node.ok()) return decode_error(std::string(node.status().message()));
-    if (event_type == "DELETED") {
-      ledger_->DeleteNode(node->node.name);
+    if (deleted) {
+      ledger_->DeleteNode(event->node.has_value() ? event->node->name : event->deleted_key);
     } else {
-      ledger_->UpsertNode(node->node);
+      ledger_->UpsertNode(*event->node);
     }
-    rv = node->resource_version;
+  } else if (!event->pod.has_value()) {
+    ledger_->DeletePod(event->deleted_key);  // a DELETED pod known only by its UID
   } else {
-    absl::StatusOr<Pod> pod = DecodePod(object, &rv);
-    if (!pod.ok()) return decode_error(std::string(pod.status().message()));
-    if (pod->phase == "Failed" && absl::StartsWith(pod->status_reason, "OutOf")) NoteRejection(*pod);
-    if (event_type == "DELETED") {
-      ledger_->DeletePod(pod->uid);
+    const Pod& pod = *event->pod;
+    if (pod.phase == "Failed" && absl::StartsWith(pod.status_reason, "OutOf")) NoteRejection(pod);
+    if (deleted) {
+      ledger_->DeletePod(pod.uid);
     } else {
-      absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
-      if (!record.ok()) return decode_error(std::string(record.status().message()));
-      ledger_->UpsertPod(*record);
+      absl::StatusOr<PodRecord> record = ToPodRecord(pod);
+      if (!record.ok()) {
+        {
+          MutexLock lock(&mu_);
+          ++stats_.decode_errors;
+        }
+        LogWarn("skipping an undecodable watch event",
+                {{"resource", KindName(nodes)}, {"error", std::string(record.status().message())}});
+      } else {
+        ledger_->UpsertPod(*record);
+      }
     }
   }
-  if (!rv.empty()) *resource_version = rv;
+  if (!event->resource_version.empty()) *resource_version = event->resource_version;
   MutexLock lock(&mu_);
   ++stats_.events;
   stats_.last_event = absl::Now();
@@ -345,6 +478,7 @@ void Watcher::NoteRejection(const Pod& pod) {
     MutexLock lock(&mu_);
     if (!rejected_uids_.insert(pod.uid).second) return;
     ++stats_.rejections_total;
+    ++stats_.rejections_by_reason_node[{pod.status_reason, pod.node_name}];
     rejections_.push_back({pod.uid, pod.namespace_name, pod.name, pod.node_name, pod.status_reason,
                            pod.status_message, absl::Now()});
     if (rejections_.size() > 1000) {

@@ -6,11 +6,16 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "server/ledger/ledger.h"
@@ -29,7 +34,34 @@ struct WatcherOptions {
   int64_t watch_timeout_seconds = 300;
   // Kubernetes' own scheduler selector: finished pods hold nothing.
   std::string pod_field_selector = "status.phase!=Succeeded,status.phase!=Failed";
+  // A watch line (one event) longer than this aborts the stream and forces a paged relist, so a
+  // runaway stream cannot exhaust memory. Objects are at most ~1.5 MiB (etcd's limit).
+  size_t max_event_bytes = 16 << 20;
 };
+
+// One line of a watch stream, decoded.
+struct WatchEvent {
+  enum class Type { kAdded, kModified, kDeleted, kBookmark, kError };
+  Type type = Type::kAdded;
+  // The object's metadata.resourceVersion (a bookmark's too); may be empty.
+  std::string resource_version;
+  // Exactly one of these for ADDED / MODIFIED / DELETED, by the watch's kind.
+  std::optional<Pod> pod;
+  std::optional<NodeRecord> node;
+  // kDeleted only: the UID (pods) or name (nodes) when the rest of the object is undecodable.
+  std::string deleted_key;
+  // kError: the Status' code and message.
+  int64_t error_code = 0;
+  std::string error_message;
+};
+
+// Decodes one watch line of nodes (`nodes`) or pods. DataLoss for a line that is not a JSON
+// event at all (the stream is damaged: resume from the last good resourceVersion);
+// InvalidArgument for a well-formed event whose object cannot be decoded, with
+// `*resource_version` set to the object's resourceVersion when it can be read (the event can be
+// skipped). Pure: no I/O, no state.
+absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
+                                            std::string* resource_version = nullptr);
 
 // A pod the kubelet refused (phase Failed, reason OutOf*): the scheduler was satisfied and the
 // node said no.
@@ -51,6 +83,8 @@ struct WatcherStats {
   uint64_t bookmarks = 0;
   uint64_t decode_errors = 0;
   uint64_t rejections_total = 0;
+  // Kubelet rejections since start by (reason, node): monotonic, for the alerting counter.
+  std::map<std::pair<std::string, std::string>, uint64_t> rejections_by_reason_node;
   absl::Time last_event;  // the last event or bookmark of either kind
   bool nodes_synced = false;
   bool pods_synced = false;
@@ -59,8 +93,11 @@ struct WatcherStats {
 // Keeps the ledger in step with the API. Two threads (nodes, pods), each: paged LIST
 // (limit/continue) -> ledger Replace; WATCH from the list's resourceVersion with bookmarks;
 // resume from the last seen resourceVersion when the stream ends or drops (capped exponential
-// backoff with jitter on errors); relist on 410 Gone (HTTP status or ERROR event). Events are
-// applied in order, each once.
+// backoff with jitter on errors); relist on 410 Gone (HTTP status or ERROR event) and after a
+// line longer than max_event_bytes. Events are applied in order, each once. A damaged line
+// (not JSON) ends the stream and the watch resumes before it; a well-formed event whose object
+// cannot be decoded is counted in decode_errors and skipped (a DELETED one still removes the pod
+// or node by UID / name), as a LIST skips such items: it must not stall every later event.
 //
 // Thread-safe. Start() spawns the threads, Stop() joins them; the constructor spawns nothing.
 class Watcher {
@@ -88,8 +125,8 @@ class Watcher {
   // WATCH from `*resource_version` until the stream ends. Clears it on 410 (relist).
   absl::Status Watch(Kind kind, std::string* resource_version);
   // Applies one watch line; returns false to stop the stream (ERROR event).
-  bool ApplyEvent(Kind kind, std::string_view line, std::string* resource_version,
-                  bool* gone, std::string* error);
+  bool ApplyEvent(Kind kind, std::string_view line, std::string* resource_version, bool* gone,
+                  std::string* error);
   void NoteRejection(const Pod& pod);
   // Sleeps up to `d`; returns true if stopping.
   bool WaitOrStop(absl::Duration d);

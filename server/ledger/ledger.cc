@@ -52,8 +52,9 @@ FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
         used(node.confirmed.ephemeral_storage_bytes, node.assumed.ephemeral_storage_bytes,
              released ? released->ephemeral_storage_bytes : 0));
   for (const auto& [name, want] : requests.scalars) {
-    check(name, want, alloc.Get(name),
-          used(node.confirmed.Get(name), node.assumed.Get(name), released ? released->Get(name) : 0));
+    check(
+        name, want, alloc.Get(name),
+        used(node.confirmed.Get(name), node.assumed.Get(name), released ? released->Get(name) : 0));
   }
   return result;
 }
@@ -81,14 +82,25 @@ FilterResult Ledger::Filter(const Resources& requests,
   return out;
 }
 
-absl::StatusOr<FitResult> Ledger::Fit(const Resources& requests,
-                                      const std::string& node_name) const {
+absl::StatusOr<FitResult> Ledger::Fit(const Resources& requests, const std::string& node_name,
+                                      const std::string& uid) const {
   ReaderMutexLock lock(&mu_);
   auto it = nodes_.find(node_name);
   if (it == nodes_.end() || !it->second.known) {
     return absl::NotFoundError(absl::StrCat("node ", node_name, " not found"));
   }
-  return FitLocked(it->second, requests, nullptr);
+  auto pod = uid.empty() ? pods_.end() : pods_.find(uid);
+  const Resources* released =
+      pod != pods_.end() && pod->second.node_name == node_name ? &pod->second.requests : nullptr;
+  return FitLocked(it->second, requests, released);
+}
+
+std::pair<Resources, bool> Ledger::CountedRequests(const std::string& uid,
+                                                   const std::string& node_name) const {
+  ReaderMutexLock lock(&mu_);
+  auto pod = pods_.find(uid);
+  if (pod == pods_.end() || pod->second.node_name != node_name) return {Resources(), false};
+  return {pod->second.requests, pod->second.state == PodState::kAssumed};
 }
 
 std::vector<int64_t> Ledger::Prioritize(const Resources& requests,
@@ -177,9 +189,9 @@ absl::StatusOr<AssumeOutcome> Ledger::TryAssume(const std::string& uid,
   FitResult fit = FitLocked(node->second, requests, nullptr);
   if (!fit.fits) {
     ++counters_.assume_rejected;
-    return absl::FailedPreconditionError(
-        absl::StrCat("pod ", namespace_name, "/", name, " no longer fits node ", node_name, ": ",
-                     absl::StrJoin(fit.reasons, ", ")));
+    return absl::FailedPreconditionError(absl::StrCat("pod ", namespace_name, "/", name,
+                                                      " no longer fits node ", node_name, ": ",
+                                                      absl::StrJoin(fit.reasons, ", ")));
   }
   PodEntry entry;
   entry.state = PodState::kAssumed;
@@ -377,8 +389,8 @@ std::optional<AssumedPod> Ledger::AssumedEntry(const std::string& uid) const {
   auto it = pods_.find(uid);
   if (it == pods_.end() || it->second.state != PodState::kAssumed) return std::nullopt;
   const PodEntry& e = it->second;
-  return AssumedPod{uid, e.namespace_name, e.name, e.node_name, e.requests, e.assumed_at,
-                    e.bind_in_flight, e.epoch};
+  return AssumedPod{uid,        e.namespace_name, e.name,           e.node_name,
+                    e.requests, e.assumed_at,     e.bind_in_flight, e.epoch};
 }
 
 absl::StatusOr<Resources> Ledger::PendingPodRequests(const std::string& uid) const {

@@ -12,9 +12,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "common/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/mutex.h"
 #include "server/model/resources.h"
 
 namespace fitledger {
@@ -59,8 +59,8 @@ struct FitResult {
 };
 
 struct FilterResult {
-  std::vector<size_t> fits;                                // indices into the candidate names
-  std::vector<std::pair<size_t, std::string>> failed;     // index, reasons joined by ", "
+  std::vector<size_t> fits;                            // indices into the candidate names
+  std::vector<std::pair<size_t, std::string>> failed;  // index, reasons joined by ", "
   std::vector<std::pair<size_t, std::string>> unresolvable;
 };
 
@@ -141,8 +141,15 @@ class Ledger {
   // Candidate nodes for a pod with `requests`, counting confirmed + assumed pods. Unknown node
   // names are reported as failed ("node not found"), not dropped.
   FilterResult Filter(const Resources& requests, absl::Span<const std::string> node_names) const;
-  // The fit of `requests` on one node, for Explain. NotFound for an unknown node.
-  absl::StatusOr<FitResult> Fit(const Resources& requests, const std::string& node_name) const;
+  // The fit of `requests` on one node, for Explain. A pod already counted on that node under
+  // `uid` (non-empty) is left out of the node's usage, so it is not counted twice. NotFound for
+  // an unknown node.
+  absl::StatusOr<FitResult> Fit(const Resources& requests, const std::string& node_name,
+                                const std::string& uid = "") const;
+  // The requests counted for `uid` on `node_name` (zero when it is not counted there), and
+  // whether they are counted as assumed (else confirmed).
+  std::pair<Resources, bool> CountedRequests(const std::string& uid,
+                                             const std::string& node_name) const;
   // Scores 0..10 per node, in the order given; unknown nodes score 0.
   std::vector<int64_t> Prioritize(const Resources& requests,
                                   absl::Span<const std::string> node_names) const;
@@ -157,8 +164,7 @@ class Ledger {
   // bind in flight. Idempotent per UID. Errors: NotFound (unknown node), FailedPrecondition (does
   // not fit: the message lists the reasons), AlreadyExists (the pod is assumed or bound on
   // another node).
-  absl::StatusOr<AssumeOutcome> TryAssume(const std::string& uid,
-                                          const std::string& namespace_name,
+  absl::StatusOr<AssumeOutcome> TryAssume(const std::string& uid, const std::string& namespace_name,
                                           const std::string& name, const std::string& node_name,
                                           const Resources& requests, absl::Time now);
   // The binding POST succeeded, or the API reported the pod bound to `node_name`: the pod stays
@@ -217,8 +223,7 @@ class Ledger {
                       const Resources* released) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AddLocked(const std::string& uid, PodEntry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(const std::string& uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ConfirmLocked(PodEntry& entry, const PodRecord& pod)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ConfirmLocked(PodEntry& entry, const PodRecord& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropNodeIfEmptyLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpsertNodeLocked(const NodeRecord& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpsertPodLocked(const PodRecord& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -230,7 +235,7 @@ class Ledger {
   mutable Mutex mu_;
   // Guarded by mu_.
   absl::flat_hash_map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, PodEntry> pods_ ABSL_GUARDED_BY(mu_);  // by UID
+  absl::flat_hash_map<std::string, PodEntry> pods_ ABSL_GUARDED_BY(mu_);       // by UID
   absl::flat_hash_map<std::string, PendingPod> pending_ ABSL_GUARDED_BY(mu_);  // by UID
   uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   LedgerCounters counters_ ABSL_GUARDED_BY(mu_);

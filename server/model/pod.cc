@@ -37,7 +37,8 @@ class ExactList {
   Quantity& Slot(absl::string_view name) {
     auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
                                [](const auto& e, absl::string_view n) { return e.first < n; });
-    if (it == entries_.end() || it->first != name) it = entries_.insert(it, {std::string(name), Quantity()});
+    if (it == entries_.end() || it->first != name)
+      it = entries_.insert(it, {std::string(name), Quantity()});
     return it->second;
   }
   std::vector<std::pair<std::string, Quantity>> entries_;

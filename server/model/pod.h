@@ -47,7 +47,7 @@ struct Pod {
   int32_t priority = 0;
   std::vector<Container> containers;
   std::vector<Container> init_containers;
-  QuantityList overhead;                 // spec.overhead
+  QuantityList overhead;                     // spec.overhead
   std::optional<QuantityList> pod_requests;  // spec.resources.requests (pod-level resources)
   std::optional<QuantityList> pod_limits;    // spec.resources.limits
   std::vector<ContainerStatus> container_statuses;

@@ -12,9 +12,11 @@ namespace {
 using int128 = __int128;
 
 // The largest magnitude we hold: 2^63-1 units, in nanos. Anything above cannot be an int64 value.
-constexpr int128 kMaxNanos = static_cast<int128>(std::numeric_limits<int64_t>::max()) * Quantity::kNano;
+constexpr int128 kMaxNanos =
+    static_cast<int128>(std::numeric_limits<int64_t>::max()) * Quantity::kNano;
 // Digits beyond this magnitude only matter for rounding (or mean overflow).
-constexpr int128 kDigitLimit = static_cast<int128>(1'000'000'000'000'000'000LL) * 1'000'000'000'000'000'000LL;
+constexpr int128 kDigitLimit =
+    static_cast<int128>(1'000'000'000'000'000'000LL) * 1'000'000'000'000'000'000LL;
 
 absl::Status Invalid(absl::string_view text, absl::string_view why) {
   return absl::InvalidArgumentError(
@@ -46,16 +48,35 @@ bool ParseSuffix(absl::string_view s, Suffix& out) {
   }
   if (s.size() == 1) {
     switch (s[0]) {
-      case 'n': out = {10, -9}; return true;
-      case 'u': out = {10, -6}; return true;
-      case 'm': out = {10, -3}; return true;
-      case 'k': out = {10, 3}; return true;
-      case 'M': out = {10, 6}; return true;
-      case 'G': out = {10, 9}; return true;
-      case 'T': out = {10, 12}; return true;
-      case 'P': out = {10, 15}; return true;
-      case 'E': out = {10, 18}; return true;
-      default: return false;
+      case 'n':
+        out = {10, -9};
+        return true;
+      case 'u':
+        out = {10, -6};
+        return true;
+      case 'm':
+        out = {10, -3};
+        return true;
+      case 'k':
+        out = {10, 3};
+        return true;
+      case 'M':
+        out = {10, 6};
+        return true;
+      case 'G':
+        out = {10, 9};
+        return true;
+      case 'T':
+        out = {10, 12};
+        return true;
+      case 'P':
+        out = {10, 15};
+        return true;
+      case 'E':
+        out = {10, 18};
+        return true;
+      default:
+        return false;
     }
   }
   if (s[0] == 'e' || s[0] == 'E') {
@@ -117,7 +138,8 @@ absl::StatusOr<Quantity> Quantity::Parse(absl::string_view text) {
   if (digits == 0) return Invalid(text, "expected a number");
   Suffix suffix;
   if (!ParseSuffix(text.substr(pos), suffix)) {
-    return Invalid(text, absl::StrCat("unknown suffix \"", absl::CHexEscape(text.substr(pos)), "\""));
+    return Invalid(text,
+                   absl::StrCat("unknown suffix \"", absl::CHexEscape(text.substr(pos)), "\""));
   }
 
   int128 nanos = 0;
@@ -171,19 +193,26 @@ absl::StatusOr<int64_t> Quantity::MilliValue() const { return RoundUpDiv(nanos_,
 
 absl::StatusOr<int64_t> Quantity::Value() const { return RoundUpDiv(nanos_, kNano); }
 
+namespace {
+// Decimal digits of a non-negative 128-bit value.
+std::string Digits(int128 v) {
+  std::string out;
+  do {
+    out.insert(out.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
+    v /= 10;
+  } while (v > 0);
+  return out;
+}
+}  // namespace
+
 std::string Quantity::ToString() const {
   int128 magnitude = nanos_ < 0 ? -nanos_ : nanos_;
   const char* sign = nanos_ < 0 ? "-" : "";
-  auto u64 = [](int128 v) { return static_cast<unsigned long long>(v); };
-  if (magnitude % kNano == 0) {
-    int128 units = magnitude / kNano;
-    if (units <= static_cast<int128>(std::numeric_limits<unsigned long long>::max())) {
-      return absl::StrCat(sign, u64(units));
-    }
-  }
-  if (magnitude % (kNano / 1000) == 0) return absl::StrCat(sign, u64(magnitude / (kNano / 1000)), "m");
-  if (magnitude % 1000 == 0) return absl::StrCat(sign, u64(magnitude / 1000), "u");
-  return absl::StrCat(sign, u64(magnitude), "n");
+  if (magnitude % kNano == 0) return absl::StrCat(sign, Digits(magnitude / kNano));
+  if (magnitude % (kNano / 1000) == 0)
+    return absl::StrCat(sign, Digits(magnitude / (kNano / 1000)), "m");
+  if (magnitude % 1000 == 0) return absl::StrCat(sign, Digits(magnitude / 1000), "u");
+  return absl::StrCat(sign, Digits(magnitude), "n");
 }
 
 }  // namespace fitledger

@@ -28,7 +28,9 @@ class Quantity {
   static absl::StatusOr<Quantity> Parse(absl::string_view text);
 
   static Quantity FromNanos(__int128 nanos) { return Quantity(nanos); }
-  static Quantity FromUnits(int64_t units) { return Quantity(static_cast<__int128>(units) * kNano); }
+  static Quantity FromUnits(int64_t units) {
+    return Quantity(static_cast<__int128>(units) * kNano);
+  }
   static Quantity FromMillis(int64_t millis) {
     return Quantity(static_cast<__int128>(millis) * (kNano / 1000));
   }

@@ -51,8 +51,9 @@ int64_t Resources::Get(absl::string_view name) const {
   if (name == kResourceMemory) return memory_bytes;
   if (name == kResourceEphemeralStorage) return ephemeral_storage_bytes;
   if (name == kResourcePods) return pods;
-  auto it = std::lower_bound(scalars.begin(), scalars.end(), name,
-                             [](const auto& entry, absl::string_view n) { return entry.first < n; });
+  auto it =
+      std::lower_bound(scalars.begin(), scalars.end(), name,
+                       [](const auto& entry, absl::string_view n) { return entry.first < n; });
   return (it != scalars.end() && it->first == name) ? it->second : 0;
 }
 

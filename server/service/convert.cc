@@ -71,8 +71,8 @@ absl::StatusOr<Pod> PodFromProto(const v1::Pod& in) {
   pod.status_reason = in.status().reason();
   pod.status_message = in.status().message();
   RETURN_IF_ERROR(ContainersFromProto(in.spec().containers(), "spec.containers", &pod.containers));
-  RETURN_IF_ERROR(
-      ContainersFromProto(in.spec().init_containers(), "spec.initContainers", &pod.init_containers));
+  RETURN_IF_ERROR(ContainersFromProto(in.spec().init_containers(), "spec.initContainers",
+                                      &pod.init_containers));
   ASSIGN_OR_RETURN(pod.overhead, ListFromProto(in.spec().overhead(), "spec.overhead"));
   if (in.spec().has_resources()) {
     if (!in.spec().resources().requests().empty()) {

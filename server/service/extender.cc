@@ -39,7 +39,17 @@ absl::StatusOr<FilterResult> Extender::Filter(const Pod& pod,
   if (!synced_()) return NotSynced();
   ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
   Remember(pod.uid, requests);
-  return ledger_->Filter(requests, node_names);
+  FilterResult result = ledger_->Filter(requests, node_names);
+  if (LogEnabled(LogLevel::kDebug)) {
+    LogDebug("filtered", {{"verb", "filter"},
+                          {"pod", absl::StrCat(pod.namespace_name, "/", pod.name)},
+                          {"requests", ToString(requests)},
+                          {"candidates", absl::StrCat(node_names.size())},
+                          {"fit", absl::StrCat(result.fits.size())},
+                          {"failed", absl::StrCat(result.failed.size())},
+                          {"unresolvable", absl::StrCat(result.unresolvable.size())}});
+  }
+  return result;
 }
 
 absl::StatusOr<std::vector<int64_t>> Extender::Prioritize(
@@ -70,8 +80,8 @@ absl::StatusOr<Resources> Extender::RequestsFor(const BindRequest& request) {
     if (absl::IsNotFound(pod.status())) {
       return absl::NotFoundError(absl::StrCat("pod ", PodName(request), " not found"));
     }
-    return absl::UnavailableError(absl::StrCat("cannot read pod ", PodName(request), ": ",
-                                               pod.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot read pod ", PodName(request), ": ", pod.status().message()));
   }
   if (pod->uid != request.uid) {
     return absl::NotFoundError(absl::StrCat("pod ", PodName(request), " with UID ", request.uid,
@@ -124,8 +134,8 @@ absl::Status Extender::Bind(const BindRequest& request) {
 absl::Status Extender::BindWithoutLedger(const BindRequest& request) {
   // Decide from the watch alone, as a scheduler without assume does: Filter judged the node
   // on a view that may lag, and nothing is reserved here, so a burst overcommits.
-  kube::BindResult result = binder_->Bind(request.namespace_name, request.name, request.uid,
-                                          request.node);
+  kube::BindResult result =
+      binder_->Bind(request.namespace_name, request.name, request.uid, request.node);
   switch (result.outcome) {
     case kube::BindOutcome::kBound:
     case kube::BindOutcome::kAlreadyBound:
@@ -155,9 +165,10 @@ absl::Status Extender::BindAssumed(const BindRequest& request) {
     // Assumed on another node by an earlier bind whose outcome we never learned: ask the API,
     // settle, and try once more.
     std::optional<AssumedPod> previous = ledger_->AssumedEntry(request.uid);
-    if (previous.has_value() && !previous->bind_in_flight && SettleWithApi(*previous)) {
-      assumed = ledger_->TryAssume(request.uid, request.namespace_name, request.name,
-                                   request.node, *requests, absl::Now());
+    if (previous.has_value() && !previous->bind_in_flight &&
+        SettleWithApi(*previous, absl::Now())) {
+      assumed = ledger_->TryAssume(request.uid, request.namespace_name, request.name, request.node,
+                                   *requests, absl::Now());
     }
   }
   if (!assumed.ok()) {
@@ -167,7 +178,10 @@ absl::Status Extender::BindAssumed(const BindRequest& request) {
       Count("node_not_found");
     } else {
       Count("assumed_elsewhere");
-      return absl::FailedPreconditionError(assumed.status().message());
+      return absl::FailedPreconditionError(
+          absl::StrCat(assumed.status().message(),
+                       " (an earlier bind's outcome is unknown; it is settled with the API within "
+                       "ledger.assumedReconcileAge)"));
     }
     return assumed.status();
   }
@@ -191,8 +205,8 @@ absl::Status Extender::BindAssumed(const BindRequest& request) {
     case kube::BindOutcome::kBoundElsewhere:
       ledger_->MarkBound(request.uid, result.node);
       Count("bound_elsewhere");
-      return absl::FailedPreconditionError(absl::StrCat(
-          "pod ", PodName(request), " is already bound to node ", result.node));
+      return absl::FailedPreconditionError(
+          absl::StrCat("pod ", PodName(request), " is already bound to node ", result.node));
     case kube::BindOutcome::kPodGone:
       ledger_->Forget(request.uid);
       Count("pod_gone");
@@ -215,7 +229,7 @@ absl::Status Extender::BindAssumed(const BindRequest& request) {
   return absl::InternalError("unreachable");
 }
 
-bool Extender::SettleWithApi(const AssumedPod& assumed) {
+bool Extender::SettleWithApi(const AssumedPod& assumed, absl::Time now) {
   absl::StatusOr<Pod> pod = binder_->GetPod(assumed.namespace_name, assumed.name);
   if (!pod.ok()) {
     if (absl::IsNotFound(pod.status())) {
@@ -227,6 +241,7 @@ bool Extender::SettleWithApi(const AssumedPod& assumed) {
     return ledger_->Settle(assumed.uid, assumed.epoch, ApiPodState::kGone, nullptr);
   }
   if (pod->node_name.empty()) {
+    if (now - assumed.assumed_at < options_.settle_unbound_after) return false;  // may still bind
     return ledger_->Settle(assumed.uid, assumed.epoch, ApiPodState::kUnbound, nullptr);
   }
   absl::StatusOr<PodRecord> record = kube::ToPodRecord(*pod);

@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/mutex.h"
 #include "server/kube/binder.h"
@@ -26,6 +27,9 @@ struct ExtenderOptions {
   bool ledger_enabled = true;
   // Requests remembered from Filter calls, for Bind (by pod UID).
   size_t filter_cache_size = 10000;
+  // An assumption whose bind outcome is unknown is forgotten on the API's word "unbound" only
+  // once it is this old: the API server may still apply a binding the client gave up on.
+  absl::Duration settle_unbound_after = absl::Seconds(60);
 };
 
 struct BindRequest {
@@ -61,9 +65,10 @@ class Extender {
   // InvalidArgument (bad request).
   absl::Status Bind(const BindRequest& request);
 
-  // Settles one old assumption against the API (used by the reconciler and by Bind when a pod
-  // is assumed elsewhere). Returns true if the ledger changed.
-  bool SettleWithApi(const AssumedPod& assumed);
+  // Settles one assumption against the API (used by the reconciler and by Bind when a pod is
+  // assumed elsewhere): bound -> confirmed; gone -> forgotten; unbound -> forgotten only if it
+  // was assumed at least settle_unbound_after before `now`. Returns true if the ledger changed.
+  bool SettleWithApi(const AssumedPod& assumed, absl::Time now);
 
   // Graceful shutdown: new binds are refused (Unavailable); WaitForBinds blocks until the
   // in-flight ones finish.
@@ -93,7 +98,7 @@ class Extender {
 
   std::mutex binds_mu_;  // for binds_cv_ only
   std::condition_variable binds_cv_;
-  int binds_in_flight_ = 0;  // guarded by binds_mu_
+  int binds_in_flight_ = 0;     // guarded by binds_mu_
   bool shutting_down_ = false;  // guarded by binds_mu_
 };
 

@@ -68,8 +68,24 @@ absl::StatusOr<Pod> RequirePod(const v1::Pod& pod) {
 ExtenderService::ExtenderService(Extender* extender, RpcMetrics* metrics)
     : extender_(extender), metrics_(metrics) {}
 
-grpc::Status ExtenderService::Filter(grpc::ServerContext*, const v1::ExtenderArgs* args,
-                                     v1::ExtenderFilterResult* result) {
+grpc::ServerUnaryReactor* ExtenderService::Filter(grpc::CallbackServerContext* context,
+                                                  const v1::ExtenderArgs* args,
+                                                  v1::ExtenderFilterResult* result) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(DoFilter(args, result));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ExtenderService::Prioritize(grpc::CallbackServerContext* context,
+                                                      const v1::ExtenderArgs* args,
+                                                      v1::HostPriorityList* result) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(DoPrioritize(args, result));
+  return reactor;
+}
+
+grpc::Status ExtenderService::DoFilter(const v1::ExtenderArgs* args,
+                                       v1::ExtenderFilterResult* result) {
   RpcScope scope(metrics_, "Filter");
   absl::StatusOr<Pod> pod = RequirePod(args->pod());
   if (!pod.ok()) return scope.Done(pod.status());
@@ -79,7 +95,8 @@ grpc::Status ExtenderService::Filter(grpc::ServerContext*, const v1::ExtenderArg
   result->mutable_node_names()->Reserve(static_cast<int>(filtered->fits.size()));
   for (size_t i : filtered->fits) {
     result->add_node_names(names[i]);
-    if (args->has_nodes()) *result->mutable_nodes()->add_items() = args->nodes().items(static_cast<int>(i));
+    if (args->has_nodes())
+      *result->mutable_nodes()->add_items() = args->nodes().items(static_cast<int>(i));
   }
   if (args->has_nodes()) result->mutable_nodes();  // present, even if empty
   for (const auto& [i, why] : filtered->failed) (*result->mutable_failed_nodes())[names[i]] = why;
@@ -89,8 +106,8 @@ grpc::Status ExtenderService::Filter(grpc::ServerContext*, const v1::ExtenderArg
   return scope.Done(absl::OkStatus());
 }
 
-grpc::Status ExtenderService::Prioritize(grpc::ServerContext*, const v1::ExtenderArgs* args,
-                                         v1::HostPriorityList* result) {
+grpc::Status ExtenderService::DoPrioritize(const v1::ExtenderArgs* args,
+                                           v1::HostPriorityList* result) {
   RpcScope scope(metrics_, "Prioritize");
   absl::StatusOr<Pod> pod = RequirePod(args->pod());
   if (!pod.ok()) return scope.Done(pod.status());
@@ -144,8 +161,8 @@ grpc::Status ExtenderService::Preempt(grpc::ServerContext*, const v1::ExtenderPr
 }
 
 IntrospectionService::IntrospectionService(const Ledger* ledger, bool ledger_enabled,
-                                           std::function<bool()> synced,
-                                           RejectionSource rejections, RpcMetrics* metrics)
+                                           std::function<bool()> synced, RejectionSource rejections,
+                                           RpcMetrics* metrics)
     : ledger_(ledger),
       ledger_enabled_(ledger_enabled),
       synced_(std::move(synced)),
@@ -205,7 +222,9 @@ grpc::Status IntrospectionService::Explain(grpc::ServerContext*, const v1::Expla
   if (!pod.ok()) return scope.Done(pod.status());
   absl::StatusOr<Resources> requests = PodRequests(*pod, RequestBasis::kSpec);
   if (!requests.ok()) return scope.Done(requests.status());
-  absl::StatusOr<FitResult> fit = ledger_->Fit(*requests, request->node());
+  // A pod that is already counted on the node is judged against the node without itself.
+  const std::string& uid = pod->uid;
+  absl::StatusOr<FitResult> fit = ledger_->Fit(*requests, request->node(), uid);
   if (!fit.ok()) return scope.Done(fit.status());
   response->set_fits(fit->fits);
   response->set_unresolvable(fit->unresolvable);
@@ -213,6 +232,11 @@ grpc::Status IntrospectionService::Explain(grpc::ServerContext*, const v1::Expla
   NodeSummary node;
   for (NodeSummary& n : ledger_->Nodes()) {
     if (n.name == request->node()) node = std::move(n);
+  }
+  if (!uid.empty()) {
+    // Leave the pod's own counted requests out of the numbers as well.
+    auto [own, assumed] = ledger_->CountedRequests(uid, request->node());
+    (assumed ? node.assumed : node.confirmed).Subtract(own);
   }
   std::vector<std::string> names = {"pods", "cpu", "memory", "ephemeral-storage"};
   for (const auto& [name, value] : requests->scalars) names.push_back(name);

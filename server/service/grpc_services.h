@@ -27,19 +27,30 @@ struct RpcMetrics {
 };
 
 // Thread-safe (stateless over Extender).
-class ExtenderService final : public v1::Extender::Service {
+// Filter and Prioritize never block (one reader lock, microseconds): they run inline on gRPC's
+// callback threads, without the sync server's hand-off to a worker thread. Bind (an API call)
+// and Preempt stay on the sync thread pool.
+class ExtenderService final
+    : public v1::Extender::WithCallbackMethod_Filter<
+          v1::Extender::WithCallbackMethod_Prioritize<v1::Extender::Service>> {
  public:
   // `extender` and `metrics` must outlive this.
   ExtenderService(Extender* extender, RpcMetrics* metrics);
 
-  grpc::Status Filter(grpc::ServerContext* context, const v1::ExtenderArgs* args,
-                      v1::ExtenderFilterResult* result) override;
-  grpc::Status Prioritize(grpc::ServerContext* context, const v1::ExtenderArgs* args,
-                          v1::HostPriorityList* result) override;
+  grpc::ServerUnaryReactor* Filter(grpc::CallbackServerContext* context,
+                                   const v1::ExtenderArgs* args,
+                                   v1::ExtenderFilterResult* result) override;
+  grpc::ServerUnaryReactor* Prioritize(grpc::CallbackServerContext* context,
+                                       const v1::ExtenderArgs* args,
+                                       v1::HostPriorityList* result) override;
   grpc::Status Bind(grpc::ServerContext* context, const v1::ExtenderBindingArgs* args,
                     v1::ExtenderBindingResult* result) override;
   grpc::Status Preempt(grpc::ServerContext* context, const v1::ExtenderPreemptionArgs* args,
                        v1::ExtenderPreemptionResult* result) override;
+
+  // The handlers' bodies, callable in process (the server's own webhook listener).
+  grpc::Status DoFilter(const v1::ExtenderArgs* args, v1::ExtenderFilterResult* result);
+  grpc::Status DoPrioritize(const v1::ExtenderArgs* args, v1::HostPriorityList* result);
 
  private:
   Extender* const extender_;
@@ -60,7 +71,8 @@ class IntrospectionService final : public v1::Introspection::Service {
                            v1::ListAssumedResponse* response) override;
   grpc::Status Explain(grpc::ServerContext* context, const v1::ExplainRequest* request,
                        v1::ExplainResponse* response) override;
-  grpc::Status ListRejections(grpc::ServerContext* context, const v1::ListRejectionsRequest* request,
+  grpc::Status ListRejections(grpc::ServerContext* context,
+                              const v1::ListRejectionsRequest* request,
                               v1::ListRejectionsResponse* response) override;
 
  private:

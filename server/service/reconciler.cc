@@ -33,7 +33,7 @@ void Reconciler::Stop() {
 int Reconciler::RunOnce(absl::Time now) {
   int changed = 0;
   for (const AssumedPod& assumed : extender_->ledger().AssumedOlderThan(now - age_)) {
-    if (extender_->SettleWithApi(assumed)) {
+    if (extender_->SettleWithApi(assumed, now)) {
       ++changed;
       LogInfo("reconciled an old assumption",
               {{"pod", absl::StrCat(assumed.namespace_name, "/", assumed.name)},

@@ -12,8 +12,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/shim/http_server.h"
+#include "client/shim/logfmt.h"
+#include "client/shim/metrics.h"
+#include "client/shim/webhook.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "config/shim_config.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "httplib.h"
@@ -34,6 +40,70 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return buffer.str();
 }
 
+// The webhook's Extender stub, answered in process by the ExtenderService: no serialization,
+// no socket, no thread hand-off. The webhook uses only the synchronous methods, so the
+// asynchronous ones are not provided (they return nullptr and are never called).
+class InProcessExtender final : public v1::Extender::StubInterface {
+ public:
+  explicit InProcessExtender(ExtenderService* service) : service_(service) {}
+  grpc::Status Filter(grpc::ClientContext*, const v1::ExtenderArgs& request,
+                      v1::ExtenderFilterResult* response) override {
+    return service_->DoFilter(&request, response);
+  }
+  grpc::Status Prioritize(grpc::ClientContext*, const v1::ExtenderArgs& request,
+                          v1::HostPriorityList* response) override {
+    return service_->DoPrioritize(&request, response);
+  }
+  grpc::Status Bind(grpc::ClientContext*, const v1::ExtenderBindingArgs& request,
+                    v1::ExtenderBindingResult* response) override {
+    return service_->Bind(nullptr, &request, response);
+  }
+  grpc::Status Preempt(grpc::ClientContext*, const v1::ExtenderPreemptionArgs& request,
+                       v1::ExtenderPreemptionResult* response) override {
+    return service_->Preempt(nullptr, &request, response);
+  }
+
+ private:
+  using FilterReader = grpc::ClientAsyncResponseReaderInterface<v1::ExtenderFilterResult>;
+  using PrioritizeReader = grpc::ClientAsyncResponseReaderInterface<v1::HostPriorityList>;
+  using BindReader = grpc::ClientAsyncResponseReaderInterface<v1::ExtenderBindingResult>;
+  using PreemptReader = grpc::ClientAsyncResponseReaderInterface<v1::ExtenderPreemptionResult>;
+  FilterReader* AsyncFilterRaw(grpc::ClientContext*, const v1::ExtenderArgs&,
+                               grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  FilterReader* PrepareAsyncFilterRaw(grpc::ClientContext*, const v1::ExtenderArgs&,
+                                      grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  PrioritizeReader* AsyncPrioritizeRaw(grpc::ClientContext*, const v1::ExtenderArgs&,
+                                       grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  PrioritizeReader* PrepareAsyncPrioritizeRaw(grpc::ClientContext*, const v1::ExtenderArgs&,
+                                              grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  BindReader* AsyncBindRaw(grpc::ClientContext*, const v1::ExtenderBindingArgs&,
+                           grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  BindReader* PrepareAsyncBindRaw(grpc::ClientContext*, const v1::ExtenderBindingArgs&,
+                                  grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  PreemptReader* AsyncPreemptRaw(grpc::ClientContext*, const v1::ExtenderPreemptionArgs&,
+                                 grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  PreemptReader* PrepareAsyncPreemptRaw(grpc::ClientContext*, const v1::ExtenderPreemptionArgs&,
+                                        grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+
+  ExtenderService* const service_;
+};
+
 class ServerAppImpl : public ServerApp {
  public:
   explicit ServerAppImpl(config::ServerConfig config, kube::Connection connection)
@@ -44,7 +114,7 @@ class ServerAppImpl : public ServerApp {
                                      : ScoringStrategy::kLeastAllocated),
         watcher_(&client_, &ledger_, WatcherOptionsFor(config_)),
         binder_(&client_, config_.bind_timeout),
-        extender_(&ledger_, &binder_, ExtenderOptions{config_.ledger_enabled},
+        extender_(&ledger_, &binder_, ExtenderOptionsFor(config_),
                   [this] { return watcher_.synced(); }),
         reconciler_(&extender_, config_.reconcile_period, config_.assumed_reconcile_age),
         rpc_metrics_(&metrics_),
@@ -63,6 +133,10 @@ class ServerAppImpl : public ServerApp {
   absl::Status Start() override {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    // gRPC's built-in health service has no protobuf descriptor of its own; linking the
+    // generated grpc.health.v1 messages puts health.proto in the pool reflection serves, so
+    // grpcurl and reflection clients can call grpc.health.v1.Health/Check.
+    (void)grpc::health::v1::HealthCheckRequest::descriptor();
     grpc::ServerBuilder builder;
     grpc_ports_.assign(config_.grpc_listen.size(), 0);
     std::shared_ptr<grpc::ServerCredentials> tls;
@@ -100,8 +174,8 @@ class ServerAppImpl : public ServerApp {
     builder.SetMaxReceiveMessageSize(64 << 20);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on ",
-                                                 absl::StrJoin(config_.grpc_listen, ", ")));
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", absl::StrJoin(config_.grpc_listen, ", ")));
     }
     for (size_t i = 0; i < config_.grpc_listen.size(); ++i) {
       if (!absl::StartsWith(config_.grpc_listen[i], "unix://") && grpc_ports_[i] == 0) {
@@ -115,6 +189,8 @@ class ServerAppImpl : public ServerApp {
     watcher_.Start();
     if (config_.ledger_enabled) reconciler_.Start();
     health_thread_ = std::thread([this] { HealthLoop(); });
+    absl::Status webhook = StartWebhook();
+    if (!webhook.ok()) return webhook;
     LogInfo("fitledger-server started",
             {{"grpc", absl::StrJoin(config_.grpc_listen, ",")},
              {"kubernetes", client_.connection().server},
@@ -125,6 +201,7 @@ class ServerAppImpl : public ServerApp {
   void Shutdown() override {
     if (shut_down_.exchange(true)) return;
     LogInfo("shutting down: finishing in-flight binds");
+    if (webhook_server_ != nullptr) webhook_server_->Stop();
     extender_.BeginShutdown();
     stop_health_ = true;
     if (health_thread_.joinable()) health_thread_.join();
@@ -133,8 +210,10 @@ class ServerAppImpl : public ServerApp {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
     }
     extender_.WaitForBinds();
+    LogDebug("shutdown: gRPC stopped, binds finished");
     reconciler_.Stop();
     watcher_.Stop();
+    LogDebug("shutdown: watcher stopped");
     if (monitor_ != nullptr) {
       monitor_->stop();
       if (monitor_thread_.joinable()) monitor_thread_.join();
@@ -152,6 +231,9 @@ class ServerAppImpl : public ServerApp {
     return out;
   }
   int monitor_port() const override { return monitor_port_; }
+  int webhook_port() const override {
+    return webhook_server_ != nullptr ? webhook_server_->port() : 0;
+  }
 
  private:
   static AccountingPolicy Policy(const config::ServerConfig& c) {
@@ -159,6 +241,12 @@ class ServerAppImpl : public ServerApp {
     p.all = c.accounting_all;
     p.managed = c.managed_resources;
     return p;
+  }
+  static ExtenderOptions ExtenderOptionsFor(const config::ServerConfig& c) {
+    ExtenderOptions o;
+    o.ledger_enabled = c.ledger_enabled;
+    o.settle_unbound_after = c.assumed_reconcile_age;
+    return o;
   }
   static kube::WatcherOptions WatcherOptionsFor(const config::ServerConfig& c) {
     kube::WatcherOptions o;
@@ -186,6 +274,34 @@ class ServerAppImpl : public ServerApp {
     }
   }
 
+  // kube-scheduler's webhook on this process: the shim's HTTP server and codec over the
+  // ExtenderService, in process.
+  absl::Status StartWebhook() {
+    if (config_.webhook.listen.empty()) return absl::OkStatus();
+    config::ShimConfig shim;
+    shim.listen = config_.webhook.listen;
+    shim.prefix = config_.webhook.prefix;
+    shim.server = "unix:///in-process";  // unused: the stub below answers in process
+    shim.max_body_bytes = config_.webhook.max_body_bytes;
+    shim.threads = static_cast<int>(config_.webhook.threads);
+    shim.tls.cert_file = config_.webhook.tls.cert_file;
+    shim.tls.key_file = config_.webhook.tls.key_file;
+    shim.tls.client_ca_file = config_.webhook.tls.client_ca_file;
+    shim.monitor_listen.clear();
+    shim.log_level = config_.log_level;
+    absl::Status valid = config::ValidateShimConfig(shim);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("webhook: ", valid.message()));
+    }
+    webhook_ = std::make_unique<shim::Webhook>(
+        std::make_unique<InProcessExtender>(&extender_service_),
+        grpc::health::v1::Health::NewStub(server_->InProcessChannel(grpc::ChannelArguments())),
+        shim::Webhook::Options{}, &webhook_metrics_, &webhook_logger_);
+    webhook_server_ = std::make_unique<shim::ShimServer>(shim, webhook_.get(), &webhook_metrics_,
+                                                         &webhook_logger_);
+    return webhook_server_->Start();
+  }
+
   absl::Status StartMonitor() {
     if (config_.monitor_listen.empty()) return absl::OkStatus();
     size_t colon = config_.monitor_listen.rfind(':');
@@ -207,9 +323,12 @@ class ServerAppImpl : public ServerApp {
       res.set_content(ready ? "ok\n" : "not synced\n", "text/plain");
     });
     monitor_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
+      std::string text = metrics_.Render();
+      if (webhook_server_ != nullptr) text += webhook_metrics_.Render();
+      res.set_content(text, "text/plain; version=0.0.4");
     });
-    monitor_port_ = port == 0 ? monitor_->bind_to_any_port(host) : (monitor_->bind_to_port(host, port) ? port : -1);
+    monitor_port_ = port == 0 ? monitor_->bind_to_any_port(host)
+                              : (monitor_->bind_to_port(host, port) ? port : -1);
     if (monitor_port_ <= 0) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.monitor_listen));
     }
@@ -219,66 +338,76 @@ class ServerAppImpl : public ServerApp {
 
   void RegisterMetrics() {
     metrics_.Gauge("fitledger_synced", "1 once the first full list of nodes and pods is applied.",
-                   {}, [this] { return std::vector<GaugeSample>{{{}, watcher_.synced() ? 1.0 : 0.0}}; });
-    metrics_.Gauge("fitledger_assumed_pods", "Pods bound by fitledger not yet seen by the watch.",
                    {}, [this] {
-                     return std::vector<GaugeSample>{{{}, static_cast<double>(ledger_.Assumed().size())}};
+                     return std::vector<GaugeSample>{{{}, watcher_.synced() ? 1.0 : 0.0}};
                    });
+    metrics_.Gauge(
+        "fitledger_assumed_pods", "Pods bound by fitledger not yet seen by the watch.", {}, [this] {
+          return std::vector<GaugeSample>{{{}, static_cast<double>(ledger_.Assumed().size())}};
+        });
     metrics_.Gauge("fitledger_oldest_assumption_age_seconds",
                    "Age of the oldest assumed pod (0 when none).", {}, [this] {
                      std::vector<AssumedPod> all = ledger_.Assumed();
-                     double age = all.empty() ? 0 : absl::ToDoubleSeconds(absl::Now() - all.front().assumed_at);
+                     double age = all.empty()
+                                      ? 0
+                                      : absl::ToDoubleSeconds(absl::Now() - all.front().assumed_at);
                      return std::vector<GaugeSample>{{{}, age}};
                    });
-    metrics_.Gauge("fitledger_counted_pods", "Pods counted on nodes (assumed + confirmed).", {},
-                   [this] {
-                     return std::vector<GaugeSample>{{{}, static_cast<double>(ledger_.pod_count())}};
-                   });
-    metrics_.Gauge("fitledger_ledger_transitions", "Ledger transitions since start, by kind.",
-                   {"kind"}, [this] {
-                     LedgerCounters c = ledger_.counters();
-                     return std::vector<GaugeSample>{
-                         {{"assumed"}, double(c.assumed)},
-                         {{"confirmed"}, double(c.confirmed)},
-                         {{"forgotten"}, double(c.forgotten)},
-                         {{"assume_rejected"}, double(c.assume_rejected)},
-                         {{"reconcile_confirmed"}, double(c.reconcile_confirmed)},
-                         {{"reconcile_forgotten"}, double(c.reconcile_forgotten)}};
-                   });
-    metrics_.Gauge("fitledger_bind_outcomes", "Bind outcomes since start, by reason.", {"reason"},
-                   [this] {
-                     std::vector<GaugeSample> out;
-                     for (const auto& [reason, n] : extender_.bind_counters().outcomes) {
-                       out.push_back({{reason}, double(n)});
-                     }
-                     return out;
-                   });
-    metrics_.Gauge("fitledger_watch", "Watch activity since start, by kind.", {"kind"}, [this] {
-      kube::WatcherStats s = watcher_.stats();
-      return std::vector<GaugeSample>{{{"lists"}, double(s.lists)},
-                                      {{"relists_gone"}, double(s.relists_gone)},
-                                      {{"watch_restarts"}, double(s.watch_restarts)},
-                                      {{"events"}, double(s.events)},
-                                      {{"bookmarks"}, double(s.bookmarks)},
-                                      {{"decode_errors"}, double(s.decode_errors)}};
-    });
-    metrics_.Gauge("fitledger_seconds_since_last_watch_event",
-                   "Seconds since the last watch event or bookmark (-1 before the first).", {},
-                   [this] {
-                     absl::Time last = watcher_.stats().last_event;
-                     double v = last == absl::Time() ? -1 : absl::ToDoubleSeconds(absl::Now() - last);
-                     return std::vector<GaugeSample>{{{}, v}};
-                   });
-    metrics_.Gauge("fitledger_kubelet_rejections", "Pods the kubelet rejected (OutOf*), by reason and node.",
-                   {"reason", "node"}, [this] {
-                     std::map<std::pair<std::string, std::string>, double> counts;
-                     for (const auto& r : watcher_.rejections()) ++counts[{r.reason, r.node}];
-                     std::vector<GaugeSample> out;
-                     for (const auto& [key, n] : counts) out.push_back({{key.first, key.second}, n});
-                     return out;
-                   });
-    metrics_.Gauge("fitledger_node_resource", "Per node and resource: allocatable, confirmed, assumed "
-                   "(cpu in millicores, the rest in units).", {"node", "resource", "kind"}, [this] {
+    metrics_.Gauge(
+        "fitledger_counted_pods", "Pods counted on nodes (assumed + confirmed).", {}, [this] {
+          return std::vector<GaugeSample>{{{}, static_cast<double>(ledger_.pod_count())}};
+        });
+    metrics_.CounterFunc("fitledger_ledger_transitions_total",
+                         "Ledger transitions since start, by kind.", {"kind"}, [this] {
+                           LedgerCounters c = ledger_.counters();
+                           return std::vector<GaugeSample>{
+                               {{"assumed"}, double(c.assumed)},
+                               {{"confirmed"}, double(c.confirmed)},
+                               {{"forgotten"}, double(c.forgotten)},
+                               {{"assume_rejected"}, double(c.assume_rejected)},
+                               {{"reconcile_confirmed"}, double(c.reconcile_confirmed)},
+                               {{"reconcile_forgotten"}, double(c.reconcile_forgotten)}};
+                         });
+    metrics_.CounterFunc("fitledger_bind_outcomes_total", "Bind outcomes since start, by reason.",
+                         {"reason"}, [this] {
+                           std::vector<GaugeSample> out;
+                           for (const auto& [reason, n] : extender_.bind_counters().outcomes) {
+                             out.push_back({{reason}, double(n)});
+                           }
+                           return out;
+                         });
+    metrics_.CounterFunc(
+        "fitledger_watch_total", "Watch activity since start, by kind.", {"kind"}, [this] {
+          kube::WatcherStats s = watcher_.stats();
+          return std::vector<GaugeSample>{{{"lists"}, double(s.lists)},
+                                          {{"relists_gone"}, double(s.relists_gone)},
+                                          {{"watch_restarts"}, double(s.watch_restarts)},
+                                          {{"events"}, double(s.events)},
+                                          {{"bookmarks"}, double(s.bookmarks)},
+                                          {{"decode_errors"}, double(s.decode_errors)}};
+        });
+    metrics_.Gauge(
+        "fitledger_seconds_since_last_watch_event",
+        "Seconds since the last watch event or bookmark (-1 before the first).", {}, [this] {
+          absl::Time last = watcher_.stats().last_event;
+          double v = last == absl::Time() ? -1 : absl::ToDoubleSeconds(absl::Now() - last);
+          return std::vector<GaugeSample>{{{}, v}};
+        });
+    metrics_.CounterFunc(
+        "fitledger_kubelet_rejections_total",
+        "Pods the kubelet rejected (phase Failed, reason OutOf*) seen by the watch, "
+        "by reason and node. Alert on any increase.",
+        {"reason", "node"}, [this] {
+          std::vector<GaugeSample> out;
+          for (const auto& [key, n] : watcher_.stats().rejections_by_reason_node) {
+            out.push_back({{key.first, key.second}, double(n)});
+          }
+          return out;
+        });
+    metrics_.Gauge("fitledger_node_resource",
+                   "Per node and resource: allocatable, confirmed, assumed "
+                   "(cpu in millicores, the rest in units).",
+                   {"node", "resource", "kind"}, [this] {
                      std::vector<GaugeSample> out;
                      for (const NodeSummary& n : ledger_.Nodes()) {
                        for (const char* r : {"cpu", "memory", "pods"}) {
@@ -310,6 +439,10 @@ class ServerAppImpl : public ServerApp {
   IntrospectionService introspection_service_;
 
   std::unique_ptr<grpc::Server> server_;
+  shim::Metrics webhook_metrics_;
+  const shim::Logger webhook_logger_{shim::LogLevel::kWarn};
+  std::unique_ptr<shim::Webhook> webhook_;
+  std::unique_ptr<shim::ShimServer> webhook_server_;
   grpc::HealthCheckServiceInterface* health_ = nullptr;
   std::vector<int> grpc_ports_;
   std::unique_ptr<httplib::Server> monitor_;

@@ -27,6 +27,8 @@ class ServerApp {
   // monitor's port (0 if off).
   virtual std::vector<int> grpc_ports() const = 0;
   virtual int monitor_port() const = 0;
+  // The extender webhook's port when the server serves it (webhook.listen), else 0.
+  virtual int webhook_port() const = 0;
 };
 
 }  // namespace fitledger

@@ -23,8 +23,7 @@ MATCHER(IsOk, "is OK") {
 MATCHER_P2(StatusIs, code, message_matcher, "") {
   const absl::Status& s = GetStatus(arg);
   *result_listener << "status: " << s;
-  return s.code() == code &&
-         ::testing::Matches(message_matcher)(std::string(s.message()));
+  return s.code() == code && ::testing::Matches(message_matcher)(std::string(s.message()));
 }
 
 MATCHER_P(IsOkAndHolds, value_matcher, "") {

@@ -87,7 +87,8 @@ TEST(ShimConfigTest, ErrorsNameTheKeyAndLine) {
     const char* message;
   };
   const Case cases[] = {
-      {"unknown key", "listen: 127.0.0.1:1\nlisten_port: 5\n", "shim.yaml:2: unknown key listen_port"},
+      {"unknown key", "listen: 127.0.0.1:1\nlisten_port: 5\n",
+       "shim.yaml:2: unknown key listen_port"},
       {"unknown nested key", "tls:\n  certFile: a\n  keyFile: b\n  caFile: c\n",
        "shim.yaml:4: unknown key tls.caFile"},
       {"wrong type", "\nthreads: many\n", "shim.yaml:2: key threads: must be an integer"},
@@ -95,7 +96,8 @@ TEST(ShimConfigTest, ErrorsNameTheKeyAndLine) {
       {"bad duration", "log:\n  level: info\nserverTimeout: 4 seconds\n",
        "shim.yaml:3: key serverTimeout: \"4 seconds\" is not a duration"},
       {"zero timeout", "readTimeout: 0\n", "shim.yaml:1: key readTimeout: must be > 0"},
-      {"bad listen", "listen: localhost\n", "shim.yaml:1: key listen: \"localhost\" is not HOST:PORT"},
+      {"bad listen", "listen: localhost\n",
+       "shim.yaml:1: key listen: \"localhost\" is not HOST:PORT"},
       {"bad port", "listen: 127.0.0.1:70000\n", "key listen: \"127.0.0.1:70000\" is not HOST:PORT"},
       {"bad prefix", "prefix: fitledger\n", "shim.yaml:1: key prefix: must start with /"},
       {"tls half", "tls:\n  certFile: a\n", "shim.yaml:2: key tls.keyFile: certFile and keyFile"},
@@ -118,8 +120,8 @@ TEST(ShimConfigTest, MissingFileIsNotFound) {
 TEST(ShimConfigTest, ValidateChecksOverrides) {
   ShimConfig c;
   c.listen = "nohost";
-  EXPECT_THAT(ValidateShimConfig(c), StatusIs(absl::StatusCode::kInvalidArgument,
-                                              HasSubstr("key listen: \"nohost\"")));
+  EXPECT_THAT(ValidateShimConfig(c),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("key listen: \"nohost\"")));
   c = ShimConfig();
   c.prefix = "x";
   EXPECT_THAT(ValidateShimConfig(c),
@@ -138,8 +140,8 @@ TEST(ShimConfigTest, ParsesHostPort) {
   hp = ParseHostPort("0.0.0.0:0");
   ASSERT_THAT(hp, IsOk());
   EXPECT_EQ(hp->port, 0);
-  EXPECT_THAT(ParseHostPort("::1:80"), StatusIs(absl::StatusCode::kInvalidArgument,
-                                                HasSubstr("needs brackets")));
+  EXPECT_THAT(ParseHostPort("::1:80"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs brackets")));
   EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
   EXPECT_TRUE(IsLoopbackHost("::1"));
   EXPECT_TRUE(IsLoopbackHost("localhost"));

@@ -83,9 +83,9 @@ TEST(ProtoJsonTest, EmitsPascalCaseKeys) {
   ASSERT_TRUE(google::protobuf::util::MessageToJsonString(result, &json).ok());
   EXPECT_EQ(json, R"({"NodeNames":["w1"],"FailedNodes":{"w2":"Insufficient cpu"}})");
   v1::ExtenderBindingArgs bind;
-  ASSERT_TRUE(JsonStringToMessage(
-                  R"({"PodName":"p","PodNamespace":"ns","PodUID":"u","Node":"w1"})", &bind)
-                  .ok());
+  ASSERT_TRUE(
+      JsonStringToMessage(R"({"PodName":"p","PodNamespace":"ns","PodUID":"u","Node":"w1"})", &bind)
+          .ok());
   EXPECT_EQ(bind.pod_uid(), "u");
   EXPECT_EQ(bind.node(), "w1");
 }

@@ -122,8 +122,8 @@ std::unique_ptr<FakeServer> FakeServer::Start(FakeExtender* service, const std::
   builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) return nullptr;
-  std::string target = absl::StartsWith(address, "unix:") ? address
-                                                           : absl::StrCat("127.0.0.1:", port);
+  std::string target =
+      absl::StartsWith(address, "unix:") ? address : absl::StrCat("127.0.0.1:", port);
   return std::unique_ptr<FakeServer>(new FakeServer(std::move(server), std::move(target)));
 }
 

@@ -21,8 +21,8 @@ class FakeExtender final : public v1::Extender::Service {
   using PrioritizeFn = std::function<grpc::Status(const v1::ExtenderArgs&, v1::HostPriorityList*)>;
   using BindFn =
       std::function<grpc::Status(const v1::ExtenderBindingArgs&, v1::ExtenderBindingResult*)>;
-  using PreemptFn = std::function<grpc::Status(const v1::ExtenderPreemptionArgs&,
-                                               v1::ExtenderPreemptionResult*)>;
+  using PreemptFn =
+      std::function<grpc::Status(const v1::ExtenderPreemptionArgs&, v1::ExtenderPreemptionResult*)>;
 
   // Defaults: every candidate passes; scores 1; binds succeed; preempt keeps the meta victims.
   FakeExtender();

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <vector>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -150,11 +150,13 @@ TEST_F(ShimHttpTest, FilterDropsNamesThatWereNotCandidates) {
 }
 
 TEST_F(ShimHttpTest, FilterWithFullNodesEchoesTheNodeObjectsAsReceived) {
-  const std::string a = R"({"metadata":{"name":"a","labels":{"x":"1"}},"status":{"allocatable":{"cpu":"4"}},"spec":{"unschedulable":false}})";
+  const std::string a =
+      R"({"metadata":{"name":"a","labels":{"x":"1"}},"status":{"allocatable":{"cpu":"4"}},"spec":{"unschedulable":false}})";
   const std::string b = R"({ "metadata" : { "name" : "b" }, "extra": [1, 2.50, "\u00e9"] })";
   const std::string c = R"({"metadata":{"name":"c"},"status":{"capacity":{"cpu":"2"}}})";
-  const std::string body = absl::StrCat(R"({"Pod":{"metadata":{"name":"p"}},"Nodes":{"metadata":{},"items":[)",
-                                        a, ",\n  ", b, " , ", c, "]},\"NodeNames\":null}");
+  const std::string body =
+      absl::StrCat(R"({"Pod":{"metadata":{"name":"p"}},"Nodes":{"metadata":{},"items":[)", a,
+                   ",\n  ", b, " , ", c, "]},\"NodeNames\":null}");
   fake_.set_filter([](const v1::ExtenderArgs& args, v1::ExtenderFilterResult* result) {
     EXPECT_EQ(args.nodes().items_size(), 3);
     EXPECT_EQ(args.nodes().items(0).status().allocatable().at("cpu"), "4");
@@ -224,18 +226,18 @@ TEST_F(ShimHttpTest, BindSucceedsAndReportsRejectionsAsError) {
   });
   reply = Post(*client_, "/bind", ReadFixture("bind.json"));
   EXPECT_EQ(reply.status, 200);
-  EXPECT_EQ(reply.body,
-            R"({"Error":"fitledger server rejected bind: FAILED_PRECONDITION: pod )"
-            R"(sched-lab/burst-7d9f-abcde no longer fits node w2: Insufficient cpu"})");
+  EXPECT_EQ(reply.body, R"({"Error":"fitledger server rejected bind: FAILED_PRECONDITION: pod )"
+                        R"(sched-lab/burst-7d9f-abcde no longer fits node w2: Insufficient cpu"})");
 }
 
 TEST_F(ShimHttpTest, PreemptAnswersMetaVictims) {
   HttpReply reply = Post(*client_, "/preempt", ReadFixture("preempt_meta_victims_oddcase.json"));
   EXPECT_EQ(reply.status, 200);
-  EXPECT_EQ(reply.body,
-            R"({"NodeNameToMetaVictims":{"w1":{"Pods":[{"UID":"6f1c2e1a-0b5e-4a43-9a55-1d2f3e4a5b6c"},)"
-            R"({"UID":"7f1c2e1a-0b5e-4a43-9a55-1d2f3e4a5b6d"}],"NumPDBViolations":1},)"
-            R"("w3":{"Pods":[],"NumPDBViolations":0}}})");
+  EXPECT_EQ(
+      reply.body,
+      R"({"NodeNameToMetaVictims":{"w1":{"Pods":[{"UID":"6f1c2e1a-0b5e-4a43-9a55-1d2f3e4a5b6c"},)"
+      R"({"UID":"7f1c2e1a-0b5e-4a43-9a55-1d2f3e4a5b6d"}],"NumPDBViolations":1},)"
+      R"("w3":{"Pods":[],"NumPDBViolations":0}}})");
   EXPECT_EQ(fake_.last_preempt().pod().metadata().name(), "trainer-5f6d7c8b9-qwert");
 
   fake_.set_preempt([](const v1::ExtenderPreemptionArgs& args, v1::ExtenderPreemptionResult* r) {
@@ -356,14 +358,24 @@ TEST_F(ShimHttpTest, ProbesAndMetrics) {
   HttpReply metrics = Get(*monitor, "/metrics");
   EXPECT_EQ(metrics.status, 200);
   EXPECT_THAT(metrics.content_type, StartsWith("text/plain; version=0.0.4"));
-  EXPECT_THAT(metrics.body, HasSubstr("fitledger_shim_requests_total{verb=\"filter\",code=\"200\"} 2\n"));
-  EXPECT_THAT(metrics.body, HasSubstr("fitledger_shim_requests_total{verb=\"filter\",code=\"400\"} 1\n"));
+  EXPECT_THAT(metrics.body,
+              HasSubstr("fitledger_shim_requests_total{verb=\"filter\",code=\"200\"} 2\n"));
+  EXPECT_THAT(metrics.body,
+              HasSubstr("fitledger_shim_requests_total{verb=\"filter\",code=\"400\"} 1\n"));
   EXPECT_THAT(metrics.body,
               HasSubstr("fitledger_shim_requests_total{verb=\"prioritize\",code=\"503\"} 1\n"));
-  EXPECT_THAT(metrics.body, HasSubstr("fitledger_shim_request_duration_seconds_bucket{verb=\"filter\",le=\"5e-05\"} "));
-  EXPECT_THAT(metrics.body, HasSubstr("fitledger_shim_request_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"} 3\n"));
-  EXPECT_THAT(metrics.body, HasSubstr("fitledger_shim_request_duration_seconds_count{verb=\"filter\"} 3\n"));
-  EXPECT_THAT(metrics.body, HasSubstr("fitledger_shim_server_errors_total{verb=\"prioritize\",grpc_code=\"INTERNAL\"} 1\n"));
+  EXPECT_THAT(
+      metrics.body,
+      HasSubstr("fitledger_shim_request_duration_seconds_bucket{verb=\"filter\",le=\"5e-05\"} "));
+  EXPECT_THAT(
+      metrics.body,
+      HasSubstr("fitledger_shim_request_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"} 3\n"));
+  EXPECT_THAT(metrics.body,
+              HasSubstr("fitledger_shim_request_duration_seconds_count{verb=\"filter\"} 3\n"));
+  EXPECT_THAT(
+      metrics.body,
+      HasSubstr(
+          "fitledger_shim_server_errors_total{verb=\"prioritize\",grpc_code=\"INTERNAL\"} 1\n"));
   EXPECT_EQ(Get(*monitor, "/nope").status, 404);
 }
 
@@ -400,8 +412,9 @@ TEST(ShimOutageTest, ServerDownThenBack) {
   EXPECT_EQ(Get(*monitor, "/readyz").status, 503);
   EXPECT_EQ(Get(*client, "/readyz").status, 503);
   EXPECT_EQ(Get(*monitor, "/healthz").status, 200);
-  EXPECT_THAT(Get(*monitor, "/metrics").body,
-              HasSubstr("fitledger_shim_server_errors_total{verb=\"filter\",grpc_code=\"UNAVAILABLE\"} "));
+  EXPECT_THAT(
+      Get(*monitor, "/metrics").body,
+      HasSubstr("fitledger_shim_server_errors_total{verb=\"filter\",grpc_code=\"UNAVAILABLE\"} "));
 
   FakeExtender fake;
   std::unique_ptr<FakeServer> server = FakeServer::Start(&fake, address);
@@ -417,49 +430,11 @@ TEST(ShimOutageTest, ServerDownThenBack) {
   EXPECT_TRUE(WaitFor([&] { return Get(*monitor, "/readyz").status == 503; }));
   server = FakeServer::Start(&fake, address);
   ASSERT_NE(server, nullptr);
-  EXPECT_TRUE(WaitFor([&] { return Post(*client, "/bind", ReadFixture("bind.json")).body ==
-                                   R"({"Error":""})"; }));
+  EXPECT_TRUE(WaitFor(
+      [&] { return Post(*client, "/bind", ReadFixture("bind.json")).body == R"({"Error":""})"; }));
   server.reset();
   std::remove(absl::StrCat(dir_template, "/server.sock").c_str());
   rmdir(dir_template);
-}
-
-}  // namespace
-}  // namespace fitledger::shim
-
-namespace fitledger::shim {
-namespace {
-
-// A latency probe, not a pass/fail test: run with --gtest_also_run_disabled_tests
-// --gtest_filter='*Latency*'. Filter with 500 NodeNames and the ~5 KB pod over one keep-alive
-// connection, through the shim to the in-process fake server.
-TEST(ShimLatencyTest, DISABLED_LatencyOf500NodeNamesFilter) {
-  FakeExtender fake;
-  std::unique_ptr<FakeServer> server = FakeServer::Start(&fake, "127.0.0.1:0");
-  ASSERT_NE(server, nullptr);
-  Shim shim(server->target());
-  ASSERT_TRUE(shim.status().ok());
-  std::string body = ReadFixture("pod_4k.json");
-  const size_t names = body.find("\"NodeNames\":[");
-  ASSERT_NE(names, std::string::npos);
-  body.resize(names);
-  body += "\"NodeNames\":[";
-  for (int i = 0; i < 500; ++i) absl::StrAppend(&body, i ? "," : "", "\"node-", 10000 + i, "\"");
-  body += "]}";
-  auto client = shim.Client();
-  client->set_keep_alive(true);
-  std::vector<double> micros;
-  for (int i = 0; i < 3000; ++i) {
-    const absl::Time start = absl::Now();
-    httplib::Result res = client->Post("/filter", body, "application/json");
-    const absl::Duration elapsed = absl::Now() - start;
-    ASSERT_TRUE(res && res->status == 200);
-    if (i >= 500) micros.push_back(absl::ToDoubleMicroseconds(elapsed));
-  }
-  std::sort(micros.begin(), micros.end());
-  std::printf("filter 500 names, body %zu bytes: p50 %.0f us, p90 %.0f us, p99 %.0f us\n",
-              body.size(), micros[micros.size() / 2], micros[micros.size() * 9 / 10],
-              micros[micros.size() * 99 / 100]);
 }
 
 }  // namespace

@@ -11,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "fitledger/v1/extender.pb.h"
+#include "gmock/gmock.h"
 #include "google/protobuf/arena.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/status_matchers.h"
 
@@ -63,8 +63,8 @@ TEST(JsonCodecTest, ExtenderArgsMatchProtobufOnFixtures) {
   const auto decode = [&](const std::string& body, v1::ExtenderArgs* out) {
     return decoder.DecodeExtenderArgs(body, out, nullptr);
   };
-  for (const char* file : {"filter_node_names.json", "filter_nodes.json", "prioritize.json",
-                           "pod_4k.json"}) {
+  for (const char* file :
+       {"filter_node_names.json", "filter_nodes.json", "prioritize.json", "pod_4k.json"}) {
     ExpectEquivalent<v1::ExtenderArgs>(file, file, decode);
   }
   ExpectEquivalent<v1::ExtenderArgs>("filter_node_names_oddcase.json", "filter_node_names.json",
@@ -111,8 +111,7 @@ TEST(JsonCodecTest, FixturesDecodeTheFieldsThatMatter) {
   EXPECT_EQ(args.node_names_size(), 8);
   EXPECT_FALSE(args.has_nodes());
 
-  ASSERT_THAT(decoder.DecodeExtenderArgs(ReadFixture("filter_nodes.json"), &args, nullptr),
-              IsOk());
+  ASSERT_THAT(decoder.DecodeExtenderArgs(ReadFixture("filter_nodes.json"), &args, nullptr), IsOk());
   ASSERT_EQ(args.nodes().items_size(), 3);
   EXPECT_EQ(args.nodes().items(2).status().allocatable().at("example.com/gpu"), "4");
   EXPECT_EQ(args.nodes().items(2).metadata().labels().at("escaped\"key"),
@@ -210,7 +209,8 @@ TEST(JsonCodecTest, BadInputNamesTheField) {
       {"node name not string", R"({"NodeNames": ["a", 7]})",
        "NodeNames[1]: expected a string, got number"},
       {"pod array", R"({"Pod": []})", "Pod: expected an object or null, got array"},
-      {"bad quantity", R"({"Pod":{"spec":{"containers":[{"resources":{"requests":{"cpu":"abc"}}}]}}})",
+      {"bad quantity",
+       R"({"Pod":{"spec":{"containers":[{"resources":{"requests":{"cpu":"abc"}}}]}}})",
        R"(Pod.spec.containers[0].resources.requests["cpu"]: )"},
       {"quantity bool", R"({"Pod":{"spec":{"overhead":{"memory":true}}}})",
        R"(Pod.spec.overhead["memory"]: expected a quantity string, got boolean)"},
@@ -220,7 +220,8 @@ TEST(JsonCodecTest, BadInputNamesTheField) {
        "Pod.spec.priority: expected an integer, got 1.5"},
       {"truncated", R"({"NodeNames": ["a")", "malformed JSON"},
       {"trailing garbage", R"({"NodeNames": []} x)", "malformed JSON"},
-      {"nodes items", R"({"Nodes": {"items": [1]}})", "Nodes.items[0]: expected a node object, got number"},
+      {"nodes items", R"({"Nodes": {"items": [1]}})",
+       "Nodes.items[0]: expected a node object, got number"},
   };
   JsonDecoder decoder;
   for (const Case& c : cases) {
@@ -235,10 +236,11 @@ TEST(JsonCodecTest, BadInputNamesTheField) {
                        "PodUID: expected a string or null, got object"));
   v1::ExtenderPreemptionArgs preempt;
   EXPECT_THAT(
-      decoder.DecodePreemptionArgs(R"({"NodeNameToMetaVictims": {"w1": {"NumPDBViolations": "1"}}})",
-                                   &preempt),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               R"(NodeNameToMetaVictims["w1"].NumPDBViolations: expected an integer or null, got string)"));
+      decoder.DecodePreemptionArgs(
+          R"({"NodeNameToMetaVictims": {"w1": {"NumPDBViolations": "1"}}})", &preempt),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          R"(NodeNameToMetaVictims["w1"].NumPDBViolations: expected an integer or null, got string)"));
   // Still usable after errors.
   v1::ExtenderArgs args;
   EXPECT_THAT(decoder.DecodeExtenderArgs(ReadFixture("prioritize.json"), &args, nullptr), IsOk());
@@ -253,10 +255,11 @@ TEST(JsonCodecTest, EncodesFilterResultWithNames) {
   (*result.mutable_failed_and_unresolvable_nodes())["w5"] = "Insufficient example.com/gpu";
   std::string out;
   EncodeFilterResult(result, &out);
-  EXPECT_EQ(out,
-            R"({"NodeNames":["w1","w\"2"],"FailedNodes":{"w3":"Insufficient cpu, Insufficient memory",)"
-            R"("w4":"Insufficient memory"},"FailedAndUnresolvableNodes":{"w5":"Insufficient example.com/gpu"},)"
-            R"("Error":""})");
+  EXPECT_EQ(
+      out,
+      R"({"NodeNames":["w1","w\"2"],"FailedNodes":{"w3":"Insufficient cpu, Insufficient memory",)"
+      R"("w4":"Insufficient memory"},"FailedAndUnresolvableNodes":{"w5":"Insufficient example.com/gpu"},)"
+      R"("Error":""})");
   out.clear();
   EncodeFilterResult(v1::ExtenderFilterResult(), &out);
   EXPECT_EQ(out, R"({"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})");
@@ -323,52 +326,6 @@ TEST(JsonCodecTest, EncodedResultsParseBackWithProtobuf) {
   std::string out;
   EncodeFilterResult(result, &out);
   EXPECT_TRUE(MessageDifferencer::Equals(ProtobufParse<v1::ExtenderFilterResult>(out), result));
-}
-
-}  // namespace
-}  // namespace fitledger::shim
-
-namespace fitledger::shim {
-namespace {
-
-// A speed probe, not a pass/fail test (--gtest_also_run_disabled_tests): decoding the filter
-// body with 500 NodeNames and the ~5 KB pod, and encoding 500 passing names.
-TEST(JsonCodecSpeedTest, DISABLED_Decode500NodeNamesFilter) {
-  std::string body = ReadFixture("pod_4k.json");
-  body.resize(body.find("\"NodeNames\":["));
-  body += "\"NodeNames\":[";
-  for (int i = 0; i < 500; ++i) absl::StrAppend(&body, i ? "," : "", "\"node-", 10000 + i, "\"");
-  body += "]}";
-  JsonDecoder decoder;
-  constexpr int kRounds = 5000;
-  absl::Time start = absl::Now();
-  for (int i = 0; i < kRounds; ++i) {
-    google::protobuf::Arena arena;
-    auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderArgs>(&arena);
-    ASSERT_TRUE(decoder.DecodeExtenderArgs(body, args, nullptr).ok());
-  }
-  std::printf("decode: %.1f us per %zu-byte body\n",
-              absl::ToDoubleMicroseconds(absl::Now() - start) / kRounds, body.size());
-  v1::ExtenderArgs args;
-  ASSERT_TRUE(decoder.DecodeExtenderArgs(body, &args, nullptr).ok());
-  v1::ExtenderFilterResult result;
-  *result.mutable_node_names() = args.node_names();
-  start = absl::Now();
-  for (int i = 0; i < kRounds; ++i) {
-    std::string out;
-    EncodeFilterResult(result, &out);
-  }
-  std::printf("encode: %.1f us per 500 names\n",
-              absl::ToDoubleMicroseconds(absl::Now() - start) / kRounds);
-  start = absl::Now();
-  for (int i = 0; i < kRounds; ++i) {
-    std::string wire;
-    args.SerializeToString(&wire);
-    v1::ExtenderArgs parsed;
-    parsed.ParseFromString(wire);
-  }
-  std::printf("proto serialize+parse (what gRPC adds): %.1f us\n",
-              absl::ToDoubleMicroseconds(absl::Now() - start) / kRounds);
 }
 
 }  // namespace

@@ -193,8 +193,8 @@ TEST(ShimProcessTest, HelpListsTheFlags) {
   Process shim({FITLEDGER_SHIM_BINARY, "--help"}, dir.File("stderr"));
   const std::string out = shim.ReadAll(absl::Seconds(20));
   shim.Wait();
-  for (const char* flag : {"--config", "--listen", "--server", "--prefix", "--monitor_listen",
-                           "--port_file"}) {
+  for (const char* flag :
+       {"--config", "--listen", "--server", "--prefix", "--monitor_listen", "--port_file"}) {
     EXPECT_THAT(out, HasSubstr(flag));
   }
 }
@@ -242,10 +242,9 @@ class ShimTlsTest : public ::testing::Test {
   }
 
   std::unique_ptr<httplib::SSLClient> Client(const std::string& cert, const std::string& key) {
-    auto client = cert.empty()
-                      ? std::make_unique<httplib::SSLClient>("127.0.0.1", shim_->port())
-                      : std::make_unique<httplib::SSLClient>("127.0.0.1", shim_->port(),
-                                                             dir_.File(cert), dir_.File(key));
+    auto client = cert.empty() ? std::make_unique<httplib::SSLClient>("127.0.0.1", shim_->port())
+                               : std::make_unique<httplib::SSLClient>(
+                                     "127.0.0.1", shim_->port(), dir_.File(cert), dir_.File(key));
     client->set_ca_cert_path(dir_.File("ca.crt").c_str());
     client->enable_server_certificate_verification(true);
     client->set_connection_timeout(5);

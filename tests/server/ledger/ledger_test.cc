@@ -79,8 +79,8 @@ class LedgerTest : public ::testing::Test {
     ledger_.UpsertNode(Node("a", 4000));
     ledger_.UpsertNode(Node("b", 2000));
   }
-  absl::StatusOr<AssumeOutcome> Assume(const std::string& uid, const std::string& node,
-                                       Resources r, absl::Time now = kT0) {
+  absl::StatusOr<AssumeOutcome> Assume(const std::string& uid, const std::string& node, Resources r,
+                                       absl::Time now = kT0) {
     return ledger_.TryAssume(uid, "ns", "pod-" + uid, node, r, now);
   }
   Ledger ledger_;
@@ -375,13 +375,40 @@ TEST_F(LedgerTest, PendingPodsAreRememberedForBind) {
   ASSERT_THAT(r, IsOk());
   EXPECT_EQ(r->milli_cpu, 250);
   ledger_.UpsertPod(Bound("u1", "a", Req(250)));
-  EXPECT_THAT(ledger_.PendingPodRequests("u1"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("u1")));
+  EXPECT_THAT(ledger_.PendingPodRequests("u1"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("u1")));
 }
 
 TEST_F(LedgerTest, ReplaceNodesDropsMissingNodes) {
   ledger_.ReplaceNodes({Node("a", 1000)});
   EXPECT_THAT(Fits(ledger_, Req(100), {"a", "b"}), ElementsAre("a"));
   EXPECT_EQ(ledger_.Nodes().size(), 1u);
+}
+
+}  // namespace
+}  // namespace fitledger
+
+namespace fitledger {
+namespace {
+
+TEST_F(LedgerTest, FilterReservesNothing) {
+  // kube-scheduler never says when a filtered pod is rejected: Filter must leave no trace.
+  for (int i = 0; i < 100; ++i) ledger_.Filter(Req(2000), {"a", "b"});
+  EXPECT_EQ(ledger_.pod_count(), 0u);
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 0);
+  EXPECT_THAT(Assume("u1", "b", Req(2000)), IsOk());
+}
+
+TEST_F(LedgerTest, FitLeavesThePodsOwnCountOut) {
+  ASSERT_THAT(Assume("u1", "b", Req(1500)), IsOk());
+  absl::StatusOr<FitResult> self = ledger_.Fit(Req(1500), "b", "u1");
+  ASSERT_THAT(self, IsOk());
+  EXPECT_TRUE(self->fits);
+  absl::StatusOr<FitResult> other = ledger_.Fit(Req(1500), "b");
+  ASSERT_THAT(other, IsOk());
+  EXPECT_FALSE(other->fits);
+  EXPECT_EQ(ledger_.CountedRequests("u1", "b").first.milli_cpu, 1500);
+  EXPECT_TRUE(ledger_.CountedRequests("u1", "b").second);
 }
 
 }  // namespace

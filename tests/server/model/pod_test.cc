@@ -89,7 +89,11 @@ std::vector<Case> Cases() {
     cases.push_back(c);
   }
   {
-    Case c{"pod-level resources replace cpu and memory", {}, RequestBasis::kSpec, 2100, 64 * kMi,
+    Case c{"pod-level resources replace cpu and memory",
+           {},
+           RequestBasis::kSpec,
+           2100,
+           64 * kMi,
            {{"example.com/gpu", 2}}};
     c.pod.containers = {C("a", {{"cpu", "500m"}, {"memory", "1Gi"}, {"example.com/gpu", "2"}})};
     c.pod.pod_requests = Q({{"cpu", "2"}, {"memory", "64Mi"}});
@@ -120,16 +124,20 @@ std::vector<Case> Cases() {
     cases.push_back(c);
   }
   {
-    Case c{"extended, hugepages and ephemeral storage", {},  RequestBasis::kSpec, 0, 0,
-           {{"example.com/gpu", 3}, {"hugepages-2Mi", 4 * kMi}}, 1000000000};
-    c.pod.containers = {C("a", {{"example.com/gpu", "1"}, {"hugepages-2Mi", "4Mi"},
-                                {"ephemeral-storage", "1G"}}),
-                        C("b", {{"example.com/gpu", "2"}})};
+    Case c{
+        "extended, hugepages and ephemeral storage",          {},        RequestBasis::kSpec, 0, 0,
+        {{"example.com/gpu", 3}, {"hugepages-2Mi", 4 * kMi}}, 1000000000};
+    c.pod.containers = {
+        C("a", {{"example.com/gpu", "1"}, {"hugepages-2Mi", "4Mi"}, {"ephemeral-storage", "1G"}}),
+        C("b", {{"example.com/gpu", "2"}})};
     cases.push_back(c);
   }
   {
-    Case c{"resized pod on a node counts the larger allocation", {},
-           RequestBasis::kSpecAndStatus, 700, 256 * kMi};
+    Case c{"resized pod on a node counts the larger allocation",
+           {},
+           RequestBasis::kSpecAndStatus,
+           700,
+           256 * kMi};
     c.pod.containers = {C("a", {{"cpu", "500m"}, {"memory", "256Mi"}})};
     ContainerStatus s;
     s.name = "a";
@@ -177,8 +185,9 @@ TEST(PodRequestsTest, NegativeRequestIsInvalid) {
   pod.namespace_name = "ns";
   pod.name = "p";
   pod.containers = {C("a", {{"cpu", "-1"}})};
-  EXPECT_THAT(PodRequests(pod, RequestBasis::kSpec),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ns/p: negative request for cpu")));
+  EXPECT_THAT(
+      PodRequests(pod, RequestBasis::kSpec),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ns/p: negative request for cpu")));
 }
 
 TEST(PodRequestsTest, OverflowingSumIsInvalid) {

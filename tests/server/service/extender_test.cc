@@ -95,9 +95,11 @@ Pod MakePod(const std::string& uid, const std::string& name, int64_t milli_cpu) 
 
 class ExtenderTest : public ::testing::Test {
  protected:
-  explicit ExtenderTest(bool ledger_enabled = true)
+  explicit ExtenderTest(bool ledger_enabled = true,
+                        absl::Duration settle_unbound_after = absl::Seconds(60))
       : ledger_(AccountingPolicy{}, ScoringStrategy::kLeastAllocated),
-        extender_(&ledger_, &binder_, ExtenderOptions{ledger_enabled}, [this] { return synced_.load(); }) {
+        extender_(&ledger_, &binder_, Options(ledger_enabled, settle_unbound_after),
+                  [this] { return synced_.load(); }) {
     NodeRecord n;
     n.name = "w1";
     n.allocatable.milli_cpu = 1000;
@@ -106,6 +108,12 @@ class ExtenderTest : public ::testing::Test {
     ledger_.UpsertNode(n);
     n.name = "w2";
     ledger_.UpsertNode(n);
+  }
+  static ExtenderOptions Options(bool ledger_enabled, absl::Duration settle_unbound_after) {
+    ExtenderOptions o;
+    o.ledger_enabled = ledger_enabled;
+    o.settle_unbound_after = settle_unbound_after;
+    return o;
   }
   // Filters (so the extender remembers the pod's requests), then binds.
   absl::Status FilterAndBind(const std::string& uid, const std::string& name, int64_t milli_cpu,
@@ -128,6 +136,12 @@ class ExtenderTest : public ::testing::Test {
   Extender extender_;
 };
 
+// The reconciler's age rule switched off, so tests can settle at once.
+class SettledExtenderTest : public ExtenderTest {
+ protected:
+  SettledExtenderTest() : ExtenderTest(true, absl::ZeroDuration()) {}
+};
+
 TEST_F(ExtenderTest, NotSyncedIsUnavailable) {
   synced_ = false;
   EXPECT_THAT(extender_.Filter(MakePod("u", "p", 100), {"w1"}),
@@ -147,17 +161,20 @@ TEST_F(ExtenderTest, SuccessfulBindStaysAssumedUntilTheWatch) {
 
 TEST_F(ExtenderTest, DefiniteBindFailureReleasesCapacity) {
   binder_.Script(kube::BindOutcome::kRejected);
-  EXPECT_THAT(FilterAndBind("u1", "p1", 600, "w1"), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("scripted")));
+  EXPECT_THAT(FilterAndBind("u1", "p1", 600, "w1"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("scripted")));
   EXPECT_EQ(Assumed("w1"), 0);
   binder_.Script(kube::BindOutcome::kPodGone);
-  EXPECT_THAT(FilterAndBind("u2", "p2", 600, "w1"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("scripted")));
+  EXPECT_THAT(FilterAndBind("u2", "p2", 600, "w1"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("scripted")));
   EXPECT_EQ(Assumed("w1"), 0);
   binder_.Script(kube::BindOutcome::kUnreachable);
-  EXPECT_THAT(FilterAndBind("u3", "p3", 600, "w1"), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("scripted")));
+  EXPECT_THAT(FilterAndBind("u3", "p3", 600, "w1"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("scripted")));
   EXPECT_EQ(Assumed("w1"), 0);
 }
 
-TEST_F(ExtenderTest, UnknownOutcomeKeepsTheAssumptionUntilSettled) {
+TEST_F(SettledExtenderTest, UnknownOutcomeKeepsTheAssumptionUntilSettled) {
   binder_.Script(kube::BindOutcome::kUnknown);
   EXPECT_THAT(FilterAndBind("u1", "p1", 600, "w1"),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("stays assumed on w1")));
@@ -171,7 +188,7 @@ TEST_F(ExtenderTest, UnknownOutcomeKeepsTheAssumptionUntilSettled) {
   EXPECT_EQ(ledger_.Nodes()[0].confirmed.milli_cpu, 600);
 }
 
-TEST_F(ExtenderTest, ReconcilerForgetsUnboundAndGoneKeepsWhenApiDown) {
+TEST_F(SettledExtenderTest, ReconcilerForgetsUnboundAndGoneKeepsWhenApiDown) {
   binder_.Script(kube::BindOutcome::kUnknown);
   ASSERT_FALSE(FilterAndBind("u1", "p1", 300, "w1").ok());
   ASSERT_FALSE(FilterAndBind("u2", "p2", 300, "w1").ok());
@@ -190,8 +207,9 @@ TEST_F(ExtenderTest, AlreadyBoundSameNodeIsSuccessElsewhereMovesTheCount) {
   EXPECT_THAT(FilterAndBind("u1", "p1", 300, "w1"), IsOk());
   EXPECT_EQ(Assumed("w1"), 300);
   binder_.Script(kube::BindOutcome::kBoundElsewhere, "w2");
-  EXPECT_THAT(FilterAndBind("u2", "p2", 300, "w1"),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already bound to node w2")));
+  EXPECT_THAT(
+      FilterAndBind("u2", "p2", 300, "w1"),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already bound to node w2")));
   EXPECT_EQ(Assumed("w1"), 300);
   EXPECT_EQ(Assumed("w2"), 300);
 }
@@ -203,10 +221,22 @@ TEST_F(ExtenderTest, RepeatBindIsIdempotent) {
   EXPECT_EQ(Assumed("w1"), 600);
 }
 
-TEST_F(ExtenderTest, RetryOnAnotherNodeAfterAnUnknownOutcomeAsksTheApi) {
+TEST_F(ExtenderTest, ARetryElsewhereSoonAfterAnUnknownOutcomeWaitsForSettlement) {
   binder_.Script(kube::BindOutcome::kUnknown);
   ASSERT_FALSE(FilterAndBind("u1", "p1", 600, "w1").ok());
-  // The scheduler retries the pod on w2; the API says the first bind never happened.
+  // The scheduler retries the pod on w2 at once. The API says "unbound", but the first binding
+  // may still be applied: the assumption on w1 stays, and the retry is refused for now.
+  binder_.Script(kube::BindOutcome::kBound);
+  EXPECT_THAT(extender_.Bind({"ns", "p1", "u1", "w2"}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("outcome is unknown")));
+  EXPECT_EQ(Assumed("w1"), 600);
+  EXPECT_EQ(Assumed("w2"), 0);
+}
+
+TEST_F(SettledExtenderTest, RetryOnAnotherNodeAfterAnUnknownOutcomeAsksTheApi) {
+  binder_.Script(kube::BindOutcome::kUnknown);
+  ASSERT_FALSE(FilterAndBind("u1", "p1", 600, "w1").ok());
+  // Old enough: the API says the first bind never happened, so the retry on w2 proceeds.
   binder_.Script(kube::BindOutcome::kBound);
   EXPECT_THAT(extender_.Bind({"ns", "p1", "u1", "w2"}), IsOk());
   EXPECT_EQ(Assumed("w1"), 0);
@@ -226,15 +256,19 @@ TEST_F(ExtenderTest, BindWithoutFilterReadsThePodFromTheApi) {
   binder_.AddPod("u9", "p9", "", 700);
   EXPECT_THAT(extender_.Bind({"ns", "p9", "u9", "w2"}), IsOk());
   EXPECT_EQ(Assumed("w2"), 700);
-  EXPECT_THAT(extender_.Bind({"ns", "nope", "u10", "w2"}), StatusIs(absl::StatusCode::kNotFound, HasSubstr("ns/nope")));
-  EXPECT_THAT(extender_.Bind({"ns", "", "u", "w2"}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("PodName")));
+  EXPECT_THAT(extender_.Bind({"ns", "nope", "u10", "w2"}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("ns/nope")));
+  EXPECT_THAT(extender_.Bind({"ns", "", "u", "w2"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("PodName")));
 }
 
 TEST_F(ExtenderTest, ConcurrentBindsForTheLastSlotOneWins) {
   std::atomic<int> ok{0};
   for (int i = 0; i < 4; ++i) {
     binder_.AddPod("c" + std::to_string(i), "c" + std::to_string(i), "", 600);
-    ASSERT_THAT(extender_.Filter(MakePod("c" + std::to_string(i), "c" + std::to_string(i), 600), {"w1"}), IsOk());
+    ASSERT_THAT(
+        extender_.Filter(MakePod("c" + std::to_string(i), "c" + std::to_string(i), 600), {"w1"}),
+        IsOk());
   }
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
@@ -250,13 +284,15 @@ TEST_F(ExtenderTest, ConcurrentBindsForTheLastSlotOneWins) {
 TEST_F(ExtenderTest, BadPodRequestsAreInvalidArgument) {
   Pod p = MakePod("u", "p", 100);
   p.containers[0].requests = {{"cpu", Quantity::FromMillis(-5)}};
-  EXPECT_THAT(extender_.Filter(p, {"w1"}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("negative")));
+  EXPECT_THAT(extender_.Filter(p, {"w1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("negative")));
 }
 
 TEST_F(ExtenderTest, ShutdownRefusesNewBinds) {
   extender_.BeginShutdown();
   extender_.WaitForBinds();
-  EXPECT_THAT(FilterAndBind("u1", "p1", 100, "w1"), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("shutting down")));
+  EXPECT_THAT(FilterAndBind("u1", "p1", 100, "w1"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("shutting down")));
 }
 
 class NoLedgerTest : public ExtenderTest {

@@ -1,0 +1,90 @@
+// fitledger-sim's configuration: the nodes of the simulated cluster, the watch lag, the simulated
+// kubelet, optional generated load, TLS and auth. Loaded from YAML (see sim/README.md).
+#ifndef FITLEDGER_SIM_CONFIG_H_
+#define FITLEDGER_SIM_CONFIG_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace fitledger::sim {
+
+// Ordered (name, value) pairs as written in the file: resource lists and labels.
+using StringPairs = std::vector<std::pair<std::string, std::string>>;
+
+struct NodeSpec {
+  std::string name;
+  StringPairs allocatable;  // resource name -> quantity text, e.g. {"cpu", "4"}
+  StringPairs capacity;     // defaults to `allocatable`
+  StringPairs labels;
+};
+
+// Pre-populates a big cluster: `nodes` nodes named `<node_prefix><i>` and `pods_per_node` bound,
+// Running pods on each (namespace `pod_namespace`), admitted by the kubelet's accounting.
+struct GenerateSpec {
+  int nodes = 0;
+  int pods_per_node = 0;
+  std::string node_prefix = "node-";
+  std::string pod_namespace = "bench";
+  StringPairs node_allocatable = {{"cpu", "32"}, {"memory", "128Gi"}, {"pods", "110"}};
+  StringPairs pod_requests = {{"cpu", "100m"}, {"memory", "128Mi"}};
+};
+
+struct KubeletConfig {
+  bool enabled = true;
+  absl::Duration admit_delay = absl::ZeroDuration();
+};
+
+// HTTPS when `cert_file` is set; with `client_ca_file`, clients must present a certificate
+// signed by it.
+struct TlsConfig {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+  bool enabled() const { return !cert_file.empty(); }
+};
+
+// Paths written into the generated kubeconfig (certificate-authority, client-certificate,
+// client-key). Empty: omitted.
+struct KubeconfigOutConfig {
+  std::string ca_file;
+  std::string client_cert_file;
+  std::string client_key_file;
+};
+
+struct SimConfig {
+  std::vector<NodeSpec> nodes;
+  absl::Duration watch_lag = absl::ZeroDuration();
+  absl::Duration bookmark_interval = absl::Seconds(1);
+  // How many events the watch history keeps; a watch resuming from before it gets 410 Gone.
+  int64_t event_window = 10000;
+  // A watch without timeoutSeconds ends after this long (clients resume).
+  absl::Duration max_watch_duration = absl::Minutes(30);
+  KubeletConfig kubelet;
+  GenerateSpec generate;
+  TlsConfig tls;
+  std::string token;  // non-empty: API paths require `Authorization: Bearer <token>`
+  KubeconfigOutConfig kubeconfig_out;
+  int threads = 128;                        // HTTP worker threads; every open watch holds one
+  size_t max_body_bytes = 3 * 1024 * 1024;  // larger request bodies get 413
+};
+
+// Parses a Go-style duration ("2s", "500ms", "1m30s", "0"). InvalidArgument otherwise.
+absl::StatusOr<absl::Duration> ParseGoDuration(absl::string_view text);
+
+// Parses the YAML text of a config. InvalidArgument naming the key path and line for an unknown
+// key, a wrong type, a malformed quantity or duration, or a duplicate node name.
+absl::StatusOr<SimConfig> ParseSimConfig(absl::string_view yaml_text);
+
+// Reads and parses `path`. NotFound if it cannot be read; otherwise as ParseSimConfig.
+absl::StatusOr<SimConfig> LoadSimConfigFile(const std::string& path);
+
+}  // namespace fitledger::sim
+
+#endif  // FITLEDGER_SIM_CONFIG_H_

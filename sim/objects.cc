@@ -1,0 +1,220 @@
+#include "sim/objects.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace fitledger::sim {
+
+using nlohmann::json;
+
+std::string FormatTimestamp(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
+
+absl::Time ParseTimestamp(absl::string_view text) {
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, std::string(text), absl::UTCTimeZone(), &t, &err)) {
+    return absl::InfinitePast();
+  }
+  return t;
+}
+
+std::string Dump(const json& j) {
+  std::string out = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  out.shrink_to_fit();  // stored for the life of the object
+  return out;
+}
+
+std::string NodeIp(int index) {
+  return absl::StrCat("10.0.", (index / 250) % 256, ".", index % 250 + 1);
+}
+
+std::string PodIp(int node_index, int64_t n) {
+  return absl::StrCat("10.", 64 + (node_index / 256) % 128, ".", node_index % 256, ".",
+                      n % 254 + 1);
+}
+
+json BuildNode(const NodeSpec& spec, absl::string_view uid, uint64_t resource_version,
+               absl::Time created, absl::string_view internal_ip) {
+  json labels = {{"beta.kubernetes.io/arch", "amd64"},
+                 {"beta.kubernetes.io/os", "linux"},
+                 {"kubernetes.io/arch", "amd64"},
+                 {"kubernetes.io/hostname", spec.name},
+                 {"kubernetes.io/os", "linux"}};
+  for (const auto& [k, v] : spec.labels) labels[k] = v;
+  json allocatable = json::object();
+  for (const auto& [k, v] : spec.allocatable) allocatable[k] = v;
+  json capacity = json::object();
+  for (const auto& [k, v] : spec.capacity) capacity[k] = v;
+  std::string ts = FormatTimestamp(created);
+  auto condition = [&](const char* type, const char* status, const char* reason,
+                       const char* message) {
+    return json{{"type", type},
+                {"status", status},
+                {"lastHeartbeatTime", ts},
+                {"lastTransitionTime", ts},
+                {"reason", reason},
+                {"message", message}};
+  };
+  return json{{"apiVersion", "v1"},
+              {"kind", "Node"},
+              {"metadata",
+               {{"name", spec.name},
+                {"uid", uid},
+                {"resourceVersion", std::to_string(resource_version)},
+                {"creationTimestamp", ts},
+                {"labels", labels},
+                {"annotations", {{"node.alpha.kubernetes.io/ttl", "0"}}}}},
+              {"spec", json::object()},
+              {"status",
+               {{"addresses", json::array({{{"type", "InternalIP"}, {"address", internal_ip}},
+                                           {{"type", "Hostname"}, {"address", spec.name}}})},
+                {"allocatable", allocatable},
+                {"capacity", capacity},
+                {"conditions",
+                 json::array({condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                                        "kubelet has sufficient memory available"),
+                              condition("DiskPressure", "False", "KubeletHasNoDiskPressure",
+                                        "kubelet has no disk pressure"),
+                              condition("PIDPressure", "False", "KubeletHasSufficientPID",
+                                        "kubelet has sufficient PID available"),
+                              condition("Ready", "True", "KubeletReady",
+                                        "kubelet is posting ready status")})},
+                {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", 10250}}}}},
+                {"nodeInfo",
+                 {{"architecture", "amd64"},
+                  {"bootID", uid},
+                  {"containerRuntimeVersion", "containerd://1.7.13"},
+                  {"kernelVersion", "6.1.0-18-amd64"},
+                  {"kubeProxyVersion", "v1.30.0"},
+                  {"kubeletVersion", "v1.30.0"},
+                  {"machineID", uid},
+                  {"operatingSystem", "linux"},
+                  {"osImage", "Debian GNU/Linux 12 (bookworm) (fitledger-sim)"},
+                  {"systemUUID", uid}}}}}};
+}
+
+void SetRunningStatus(json& pod, absl::string_view host_ip, absl::string_view pod_ip,
+                      absl::Time now) {
+  std::string ts = FormatTimestamp(now);
+  json& status = pod["status"];
+  if (!status.is_object()) status = json::object();
+  status["phase"] = "Running";
+  status["hostIP"] = host_ip;
+  status["podIP"] = pod_ip;
+  status["startTime"] = ts;
+  json conditions = json::array();
+  for (const char* type : {"Initialized", "Ready", "ContainersReady", "PodScheduled"}) {
+    conditions.push_back({{"type", type}, {"status", "True"}, {"lastTransitionTime", ts}});
+  }
+  status["conditions"] = conditions;
+  json statuses = json::array();
+  const json& spec = pod["spec"];
+  if (spec.is_object() && spec.contains("containers") && spec["containers"].is_array()) {
+    int i = 0;
+    for (const json& c : spec["containers"]) {
+      std::string name = c.is_object() && c.contains("name") && c["name"].is_string()
+                             ? c["name"].get<std::string>()
+                             : absl::StrCat("c", i);
+      std::string image = c.is_object() && c.contains("image") && c["image"].is_string()
+                              ? c["image"].get<std::string>()
+                              : "";
+      statuses.push_back({{"name", name},
+                          {"image", image},
+                          {"ready", true},
+                          {"started", true},
+                          {"restartCount", 0},
+                          {"state", {{"running", {{"startedAt", ts}}}}}});
+      ++i;
+    }
+  }
+  status["containerStatuses"] = statuses;
+}
+
+std::string GeneratedPodTemplate(const StringPairs& requests) {
+  json req = json::object();
+  for (const auto& [k, v] : requests) req[k] = v;
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", "@NAME@"},
+        {"generateName", "bench-5d8f7c9b6d-"},
+        {"namespace", "@NS@"},
+        {"uid", "@UID@"},
+        {"resourceVersion", "@RV@"},
+        {"creationTimestamp", "@TS@"},
+        {"labels", {{"app", "bench"}, {"pod-template-hash", "5d8f7c9b6d"}, {"tier", "backend"}}},
+        {"annotations", {{"kubectl.kubernetes.io/default-container", "app"}}},
+        {"ownerReferences", json::array({{{"apiVersion", "apps/v1"},
+                                          {"kind", "ReplicaSet"},
+                                          {"name", "bench-5d8f7c9b6d"},
+                                          {"uid", "0d3c5a56-2b4e-4f3a-9c1e-6a7b8c9d0e1f"},
+                                          {"controller", true},
+                                          {"blockOwnerDeletion", true}}})}}},
+      {"spec",
+       {{"containers",
+         json::array(
+             {{{"name", "app"},
+               {"image", "registry.example.com/bench/app:1.4.2"},
+               {"imagePullPolicy", "IfNotPresent"},
+               {"ports",
+                json::array({{{"name", "http"}, {"containerPort", 8080}, {"protocol", "TCP"}}})},
+               {"env", json::array({{{"name", "LOG_LEVEL"}, {"value", "info"}}})},
+               {"resources", {{"requests", req}}},
+               {"terminationMessagePath", "/dev/termination-log"},
+               {"terminationMessagePolicy", "File"}}})},
+        {"dnsPolicy", "ClusterFirst"},
+        {"nodeName", "@NODE@"},
+        {"preemptionPolicy", "PreemptLowerPriority"},
+        {"priority", 0},
+        {"restartPolicy", "Always"},
+        {"schedulerName", "default-scheduler"},
+        {"serviceAccountName", "default"},
+        {"terminationGracePeriodSeconds", 30},
+        {"tolerations", json::array({{{"key", "node.kubernetes.io/not-ready"},
+                                      {"operator", "Exists"},
+                                      {"effect", "NoExecute"},
+                                      {"tolerationSeconds", 300}}})}}},
+      {"status", json::object()}};
+  SetRunningStatus(pod, "@HOSTIP@", "@PODIP@", absl::UnixEpoch());
+  std::string epoch = FormatTimestamp(absl::UnixEpoch());
+  pod["status"]["qosClass"] = "Burstable";
+  std::string out = Dump(pod);
+  // The status timestamps are the creation time too.
+  size_t pos = 0;
+  while ((pos = out.find(epoch, pos)) != std::string::npos) out.replace(pos, epoch.size(), "@TS@");
+  return out;
+}
+
+ObjectFields FieldsOf(const json& object) {
+  ObjectFields f;
+  auto str = [](const json& parent, const char* key) -> std::string {
+    if (!parent.is_object()) return "";
+    auto it = parent.find(key);
+    return it != parent.end() && it->is_string() ? it->get<std::string>() : "";
+  };
+  const json empty = json::object();
+  auto child = [&](const json& parent, const char* key) -> const json& {
+    if (!parent.is_object()) return empty;
+    auto it = parent.find(key);
+    return it != parent.end() && it->is_object() ? *it : empty;
+  };
+  const json& metadata = child(object, "metadata");
+  const json& spec = child(object, "spec");
+  const json& status = child(object, "status");
+  f.namespace_name = str(metadata, "namespace");
+  f.name = str(metadata, "name");
+  f.node_name = str(spec, "nodeName");
+  f.scheduler_name = str(spec, "schedulerName");
+  f.phase = str(status, "phase");
+  for (const auto& [k, v] : child(metadata, "labels").items()) {
+    if (v.is_string()) f.labels.emplace_back(k, v.get<std::string>());
+  }
+  std::sort(f.labels.begin(), f.labels.end());
+  return f;
+}
+
+}  // namespace fitledger::sim

@@ -1,0 +1,150 @@
+#include "sim/selectors.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace fitledger::sim {
+namespace {
+
+const std::string* FindLabel(const std::vector<std::pair<std::string, std::string>>& labels,
+                             absl::string_view key) {
+  auto it = std::lower_bound(labels.begin(), labels.end(), key,
+                             [](const auto& kv, absl::string_view k) { return kv.first < k; });
+  if (it == labels.end() || it->first != key) return nullptr;
+  return &it->second;
+}
+
+}  // namespace
+
+absl::StatusOr<FieldSelector> FieldSelector::Parse(absl::string_view text, Kind kind) {
+  FieldSelector selector;
+  for (absl::string_view term : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    term = absl::StripAsciiWhitespace(term);
+    bool equal = true;
+    size_t op_pos = term.find("!=");
+    size_t value_pos;
+    if (op_pos != absl::string_view::npos) {
+      equal = false;
+      value_pos = op_pos + 2;
+    } else if ((op_pos = term.find("==")) != absl::string_view::npos) {
+      value_pos = op_pos + 2;
+    } else if ((op_pos = term.find('=')) != absl::string_view::npos) {
+      value_pos = op_pos + 1;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid selector: '", text, "'; can't understand '", term, "'"));
+    }
+    absl::string_view name = absl::StripAsciiWhitespace(term.substr(0, op_pos));
+    std::string value(absl::StripAsciiWhitespace(term.substr(value_pos)));
+    Field field;
+    if (name == "metadata.name") {
+      field = Field::kName;
+    } else if (name == "metadata.namespace" && kind == Kind::kPod) {
+      field = Field::kNamespace;
+    } else if (name == "spec.nodeName" && kind == Kind::kPod) {
+      field = Field::kNodeName;
+    } else if (name == "status.phase" && kind == Kind::kPod) {
+      field = Field::kPhase;
+    } else if (name == "spec.schedulerName" && kind == Kind::kPod) {
+      field = Field::kSchedulerName;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("field label not supported: ", name));
+    }
+    selector.terms_.push_back(Term{field, equal, std::move(value)});
+  }
+  return selector;
+}
+
+bool FieldSelector::Matches(const ObjectFields& fields) const {
+  for (const Term& term : terms_) {
+    const std::string* actual = nullptr;
+    switch (term.field) {
+      case Field::kName:
+        actual = &fields.name;
+        break;
+      case Field::kNamespace:
+        actual = &fields.namespace_name;
+        break;
+      case Field::kNodeName:
+        actual = &fields.node_name;
+        break;
+      case Field::kPhase:
+        actual = &fields.phase;
+        break;
+      case Field::kSchedulerName:
+        actual = &fields.scheduler_name;
+        break;
+    }
+    if ((*actual == term.value) != term.equal) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<LabelSelector> LabelSelector::Parse(absl::string_view text) {
+  LabelSelector selector;
+  if (text.find('(') != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unable to parse requirement: set-based label selectors are not supported by "
+                     "fitledger-sim: '",
+                     text, "'"));
+  }
+  for (absl::string_view term : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    term = absl::StripAsciiWhitespace(term);
+    Term t;
+    size_t pos;
+    if ((pos = term.find("!=")) != absl::string_view::npos) {
+      t.op = Op::kNotEqual;
+      t.key = std::string(term.substr(0, pos));
+      t.value = std::string(term.substr(pos + 2));
+    } else if ((pos = term.find("==")) != absl::string_view::npos) {
+      t.op = Op::kEqual;
+      t.key = std::string(term.substr(0, pos));
+      t.value = std::string(term.substr(pos + 2));
+    } else if ((pos = term.find('=')) != absl::string_view::npos) {
+      t.op = Op::kEqual;
+      t.key = std::string(term.substr(0, pos));
+      t.value = std::string(term.substr(pos + 1));
+    } else if (absl::StartsWith(term, "!")) {
+      t.op = Op::kNotExists;
+      t.key = std::string(term.substr(1));
+    } else {
+      t.op = Op::kExists;
+      t.key = std::string(term);
+    }
+    absl::StripAsciiWhitespace(&t.key);
+    absl::StripAsciiWhitespace(&t.value);
+    if (t.key.empty() || t.key.find_first_of(" \t!=") != std::string::npos ||
+        t.value.find_first_of(" \t!=") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("unable to parse requirement: '", term, "'"));
+    }
+    selector.terms_.push_back(std::move(t));
+  }
+  return selector;
+}
+
+bool LabelSelector::Matches(const std::vector<std::pair<std::string, std::string>>& labels) const {
+  for (const Term& term : terms_) {
+    const std::string* value = FindLabel(labels, term.key);
+    switch (term.op) {
+      case Op::kEqual:
+        if (value == nullptr || *value != term.value) return false;
+        break;
+      case Op::kNotEqual:
+        if (value != nullptr && *value == term.value) return false;
+        break;
+      case Op::kExists:
+        if (value == nullptr) return false;
+        break;
+      case Op::kNotExists:
+        if (value != nullptr) return false;
+        break;
+    }
+  }
+  return true;
+}
+
+}  // namespace fitledger::sim

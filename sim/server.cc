@@ -1,0 +1,900 @@
+#include "sim/server.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "sim/objects.h"
+#include "sim/tables.h"
+
+namespace fitledger::sim {
+
+using nlohmann::json;
+
+namespace {
+
+// Not "application/json" exactly: cpp-httplib would gzip that when the client accepts gzip,
+// and its streaming compressor holds watch events back.
+constexpr char kJson[] = "application/json; charset=utf-8";
+constexpr size_t kWatchBatch = 1000;
+constexpr absl::Duration kMaxWatchWait = absl::Seconds(1);
+
+std::string ReasonForCode(int code) {
+  switch (code) {
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Expired";
+    case 413:
+      return "RequestEntityTooLarge";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return "Unknown";
+  }
+}
+
+json StatusObject(int code, absl::string_view reason, absl::string_view message) {
+  return json{{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
+              {"status", "Failure"}, {"message", message}, {"reason", reason},
+              {"code", code}};
+}
+
+void SendStatus(httplib::Response& res, int code, absl::string_view reason,
+                absl::string_view message) {
+  res.status = code;
+  res.set_content(Dump(StatusObject(code, reason, message)), kJson);
+}
+
+void SendError(httplib::Response& res, const absl::Status& status) {
+  int code = 500;
+  std::string reason = "InternalError";
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      code = 400;
+      reason = "BadRequest";
+      break;
+    case absl::StatusCode::kFailedPrecondition:
+      code = 422;
+      reason = "Invalid";
+      break;
+    case absl::StatusCode::kNotFound:
+      code = 404;
+      reason = "NotFound";
+      break;
+    case absl::StatusCode::kAlreadyExists:
+      code = 409;
+      reason = "AlreadyExists";
+      break;
+    case absl::StatusCode::kAborted:
+      code = 409;
+      reason = "Conflict";
+      break;
+    case absl::StatusCode::kOutOfRange:
+      code = 410;
+      reason = "Expired";
+      break;
+    case absl::StatusCode::kUnavailable:
+      code = 503;
+      reason = "ServiceUnavailable";
+      break;
+    default:
+      break;
+  }
+  SendStatus(res, code, reason, status.message());
+}
+
+void SendJson(httplib::Response& res, int code, const std::string& body) {
+  res.status = code;
+  res.set_content(body, kJson);
+}
+
+void SendOk(httplib::Response& res) { SendJson(res, 200, "{\"ok\":true}"); }
+
+std::string ListKind(Kind kind) { return kind == Kind::kPod ? "PodList" : "NodeList"; }
+
+std::string ListJson(Kind kind, const ListResult& list) {
+  std::string out = absl::StrCat("{\"kind\":\"", ListKind(kind),
+                                 "\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"",
+                                 list.resource_version, "\"");
+  if (!list.continue_token.empty()) {
+    absl::StrAppend(&out, ",\"continue\":\"", list.continue_token,
+                    "\",\"remainingItemCount\":", list.remaining_items);
+  }
+  size_t total = out.size() + 16;
+  for (const ObjectPtr& item : list.items) total += item->json.size() + 1;
+  out.reserve(total);
+  out.append("},\"items\":[");
+  for (size_t i = 0; i < list.items.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out.append(list.items[i]->json);
+  }
+  out.append("]}");
+  return out;
+}
+
+json ApiResource(const char* name, const char* kind, bool namespaced,
+                 std::vector<const char*> verbs, const char* short_name = nullptr) {
+  json r = {{"name", name},
+            {"singularName", ""},
+            {"namespaced", namespaced},
+            {"kind", kind},
+            {"verbs", verbs}};
+  if (short_name != nullptr) r["shortNames"] = json::array({short_name});
+  return r;
+}
+
+// Parses a JSON request body into an object; an error Status otherwise.
+absl::StatusOr<json> ParseBody(const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError("the request body is not a JSON object");
+  }
+  return j;
+}
+
+std::string StringField(const json& j, const char* key) {
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// `on`: true/false, defaulting to true when absent.
+absl::StatusOr<bool> OnOff(const std::string& body) {
+  if (body.empty()) return true;
+  auto j = ParseBody(body);
+  if (!j.ok()) return j.status();
+  auto it = j->find("on");
+  if (it == j->end()) return true;
+  if (!it->is_boolean()) return absl::InvalidArgumentError("\"on\" must be true or false");
+  return it->get<bool>();
+}
+
+}  // namespace
+
+struct SimServer::WatchState {
+  ObjectFilter filter;
+  bool table = false;
+  bool bookmarks = false;
+  uint64_t epoch = 0;
+  uint64_t cursor = 0;
+  absl::Time deadline;
+  absl::Time next_bookmark;
+  std::vector<ObjectPtr> initial;  // sent as ADDED first (watch from "" or "0")
+  std::string error_line;          // sent, then the stream ends (410)
+  bool started = false;
+  bool sent_columns = false;
+};
+
+SimServer::SimServer(SimConfig config, ClusterStore* store)
+    : config_(std::move(config)), store_(store), watch_lag_(config_.watch_lag) {}
+
+SimServer::~SimServer() { Stop(); }
+
+std::string SimServer::url() const {
+  return absl::StrCat(config_.tls.enabled() ? "https" : "http", "://",
+                      absl::StrContains(host_, ':') ? absl::StrCat("[", host_, "]") : host_, ":",
+                      port_);
+}
+
+absl::Status SimServer::Start(const std::string& host, int port) {
+  {
+    MutexLock lock(&mu_);
+    if (started_) return absl::FailedPreconditionError("already started");
+    started_ = true;
+  }
+  if (config_.tls.enabled()) {
+    auto ssl = std::make_unique<httplib::SSLServer>(
+        config_.tls.cert_file.c_str(), config_.tls.key_file.c_str(),
+        config_.tls.client_ca_file.empty() ? nullptr : config_.tls.client_ca_file.c_str());
+    if (!ssl->is_valid()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot load TLS files (certFile ", config_.tls.cert_file, ", keyFile ",
+                       config_.tls.key_file, ", clientCAFile ", config_.tls.client_ca_file, ")"));
+    }
+    http_ = std::move(ssl);
+  } else {
+    http_ = std::make_unique<httplib::Server>();
+  }
+  const int threads = config_.threads;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_tcp_nodelay(true);
+  http_->set_keep_alive_max_count(100000);
+  http_->set_keep_alive_timeout(2);
+  http_->set_payload_max_length(config_.max_body_bytes);
+  auto handler = [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); };
+  http_->Get(".*", handler);
+  http_->Post(".*", handler);
+  http_->Put(".*", handler);
+  http_->Patch(".*", handler);
+  http_->Delete(".*", handler);
+  httplib::Server::HandlerWithResponse error_handler = [](const httplib::Request&,
+                                                          httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message = res.status == 413 ? "the request body is too large"
+                          : res.status == 404
+                              ? "the server could not find the requested resource"
+                              : absl::StrCat("request failed with HTTP ", res.status);
+    SendStatus(res, res.status, ReasonForCode(res.status), message);
+    return httplib::Server::HandlerResponse::Handled;
+  };
+  http_->set_error_handler(std::move(error_handler));
+  http_->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SendStatus(res, 500, "InternalError", absl::StrCat("fitledger-sim: ", what));
+      });
+  host_ = host;
+  if (port == 0) {
+    port_ = http_->bind_to_any_port(host);
+    if (port_ <= 0) return absl::UnavailableError(absl::StrCat("cannot bind ", host, ":0"));
+  } else {
+    if (!http_->bind_to_port(host, port)) {
+      return absl::UnavailableError(absl::StrCat("cannot bind ", host, ":", port));
+    }
+    port_ = port;
+  }
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
+  kubelet_thread_ = std::thread([this] { KubeletLoop(); });
+  return absl::OkStatus();
+}
+
+void SimServer::Stop() {
+  {
+    MutexLock lock(&mu_);
+    if (!started_ || stopped_) return;
+    stopped_ = true;
+  }
+  stopping_ = true;
+  DropWatches();
+  stop_signal_.Notify();
+  kubelet_signal_.Notify();
+  if (http_) http_->stop();
+  if (listener_.joinable()) listener_.join();
+  if (kubelet_thread_.joinable()) kubelet_thread_.join();
+}
+
+void SimServer::DropWatches() {
+  ++watch_epoch_;
+  store_->signal().Notify();
+}
+
+void SimServer::SleepUntil(absl::Time deadline) {
+  while (!stopping_) {
+    uint64_t gen = stop_signal_.generation();
+    if (stopping_ || absl::Now() >= deadline) return;
+    stop_signal_.WaitForChange(gen, deadline);
+  }
+}
+
+bool SimServer::IsDown() const {
+  MutexLock lock(&mu_);
+  return down_ || absl::Now() < down_until_;
+}
+
+void SimServer::Handle(const httplib::Request& req, httplib::Response& res) {
+  if (absl::StartsWith(req.path, "/sim/")) {
+    HandleAdmin(req, res);
+    return;
+  }
+  if (!config_.token.empty() &&
+      req.get_header_value("Authorization") != absl::StrCat("Bearer ", config_.token)) {
+    SendStatus(res, 401, "Unauthorized", "Unauthorized");
+    return;
+  }
+  if (IsDown()) {
+    SendStatus(res, 503, "ServiceUnavailable",
+               "fitledger-sim: the API server is down (fault injected)");
+    return;
+  }
+  HandleApi(req, res);
+}
+
+void SimServer::Discovery(const std::string& path, httplib::Response& res) {
+  if (path == "/version") {
+    SendJson(res, 200,
+             Dump(json{{"major", "1"},
+                       {"minor", "30"},
+                       {"gitVersion", "v1.30.0-fitledger-sim"},
+                       {"gitCommit", "0000000000000000000000000000000000000000"},
+                       {"gitTreeState", "clean"},
+                       {"buildDate", "2024-01-01T00:00:00Z"},
+                       {"goVersion", "go1.22.0"},
+                       {"compiler", "gc"},
+                       {"platform", "linux/amd64"}}));
+  } else if (path == "/api") {
+    SendJson(res, 200,
+             Dump(json{{"kind", "APIVersions"},
+                       {"versions", json::array({"v1"})},
+                       {"serverAddressByClientCIDRs",
+                        json::array({{{"clientCIDR", "0.0.0.0/0"},
+                                      {"serverAddress", absl::StrCat(host_, ":", port_)}}})}}));
+  } else if (path == "/apis") {
+    SendJson(res, 200,
+             Dump(json{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", json::array()}}));
+  } else if (path == "/api/v1") {
+    std::vector<const char*> crud = {"create", "delete", "get", "list", "watch"};
+    SendJson(res, 200,
+             Dump(json{
+                 {"kind", "APIResourceList"},
+                 {"groupVersion", "v1"},
+                 {"resources",
+                  json::array({ApiResource("events", "Event", true, {"list"}, "ev"),
+                               ApiResource("namespaces", "Namespace", false, {"get", "list"}, "ns"),
+                               ApiResource("nodes", "Node", false, {"get", "list", "watch"}, "no"),
+                               ApiResource("pods", "Pod", true, crud, "po"),
+                               ApiResource("pods/binding", "Binding", true, {"create"}),
+                               ApiResource("pods/status", "Pod", true, {"get"})})}}));
+  } else {
+    SendJson(res, 200,
+             Dump(json{{"paths", json::array({"/api", "/api/v1", "/apis", "/version"})}}));
+  }
+}
+
+void SimServer::HandleApi(const httplib::Request& req, httplib::Response& res) {
+  const std::string& path = req.path;
+  const std::string& method = req.method;
+  std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
+  const bool get = method == "GET";
+  if (get && (parts.empty() || path == "/version" || path == "/api" || path == "/apis" ||
+              path == "/api/v1")) {
+    Discovery(path, res);
+    return;
+  }
+  auto not_found = [&] {
+    SendStatus(res, 404, "NotFound", "the server could not find the requested resource");
+  };
+  auto method_not_allowed = [&] {
+    SendStatus(res, 405, "MethodNotAllowed",
+               absl::StrCat("the server does not allow this method on the requested resource"));
+  };
+  // Node heartbeats, which `kubectl describe node` shows (not advertised in discovery).
+  if (get && parts.size() == 7 && parts[0] == "apis" && parts[1] == "coordination.k8s.io" &&
+      parts[2] == "v1" && parts[3] == "namespaces" && parts[4] == "kube-node-lease" &&
+      parts[5] == "leases") {
+    auto node = store_->Get(Kind::kNode, "", parts[6]);
+    if (!node.ok()) return SendError(res, node.status());
+    const std::string renew =
+        absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone());
+    return SendJson(
+        res, 200,
+        Dump(json{
+            {"kind", "Lease"},
+            {"apiVersion", "coordination.k8s.io/v1"},
+            {"metadata", {{"name", parts[6]}, {"namespace", "kube-node-lease"}}},
+            {"spec",
+             {{"holderIdentity", parts[6]}, {"leaseDurationSeconds", 40}, {"renewTime", renew}}}}));
+  }
+  if (parts.size() < 3 || parts[0] != "api" || parts[1] != "v1") {
+    not_found();
+    return;
+  }
+  const size_t n = parts.size();
+  const std::string& resource = parts[2];
+  if (n == 3) {  // cluster-scoped collections and all-namespace lists
+    if (!get) return method_not_allowed();
+    if (resource == "pods") return HandleListOrWatch(req, res, Kind::kPod, "");
+    if (resource == "nodes") return HandleListOrWatch(req, res, Kind::kNode, "");
+    if (resource == "events") {
+      return SendJson(res, 200,
+                      absl::StrCat("{\"kind\":\"EventList\",\"apiVersion\":\"v1\",\"metadata\":"
+                                   "{\"resourceVersion\":\"",
+                                   store_->resource_version(), "\"},\"items\":[]}"));
+    }
+    if (resource == "namespaces") {
+      json items = json::array();
+      for (const char* ns : {"default", "kube-node-lease", "kube-public", "kube-system"}) {
+        items.push_back({{"metadata", {{"name", ns}}}, {"status", {{"phase", "Active"}}}});
+      }
+      return SendJson(res, 200,
+                      Dump(json{{"kind", "NamespaceList"},
+                                {"apiVersion", "v1"},
+                                {"metadata", {{"resourceVersion", "1"}}},
+                                {"items", items}}));
+    }
+    return not_found();
+  }
+  if (resource == "nodes" && n == 4) {
+    if (!get) return method_not_allowed();
+    auto node = store_->Get(Kind::kNode, "", parts[3]);
+    if (!node.ok()) return SendError(res, node.status());
+    if (WantsTable(req.get_header_value("Accept"))) {
+      return SendJson(
+          res, 200,
+          TableJson(Kind::kNode, {*node}, (*node)->resource_version, "", 0, true, absl::Now()));
+    }
+    return SendJson(res, 200, (*node)->json);
+  }
+  if (resource != "namespaces") return not_found();
+  const std::string& ns = parts[3];
+  if (n == 4) {
+    if (!get) return method_not_allowed();
+    return SendJson(res, 200,
+                    Dump(json{{"kind", "Namespace"},
+                              {"apiVersion", "v1"},
+                              {"metadata", {{"name", ns}}},
+                              {"status", {{"phase", "Active"}}}}));
+  }
+  const std::string& sub = parts[4];
+  if (sub == "events" && n == 5) {
+    if (!get) return method_not_allowed();
+    return SendJson(res, 200,
+                    absl::StrCat("{\"kind\":\"EventList\",\"apiVersion\":\"v1\",\"metadata\":"
+                                 "{\"resourceVersion\":\"",
+                                 store_->resource_version(), "\"},\"items\":[]}"));
+  }
+  if (sub != "pods") return not_found();
+  if (n == 5) {
+    if (get) return HandleListOrWatch(req, res, Kind::kPod, ns);
+    if (method == "POST") return HandleCreatePod(req, res, ns);
+    return method_not_allowed();
+  }
+  const std::string& name = parts[5];
+  if (n == 6) {
+    if (get) {
+      auto pod = store_->Get(Kind::kPod, ns, name);
+      if (!pod.ok()) return SendError(res, pod.status());
+      if (WantsTable(req.get_header_value("Accept"))) {
+        return SendJson(
+            res, 200,
+            TableJson(Kind::kPod, {*pod}, (*pod)->resource_version, "", 0, true, absl::Now()));
+      }
+      return SendJson(res, 200, (*pod)->json);
+    }
+    if (method == "DELETE") return HandleDeletePod(req, res, ns, name);
+    return method_not_allowed();
+  }
+  if (n == 7 && parts[6] == "binding") {
+    if (method != "POST") return method_not_allowed();
+    return HandleBinding(req, res, ns, name);
+  }
+  if (n == 7 && parts[6] == "status") {
+    if (!get) return method_not_allowed();
+    auto pod = store_->Get(Kind::kPod, ns, name);
+    if (!pod.ok()) return SendError(res, pod.status());
+    return SendJson(res, 200, (*pod)->json);
+  }
+  not_found();
+}
+
+void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response& res, Kind kind,
+                                  const std::string& namespace_name) {
+  ObjectFilter filter;
+  filter.kind = kind;
+  filter.namespace_name = namespace_name;
+  auto fields = FieldSelector::Parse(req.get_param_value("fieldSelector"), kind);
+  if (!fields.ok()) return SendError(res, fields.status());
+  filter.fields = *std::move(fields);
+  auto labels = LabelSelector::Parse(req.get_param_value("labelSelector"));
+  if (!labels.ok()) return SendError(res, labels.status());
+  filter.labels = *std::move(labels);
+  const bool table = WantsTable(req.get_header_value("Accept"));
+  const std::string watch = req.get_param_value("watch");
+  if (watch == "true" || watch == "1") {
+    auto state = std::make_shared<WatchState>();
+    state->filter = std::move(filter);
+    state->table = table;
+    state->bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
+    return ServeWatch(req, res, std::move(state));
+  }
+  int64_t limit = 0;
+  if (req.has_param("limit") &&
+      (!absl::SimpleAtoi(req.get_param_value("limit"), &limit) || limit < 0)) {
+    return SendStatus(res, 400, "BadRequest",
+                      "limit: Invalid value: must be a non-negative integer");
+  }
+  auto list = store_->List(filter, limit, req.get_param_value("continue"));
+  if (!list.ok()) return SendError(res, list.status());
+  if (table) {
+    return SendJson(res, 200,
+                    TableJson(kind, list->items, list->resource_version, list->continue_token,
+                              list->remaining_items, true, absl::Now()));
+  }
+  SendJson(res, 200, ListJson(kind, *list));
+}
+
+void SimServer::ServeWatch(const httplib::Request& req, httplib::Response& res,
+                           std::shared_ptr<WatchState> state) {
+  const absl::Time now = absl::Now();
+  absl::Duration timeout = config_.max_watch_duration;
+  if (req.has_param("timeoutSeconds")) {
+    int64_t seconds = 0;
+    if (!absl::SimpleAtoi(req.get_param_value("timeoutSeconds"), &seconds) || seconds < 0) {
+      return SendStatus(res, 400, "BadRequest", "timeoutSeconds: Invalid value");
+    }
+    if (seconds > 0) timeout = std::min(timeout, absl::Seconds(seconds));
+  }
+  state->deadline = now + timeout;
+  state->epoch = watch_epoch_.load();
+  state->next_bookmark = now + config_.bookmark_interval;
+  const std::string rv = req.get_param_value("resourceVersion");
+  if (rv.empty() || rv == "0") {
+    auto list = store_->List(state->filter, 0, "");
+    if (!list.ok()) return SendError(res, list.status());
+    state->initial = std::move(list->items);
+    state->cursor = list->resource_version;
+  } else {
+    auto start = store_->WatchStart(rv);
+    if (start.ok()) {
+      state->cursor = *start;
+    } else if (start.status().code() == absl::StatusCode::kOutOfRange) {
+      state->error_line =
+          absl::StrCat("{\"type\":\"ERROR\",\"object\":",
+                       Dump(StatusObject(410, "Expired", start.status().message())), "}\n");
+    } else {
+      return SendError(res, start.status());
+    }
+  }
+  ++watches_open_;
+  res.status = 200;
+  res.set_chunked_content_provider(
+      kJson, [this, state](size_t, httplib::DataSink& sink) { return WatchStep(*state, sink); },
+      [this](bool) { --watches_open_; });
+}
+
+bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
+  auto event_line = [&](absl::string_view type, const ObjectPtr& object) {
+    std::string body;
+    if (state.table) {
+      body = TableJson(state.filter.kind, {object}, object->resource_version, "", 0,
+                       !state.sent_columns, absl::Now());
+      state.sent_columns = true;
+    }
+    return absl::StrCat("{\"type\":\"", type, "\",\"object\":", state.table ? body : object->json,
+                        "}\n");
+  };
+  if (!state.started) {
+    state.started = true;
+    if (!state.error_line.empty()) {
+      if (!sink.write(state.error_line.data(), state.error_line.size())) return false;
+      sink.done();
+      return true;
+    }
+    std::string out;
+    for (const ObjectPtr& object : state.initial) {
+      out += event_line("ADDED", object);
+      if (out.size() > (1 << 20)) {
+        if (!sink.write(out.data(), out.size())) return false;
+        out.clear();
+      }
+    }
+    state.initial.clear();
+    if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+    return true;
+  }
+  const uint64_t generation = store_->signal().generation();
+  const absl::Time now = absl::Now();
+  if (stopping_ || state.epoch != watch_epoch_.load() || now >= state.deadline) {
+    sink.done();
+    return true;
+  }
+  bool bookmarks_only;
+  absl::Duration lag;
+  {
+    MutexLock lock(&mu_);
+    bookmarks_only = bookmarks_only_;
+    lag = watch_lag_;
+  }
+  absl::Time wake = std::min(state.deadline, now + kMaxWatchWait);
+  if (state.bookmarks) wake = std::min(wake, state.next_bookmark);
+  if (!bookmarks_only) {
+    WatchBatch batch = store_->Poll(state.filter, state.cursor, now, lag, kWatchBatch);
+    if (batch.expired) {
+      std::string line =
+          absl::StrCat("{\"type\":\"ERROR\",\"object\":",
+                       Dump(StatusObject(410, "Expired",
+                                         absl::StrCat("too old resource version: ", state.cursor,
+                                                      " (", store_->resource_version(), ")"))),
+                       "}\n");
+      if (!sink.write(line.data(), line.size())) return false;
+      sink.done();
+      return true;
+    }
+    state.cursor = batch.cursor;
+    if (!batch.events.empty()) {
+      std::string out;
+      for (const WatchEvent& e : batch.events) out += event_line(EventTypeName(e.type), e.object);
+      if (!sink.write(out.data(), out.size())) return false;
+    }
+    if (batch.events.size() >= kWatchBatch) return true;  // more is waiting
+    if (batch.next_visible.has_value()) wake = std::min(wake, *batch.next_visible);
+  }
+  if (state.bookmarks && now >= state.next_bookmark) {
+    std::string line = absl::StrCat("{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"",
+                                    state.filter.kind == Kind::kPod ? "Pod" : "Node",
+                                    "\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"",
+                                    state.cursor, "\"}}}\n");
+    if (!sink.write(line.data(), line.size())) return false;
+    state.next_bookmark = now + config_.bookmark_interval;
+    wake = std::min(wake, state.next_bookmark);
+  }
+  store_->signal().WaitForChange(generation, wake);
+  return true;
+}
+
+void SimServer::HandleCreatePod(const httplib::Request& req, httplib::Response& res,
+                                const std::string& namespace_name) {
+  auto pod = store_->CreatePod(req.body, namespace_name);
+  if (!pod.ok()) return SendError(res, pod.status());
+  if (!(*pod)->fields.node_name.empty()) OnPodBound(namespace_name, (*pod)->fields.name);
+  SendJson(res, 201, (*pod)->json);
+}
+
+void SimServer::HandleDeletePod(const httplib::Request& req, httplib::Response& res,
+                                const std::string& namespace_name, const std::string& name) {
+  std::string uid;
+  if (!req.body.empty()) {
+    auto options = ParseBody(req.body);
+    if (!options.ok()) return SendError(res, options.status());
+    if (auto it = options->find("preconditions"); it != options->end()) {
+      uid = StringField(*it, "uid");
+    }
+  }
+  auto deleted = store_->DeletePod(namespace_name, name, uid);
+  if (!deleted.ok()) return SendError(res, deleted.status());
+  SendJson(res, 200, (*deleted)->json);
+}
+
+void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& res,
+                              const std::string& namespace_name, const std::string& name) {
+  auto binding = ParseBody(req.body);
+  if (!binding.ok()) return SendError(res, binding.status());
+  const json& metadata = binding->contains("metadata") ? (*binding)["metadata"] : json();
+  const json& target = binding->contains("target") ? (*binding)["target"] : json();
+  if ((binding->contains("metadata") && !metadata.is_object()) ||
+      (binding->contains("target") && !target.is_object())) {
+    return SendStatus(res, 400, "BadRequest", "Binding metadata and target must be objects");
+  }
+  const std::string node = StringField(target, "name");
+  if (node.empty()) {
+    return SendStatus(
+        res, 422, "Invalid",
+        absl::StrCat("Binding.core \"", name, "\" is invalid: target.name: Required value"));
+  }
+  const std::string binding_name = StringField(metadata, "name");
+  if (!binding_name.empty() && binding_name != name) {
+    return SendStatus(res, 400, "BadRequest",
+                      "the name of the object (" + binding_name +
+                          ") does not match the name on the URL (" + name + ")");
+  }
+  const std::string uid = StringField(metadata, "uid");
+  std::optional<BindingFault> fault;
+  {
+    MutexLock lock(&mu_);
+    const std::string key = absl::StrCat(namespace_name, "/", name);
+    for (BindingFault& f : binding_faults_) {
+      if (f.times == 0 || !(f.all || f.names.count(key) > 0)) continue;
+      if (f.times > 0) --f.times;
+      fault = f;
+      break;
+    }
+  }
+  if (fault.has_value() && !fault->hang) {
+    int code = fault->code;
+    std::string message =
+        code == 404 ? absl::StrCat("pods \"", name, "\" not found")
+                    : absl::StrCat("fitledger-sim: injected binding failure (HTTP ", code, ")");
+    return SendStatus(res, code, ReasonForCode(code), message);
+  }
+  if (fault.has_value()) {
+    SleepUntil(absl::Now() + fault->hang_for);
+    if (!fault->then_bind) {
+      return SendStatus(res, 504, "Timeout",
+                        "Timeout: request did not complete within the allowed duration");
+    }
+  }
+  auto bound = store_->Bind(namespace_name, name, uid, node);
+  if (!bound.ok()) return SendError(res, bound.status());
+  OnPodBound(namespace_name, name);
+  SendJson(res, 201,
+           "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\","
+           "\"code\":201}");
+}
+
+void SimServer::OnPodBound(const std::string& namespace_name, const std::string& name) {
+  if (!config_.kubelet.enabled) return;
+  if (config_.kubelet.admit_delay <= absl::ZeroDuration()) {
+    store_->AdmitPod(namespace_name, name);
+    return;
+  }
+  {
+    MutexLock lock(&mu_);
+    delayed_.push_back(
+        DelayedAdmission{absl::Now() + config_.kubelet.admit_delay, namespace_name, name});
+  }
+  kubelet_signal_.Notify();
+}
+
+void SimServer::KubeletLoop() {
+  while (!stopping_) {
+    const uint64_t generation = kubelet_signal_.generation();
+    std::vector<DelayedAdmission> due;
+    absl::Time next = absl::Now() + absl::Seconds(10);
+    {
+      MutexLock lock(&mu_);
+      const absl::Time now = absl::Now();
+      auto split = std::stable_partition(delayed_.begin(), delayed_.end(),
+                                         [&](const DelayedAdmission& d) { return d.due > now; });
+      due.assign(std::make_move_iterator(split), std::make_move_iterator(delayed_.end()));
+      delayed_.erase(split, delayed_.end());
+      for (const DelayedAdmission& d : delayed_) next = std::min(next, d.due);
+    }
+    for (const DelayedAdmission& d : due) store_->AdmitPod(d.namespace_name, d.name);
+    if (due.empty()) kubelet_signal_.WaitForChange(generation, next);
+  }
+}
+
+void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res) {
+  const std::string& path = req.path;
+  const bool post = req.method == "POST";
+  if (path == "/sim/stats" && req.method == "GET") {
+    StoreStats stats = store_->Stats();
+    json out = {{"pods", stats.pods_by_phase},
+                {"rejections", stats.rejections_by_reason},
+                {"bindings", stats.bindings},
+                {"nodes", stats.nodes},
+                {"resourceVersion", stats.resource_version},
+                {"watchesOpen", watches_open_.load()}};
+    return SendJson(res, 200, Dump(out));
+  }
+  if (path == "/sim/faults/binding" && req.method == "DELETE") {
+    MutexLock lock(&mu_);
+    binding_faults_.clear();
+    return SendOk(res);
+  }
+  if (path == "/sim/faults/binding" && post) {
+    auto body = ParseBody(req.body);
+    if (!body.ok()) return SendError(res, body.status());
+    BindingFault fault;
+    if (body->contains("all")) {
+      if (!(*body)["all"].is_boolean())
+        return SendStatus(res, 400, "BadRequest", "\"all\" must be a boolean");
+      fault.all = (*body)["all"].get<bool>();
+    }
+    if (body->contains("names")) {
+      if (!(*body)["names"].is_array())
+        return SendStatus(res, 400, "BadRequest", "\"names\" must be a list");
+      for (const json& n : (*body)["names"]) {
+        if (!n.is_string() || !absl::StrContains(n.get<std::string>(), '/')) {
+          return SendStatus(res, 400, "BadRequest", "\"names\" entries are \"namespace/name\"");
+        }
+        fault.names.insert(n.get<std::string>());
+      }
+    }
+    if (!fault.all && fault.names.empty()) {
+      return SendStatus(res, 400, "BadRequest", "give \"names\" or \"all\": true");
+    }
+    const std::string mode = StringField(*body, "mode");
+    if (mode == "error") {
+      if (!body->contains("code") || !(*body)["code"].is_number_integer() ||
+          (*body)["code"].get<int>() < 400 || (*body)["code"].get<int>() > 599) {
+        return SendStatus(res, 400, "BadRequest", "mode error needs \"code\" 400..599");
+      }
+      fault.code = (*body)["code"].get<int>();
+    } else if (mode == "hang") {
+      fault.hang = true;
+      if (!body->contains("seconds") || !(*body)["seconds"].is_number() ||
+          (*body)["seconds"].get<double>() < 0) {
+        return SendStatus(res, 400, "BadRequest", "mode hang needs \"seconds\" >= 0");
+      }
+      fault.hang_for = absl::Seconds((*body)["seconds"].get<double>());
+      if (body->contains("thenBind")) {
+        if (!(*body)["thenBind"].is_boolean())
+          return SendStatus(res, 400, "BadRequest", "\"thenBind\" must be a boolean");
+        fault.then_bind = (*body)["thenBind"].get<bool>();
+      }
+    } else {
+      return SendStatus(res, 400, "BadRequest", "\"mode\" must be \"error\" or \"hang\"");
+    }
+    if (body->contains("times")) {
+      if (!(*body)["times"].is_number_integer() || (*body)["times"].get<int64_t>() < 1) {
+        return SendStatus(res, 400, "BadRequest", "\"times\" must be a positive integer");
+      }
+      fault.times = (*body)["times"].get<int64_t>();
+    }
+    MutexLock lock(&mu_);
+    binding_faults_.push_back(std::move(fault));
+    return SendOk(res);
+  }
+  if (path == "/sim/faults/drop-watches" && post) {
+    DropWatches();
+    return SendOk(res);
+  }
+  if (path == "/sim/faults/expire" && post) {
+    store_->ExpireHistory();
+    return SendOk(res);
+  }
+  if (path == "/sim/faults/bookmarks-only" && post) {
+    auto on = OnOff(req.body);
+    if (!on.ok()) return SendError(res, on.status());
+    {
+      MutexLock lock(&mu_);
+      bookmarks_only_ = *on;
+    }
+    store_->signal().Notify();
+    return SendOk(res);
+  }
+  if (path == "/sim/faults/down" && post) {
+    auto body = req.body.empty() ? absl::StatusOr<json>(json::object()) : ParseBody(req.body);
+    if (!body.ok()) return SendError(res, body.status());
+    bool down = true;
+    absl::Time until = absl::InfinitePast();
+    if (body->contains("seconds")) {
+      if (!(*body)["seconds"].is_number() || (*body)["seconds"].get<double>() < 0) {
+        return SendStatus(res, 400, "BadRequest", "\"seconds\" must be a number >= 0");
+      }
+      down = false;
+      until = absl::Now() + absl::Seconds((*body)["seconds"].get<double>());
+    } else {
+      auto on = OnOff(req.body);
+      if (!on.ok()) return SendError(res, on.status());
+      down = *on;
+    }
+    {
+      MutexLock lock(&mu_);
+      down_ = down;
+      down_until_ = until;
+    }
+    if (down || until > absl::Now()) DropWatches();
+    return SendOk(res);
+  }
+  if (path == "/sim/restart" && post) {
+    store_->ForgetHistory();
+    DropWatches();
+    return SendOk(res);
+  }
+  if (path == "/sim/watch-lag" && post) {
+    auto body = ParseBody(req.body);
+    if (!body.ok()) return SendError(res, body.status());
+    auto lag = ParseGoDuration(StringField(*body, "lag"));
+    if (!lag.ok()) return SendError(res, lag.status());
+    {
+      MutexLock lock(&mu_);
+      watch_lag_ = *lag;
+    }
+    store_->signal().Notify();
+    return SendOk(res);
+  }
+  std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
+  if (post && parts.size() == 5 && parts[1] == "pods" && parts[4] == "phase") {
+    auto body = ParseBody(req.body);
+    if (!body.ok()) return SendError(res, body.status());
+    auto pod = store_->SetPodPhase(parts[2], parts[3], StringField(*body, "phase"));
+    if (!pod.ok()) return SendError(res, pod.status());
+    return SendJson(res, 200, (*pod)->json);
+  }
+  SendStatus(res, 404, "NotFound", absl::StrCat("unknown admin path ", req.method, " ", path));
+}
+
+}  // namespace fitledger::sim

@@ -1,0 +1,628 @@
+#include "sim/store.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "server/kube/objects.h"
+#include "sim/objects.h"
+
+namespace fitledger::sim {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxSnapshots = 64;
+
+std::string Key(absl::string_view ns, absl::string_view name) {
+  return absl::StrCat(ns, "/", name);
+}
+
+absl::Status PodNotFound(absl::string_view name) {
+  return absl::NotFoundError(absl::StrCat("pods \"", name, "\" not found"));
+}
+
+absl::Status ContinueExpired() {
+  return absl::OutOfRangeError(
+      "The provided continue parameter is too old to display a consistent list result. You can "
+      "start a new list without the continue parameter.");
+}
+
+// Process-unique, random-looking RFC 4122 version-4 UIDs.
+std::string FormatUid(uint64_t salt, uint64_t counter) {
+  uint64_t hi = salt ^ (counter * 0x9E3779B97F4A7C15ULL);
+  uint64_t lo = counter;
+  return absl::StrFormat("%08x-%04x-4%03x-8%03x-%012x", static_cast<uint32_t>(hi >> 32),
+                         static_cast<uint32_t>((hi >> 16) & 0xffff),
+                         static_cast<uint32_t>(hi & 0xfff), static_cast<uint32_t>(lo >> 48 & 0xfff),
+                         lo & 0xffffffffffffULL);
+}
+
+uint64_t ProcessSalt() {
+  static const uint64_t salt = [] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }();
+  return salt;
+}
+
+std::string RandomSuffix(uint64_t n) {
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  std::string out;
+  uint64_t x = (n + 1) * 0x9E3779B97F4A7C15ULL ^ ProcessSalt();
+  for (int i = 0; i < 5; ++i) {
+    out.push_back(kAlphabet[x % (sizeof(kAlphabet) - 1)]);
+    x /= (sizeof(kAlphabet) - 1);
+  }
+  return out;
+}
+
+// The string at `key` of object `j`; empty when missing, null or not a string.
+std::string StringField(const json& j, const char* key) {
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool IsPhase(absl::string_view phase) {
+  return phase == "Pending" || phase == "Running" || phase == "Succeeded" || phase == "Failed" ||
+         phase == "Unknown";
+}
+
+}  // namespace
+
+absl::string_view EventTypeName(EventType type) {
+  switch (type) {
+    case EventType::kAdded:
+      return "ADDED";
+    case EventType::kModified:
+      return "MODIFIED";
+    case EventType::kDeleted:
+      return "DELETED";
+  }
+  return "ERROR";
+}
+
+bool ObjectFilter::Matches(const StoredObject& object) const {
+  if (object.kind != kind) return false;
+  if (!namespace_name.empty() && object.fields.namespace_name != namespace_name) return false;
+  return fields.Matches(object.fields) && labels.Matches(object.fields.labels);
+}
+
+ClusterStore::ClusterStore(Options options) : options_(std::move(options)) {}
+
+std::string ClusterStore::NextUidLocked() { return FormatUid(ProcessSalt(), ++uid_counter_); }
+
+void ClusterStore::RecordLocked(EventType type, ObjectPtr object, ObjectPtr previous) {
+  history_.push_back(Event{type, std::move(object), std::move(previous), options_.clock()});
+  while (static_cast<int64_t>(history_.size()) > options_.event_window) {
+    compacted_ = history_.front().object->resource_version;
+    history_.pop_front();
+  }
+}
+
+ObjectPtr ClusterStore::ReplacePodLocked(const ObjectPtr& old, const json& pod) {
+  auto object = std::make_shared<StoredObject>(*old);
+  object->json = Dump(pod);
+  object->resource_version = resource_version_;
+  object->fields = FieldsOf(pod);
+  ObjectPtr published = object;
+  pods_[Key(old->fields.namespace_name, old->fields.name)] = published;
+  RecordLocked(EventType::kModified, published, old);
+  return published;
+}
+
+absl::Status ClusterStore::AddNode(const NodeSpec& spec) {
+  {
+    MutexLock lock(&mu_);
+    RETURN_IF_ERROR(AddNodeLocked(spec, /*record=*/true));
+  }
+  signal_.Notify();
+  return absl::OkStatus();
+}
+
+absl::Status ClusterStore::AddNodeLocked(const NodeSpec& spec, bool record) {
+  if (nodes_.count(Key("", spec.name)) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("nodes \"", spec.name, "\" already exists"));
+  }
+  int index = static_cast<int>(node_index_.size());
+  json node =
+      BuildNode(spec, NextUidLocked(), resource_version_ + 1, options_.clock(), NodeIp(index));
+  auto object = std::make_shared<StoredObject>();
+  object->kind = Kind::kNode;
+  object->json = Dump(node);
+  auto decoded = kube::ParseNode(object->json);
+  if (!decoded.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node ", spec.name, ": ", decoded.status().message()));
+  }
+  object->resource_version = ++resource_version_;
+  object->uid = node["metadata"]["uid"].get<std::string>();
+  object->fields = FieldsOf(node);
+  object->requests = decoded->node.allocatable;
+  node_index_[spec.name] = index;
+  kubelet_.SetNode(spec.name, object->requests);
+  nodes_[Key("", spec.name)] = object;
+  if (record) RecordLocked(EventType::kAdded, object, nullptr);
+  return absl::OkStatus();
+}
+
+absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
+  if (spec.nodes <= 0) return absl::OkStatus();
+  std::string pod_template = GeneratedPodTemplate(spec.pod_requests);
+  {
+    MutexLock lock(&mu_);
+    Resources requests;
+    std::string created = FormatTimestamp(options_.clock());
+    for (int i = 0; i < spec.nodes; ++i) {
+      NodeSpec node;
+      node.name = absl::StrCat(spec.node_prefix, i);
+      node.allocatable = spec.node_allocatable;
+      node.capacity = spec.node_allocatable;
+      RETURN_IF_ERROR(AddNodeLocked(node, /*record=*/false));
+      const int index = node_index_[node.name];
+      const std::string host_ip = NodeIp(index);
+      for (int p = 0; p < spec.pods_per_node; ++p) {
+        const std::string name = absl::StrCat("bench-", i, "-", p);
+        const std::string uid = NextUidLocked();
+        const uint64_t rv = ++resource_version_;
+        int64_t& started = pods_started_[node.name];
+        auto object = std::make_shared<StoredObject>();
+        object->kind = Kind::kPod;
+        object->resource_version = rv;
+        object->uid = uid;
+        object->json = absl::StrReplaceAll(pod_template, {{"@NAME@", name},
+                                                          {"@NS@", spec.pod_namespace},
+                                                          {"@UID@", uid},
+                                                          {"@RV@", absl::StrCat(rv)},
+                                                          {"@NODE@", node.name},
+                                                          {"@HOSTIP@", host_ip},
+                                                          {"@PODIP@", PodIp(index, started++)},
+                                                          {"@TS@", created}});
+        object->json.shrink_to_fit();
+        if (i == 0 && p == 0) {
+          ASSIGN_OR_RETURN(Pod pod, kube::ParsePod(object->json));
+          ASSIGN_OR_RETURN(requests, PodRequests(pod, RequestBasis::kSpec));
+        }
+        object->requests = requests;
+        object->fields.namespace_name = spec.pod_namespace;
+        object->fields.name = name;
+        object->fields.node_name = node.name;
+        object->fields.phase = "Running";
+        object->fields.scheduler_name = "default-scheduler";
+        object->fields.labels = {
+            {"app", "bench"}, {"pod-template-hash", "5d8f7c9b6d"}, {"tier", "backend"}};
+        kubelet_.AddAdmitted(node.name, uid, requests);
+        pods_.emplace_hint(pods_.end(), Key(spec.pod_namespace, name), std::move(object));
+      }
+    }
+    history_.clear();
+    compacted_ = resource_version_;
+    min_watch_start_ = resource_version_;
+  }
+  signal_.Notify();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
+                                                  absl::string_view path_namespace) {
+  json pod = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (pod.is_discarded() || !pod.is_object()) {
+    return absl::InvalidArgumentError(
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json");
+  }
+  if (pod.contains("kind") && pod["kind"] != "Pod") {
+    return absl::InvalidArgumentError("the kind of the provided object is not Pod");
+  }
+  if (pod.contains("apiVersion") && pod["apiVersion"] != "v1") {
+    return absl::InvalidArgumentError("the apiVersion of the provided object is not v1");
+  }
+  if (!pod.contains("metadata")) pod["metadata"] = json::object();
+  json& metadata = pod["metadata"];
+  if (!metadata.is_object()) return absl::InvalidArgumentError("metadata must be an object");
+  for (const char* key : {"name", "generateName", "namespace"}) {
+    if (metadata.contains(key) && !metadata[key].is_string() && !metadata[key].is_null()) {
+      return absl::InvalidArgumentError(absl::StrCat("metadata.", key, " must be a string"));
+    }
+  }
+  if (metadata.contains("labels") && !metadata["labels"].is_null()) {
+    if (!metadata["labels"].is_object()) {
+      return absl::InvalidArgumentError("metadata.labels must be an object");
+    }
+    for (const auto& [k, v] : metadata["labels"].items()) {
+      if (!v.is_string()) {
+        return absl::InvalidArgumentError(absl::StrCat("metadata.labels.", k, " must be a string"));
+      }
+    }
+  }
+  std::string ns = StringField(metadata, "namespace");
+  if (!ns.empty() && ns != path_namespace) {
+    return absl::InvalidArgumentError(
+        "the namespace of the provided object does not match the namespace sent on the request");
+  }
+  if (!pod.contains("spec") || pod["spec"].is_null()) pod["spec"] = json::object();
+  if (!pod["spec"].is_object()) return absl::InvalidArgumentError("spec must be an object");
+  json& spec = pod["spec"];
+  if (spec.contains("nodeName") && !spec["nodeName"].is_string() && !spec["nodeName"].is_null()) {
+    return absl::InvalidArgumentError("spec.nodeName must be a string");
+  }
+  if (spec.contains("schedulerName") && !spec["schedulerName"].is_string() &&
+      !spec["schedulerName"].is_null()) {
+    return absl::InvalidArgumentError("spec.schedulerName must be a string");
+  }
+  if (!spec.contains("schedulerName") || !spec["schedulerName"].is_string() ||
+      spec["schedulerName"].get<std::string>().empty()) {
+    spec["schedulerName"] = "default-scheduler";
+  }
+  if (!spec.contains("containers") || !spec["containers"].is_array() ||
+      spec["containers"].empty()) {
+    std::string name = StringField(metadata, "name");
+    return absl::FailedPreconditionError(
+        absl::StrCat("Pod \"", name, "\" is invalid: spec.containers: Required value"));
+  }
+  pod["apiVersion"] = "v1";
+  pod["kind"] = "Pod";
+  pod["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
+  metadata["namespace"] = std::string(path_namespace);
+  metadata.erase("deletionTimestamp");
+  metadata.erase("resourceVersion");
+
+  ObjectPtr published;
+  {
+    MutexLock lock(&mu_);
+    std::string name = StringField(metadata, "name");
+    if (name.empty()) {
+      std::string generate = StringField(metadata, "generateName");
+      if (generate.empty()) {
+        return absl::FailedPreconditionError(
+            "Pod \"\" is invalid: metadata.name: Required value: name or generateName is "
+            "required");
+      }
+      name = absl::StrCat(generate, RandomSuffix(uid_counter_));
+      metadata["name"] = name;
+    }
+    if (pods_.count(Key(path_namespace, name)) > 0) {
+      return absl::AlreadyExistsError(absl::StrCat("pods \"", name, "\" already exists"));
+    }
+    std::string uid = NextUidLocked();
+    metadata["uid"] = uid;
+    metadata["resourceVersion"] = absl::StrCat(resource_version_ + 1);
+    metadata["creationTimestamp"] = FormatTimestamp(options_.clock());
+    auto object = std::make_shared<StoredObject>();
+    object->kind = Kind::kPod;
+    object->uid = uid;
+    object->json = Dump(pod);
+    auto parsed = kube::ParsePod(object->json);
+    if (!parsed.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("Pod \"", name, "\" is invalid: ", parsed.status().message()));
+    }
+    auto requests = PodRequests(*parsed, RequestBasis::kSpec);
+    if (!requests.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("Pod \"", name, "\" is invalid: ", requests.status().message()));
+    }
+    object->requests = *requests;
+    object->fields = FieldsOf(pod);
+    object->resource_version = ++resource_version_;
+    published = object;
+    pods_[Key(path_namespace, name)] = published;
+    RecordLocked(EventType::kAdded, published, nullptr);
+  }
+  signal_.Notify();
+  return published;
+}
+
+absl::StatusOr<ObjectPtr> ClusterStore::Get(Kind kind, absl::string_view namespace_name,
+                                            absl::string_view name) const {
+  ReaderMutexLock lock(&mu_);
+  const ObjectMap& map = MapLocked(kind);
+  auto it = map.find(Key(namespace_name, name));
+  if (it == map.end()) {
+    return absl::NotFoundError(
+        absl::StrCat(kind == Kind::kPod ? "pods" : "nodes", " \"", name, "\" not found"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<ObjectPtr> ClusterStore::DeletePod(absl::string_view namespace_name,
+                                                  absl::string_view name,
+                                                  absl::string_view uid_precondition) {
+  ObjectPtr deleted;
+  {
+    MutexLock lock(&mu_);
+    auto it = pods_.find(Key(namespace_name, name));
+    if (it == pods_.end()) return PodNotFound(name);
+    const ObjectPtr old = it->second;
+    if (!uid_precondition.empty() && uid_precondition != old->uid) {
+      return absl::AbortedError(absl::StrCat("Operation cannot be fulfilled on pods \"", name,
+                                             "\": Precondition failed: UID in precondition: ",
+                                             uid_precondition, ", UID in object meta: ", old->uid));
+    }
+    pods_.erase(it);
+    kubelet_.Release(old->uid);
+    json pod = json::parse(old->json);
+    ++resource_version_;
+    pod["metadata"]["resourceVersion"] = absl::StrCat(resource_version_);
+    auto object = std::make_shared<StoredObject>(*old);
+    object->json = Dump(pod);
+    object->resource_version = resource_version_;
+    deleted = object;
+    RecordLocked(EventType::kDeleted, deleted, old);
+  }
+  signal_.Notify();
+  return deleted;
+}
+
+absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
+                                             absl::string_view name,
+                                             absl::string_view uid_precondition,
+                                             absl::string_view node) {
+  ObjectPtr published;
+  {
+    MutexLock lock(&mu_);
+    auto it = pods_.find(Key(namespace_name, name));
+    if (it == pods_.end()) return PodNotFound(name);
+    const ObjectPtr old = it->second;
+    if (!uid_precondition.empty() && uid_precondition != old->uid) {
+      return absl::AbortedError(
+          absl::StrCat("Operation cannot be fulfilled on pods \"", name,
+                       "\": StorageError: invalid object, Code: 4, Key: /registry/pods/",
+                       namespace_name, "/", name,
+                       ", ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
+                       "precondition: ",
+                       uid_precondition, ", UID in object meta: ", old->uid));
+    }
+    if (!old->fields.node_name.empty()) {
+      return absl::AbortedError(
+          absl::StrCat("Operation cannot be fulfilled on pods/binding \"", name, "\": pod ", name,
+                       " is already assigned to node \"", old->fields.node_name, "\""));
+    }
+    json pod = json::parse(old->json);
+    ++resource_version_;
+    pod["metadata"]["resourceVersion"] = absl::StrCat(resource_version_);
+    pod["spec"]["nodeName"] = std::string(node);
+    json& status = pod["status"];
+    if (!status.is_object()) status = json::object();
+    status["conditions"] =
+        json::array({{{"type", "PodScheduled"},
+                      {"status", "True"},
+                      {"lastProbeTime", nullptr},
+                      {"lastTransitionTime", FormatTimestamp(options_.clock())}}});
+    published = ReplacePodLocked(old, pod);
+    ++bindings_;
+  }
+  signal_.Notify();
+  return published;
+}
+
+std::optional<Admission> ClusterStore::AdmitPod(absl::string_view namespace_name,
+                                                absl::string_view name) {
+  std::optional<Admission> result;
+  {
+    MutexLock lock(&mu_);
+    auto it = pods_.find(Key(namespace_name, name));
+    if (it == pods_.end()) return std::nullopt;
+    const ObjectPtr old = it->second;
+    const std::string& node = old->fields.node_name;
+    const std::string& phase = old->fields.phase;
+    if (node.empty() || phase != "Pending" || !kubelet_.HasNode(node)) return std::nullopt;
+    Admission admission = kubelet_.Admit(node, old->uid, old->requests);
+    json pod = json::parse(old->json);
+    ++resource_version_;
+    pod["metadata"]["resourceVersion"] = absl::StrCat(resource_version_);
+    if (admission.admitted) {
+      const int index = node_index_[node];
+      SetRunningStatus(pod, NodeIp(index), PodIp(index, pods_started_[node]++), options_.clock());
+    } else {
+      json& status = pod["status"];
+      status["phase"] = "Failed";
+      status["reason"] = admission.reason;
+      status["message"] = admission.message;
+      status["startTime"] = FormatTimestamp(options_.clock());
+      ++rejections_[admission.reason];
+    }
+    ReplacePodLocked(old, pod);
+    result = std::move(admission);
+  }
+  signal_.Notify();
+  return result;
+}
+
+absl::StatusOr<ObjectPtr> ClusterStore::SetPodPhase(absl::string_view namespace_name,
+                                                    absl::string_view name,
+                                                    absl::string_view phase) {
+  if (!IsPhase(phase)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown pod phase \"", phase, "\""));
+  }
+  ObjectPtr published;
+  {
+    MutexLock lock(&mu_);
+    auto it = pods_.find(Key(namespace_name, name));
+    if (it == pods_.end()) return PodNotFound(name);
+    const ObjectPtr old = it->second;
+    json pod = json::parse(old->json);
+    ++resource_version_;
+    pod["metadata"]["resourceVersion"] = absl::StrCat(resource_version_);
+    json& status = pod["status"];
+    if (!status.is_object()) status = json::object();
+    status["phase"] = std::string(phase);
+    if (phase == "Succeeded" || phase == "Failed") {
+      kubelet_.Release(old->uid);
+      if (status.contains("conditions") && status["conditions"].is_array()) {
+        for (json& c : status["conditions"]) {
+          if (StringField(c, "type") == "Ready" || StringField(c, "type") == "ContainersReady") {
+            c["status"] = "False";
+            c["reason"] = phase == "Succeeded" ? "PodCompleted" : "PodFailed";
+          }
+        }
+      }
+    }
+    published = ReplacePodLocked(old, pod);
+  }
+  signal_.Notify();
+  return published;
+}
+
+absl::StatusOr<ListResult> ClusterStore::List(const ObjectFilter& filter, int64_t limit,
+                                              absl::string_view continue_token) {
+  ListResult result;
+  MutexLock lock(&mu_);
+  if (continue_token.empty()) {
+    const ObjectMap& map = MapLocked(filter.kind);
+    auto begin = map.begin();
+    auto end = map.end();
+    std::string prefix;
+    if (!filter.namespace_name.empty()) {
+      prefix = absl::StrCat(filter.namespace_name, "/");
+      begin = map.lower_bound(prefix);
+    }
+    std::vector<ObjectPtr> items;
+    for (auto it = begin; it != end; ++it) {
+      if (!prefix.empty() && !absl::StartsWith(it->first, prefix)) break;
+      if (filter.Matches(*it->second)) items.push_back(it->second);
+    }
+    result.resource_version = resource_version_;
+    if (limit <= 0 || static_cast<int64_t>(items.size()) <= limit) {
+      result.items = std::move(items);
+      return result;
+    }
+    result.items.assign(items.begin(), items.begin() + limit);
+    result.remaining_items = static_cast<int64_t>(items.size()) - limit;
+    uint64_t id = next_snapshot_id_++;
+    snapshots_[id] = Snapshot{resource_version_, std::move(items)};
+    while (snapshots_.size() > kMaxSnapshots) snapshots_.erase(snapshots_.begin());
+    result.continue_token = absl::WebSafeBase64Escape(absl::StrCat("sim:", id, ":", limit));
+    return result;
+  }
+  std::string decoded;
+  std::vector<std::string> parts;
+  uint64_t id = 0;
+  int64_t pos = 0;
+  if (!absl::WebSafeBase64Unescape(continue_token, &decoded) ||
+      (parts = absl::StrSplit(decoded, ':')).size() != 3 || parts[0] != "sim" ||
+      !absl::SimpleAtoi(parts[1], &id) || !absl::SimpleAtoi(parts[2], &pos) || pos < 0) {
+    return ContinueExpired();
+  }
+  auto it = snapshots_.find(id);
+  if (it == snapshots_.end()) return ContinueExpired();
+  const std::vector<ObjectPtr>& all = it->second.items;
+  const int64_t total = static_cast<int64_t>(all.size());
+  pos = std::min(pos, total);
+  const int64_t end = limit <= 0 ? total : std::min(total, pos + limit);
+  result.items.assign(all.begin() + pos, all.begin() + end);
+  result.resource_version = it->second.resource_version;
+  if (end < total) {
+    result.remaining_items = total - end;
+    result.continue_token = absl::WebSafeBase64Escape(absl::StrCat("sim:", id, ":", end));
+  } else {
+    snapshots_.erase(it);
+  }
+  return result;
+}
+
+absl::StatusOr<uint64_t> ClusterStore::WatchStart(absl::string_view resource_version) const {
+  ReaderMutexLock lock(&mu_);
+  if (resource_version.empty() || resource_version == "0") return resource_version_;
+  uint64_t rv = 0;
+  if (!absl::SimpleAtoi(resource_version, &rv)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("resourceVersion: Invalid value: \"", resource_version, "\""));
+  }
+  const uint64_t oldest = std::max(compacted_, min_watch_start_);
+  if (rv < oldest) {
+    return absl::OutOfRangeError(absl::StrCat("too old resource version: ", rv, " (", oldest, ")"));
+  }
+  return rv;
+}
+
+WatchBatch ClusterStore::Poll(const ObjectFilter& filter, uint64_t cursor, absl::Time now,
+                              absl::Duration lag, size_t max_events) const {
+  WatchBatch batch;
+  batch.cursor = cursor;
+  ReaderMutexLock lock(&mu_);
+  if (cursor < compacted_) {
+    batch.expired = true;
+    return batch;
+  }
+  auto it =
+      std::upper_bound(history_.begin(), history_.end(), cursor,
+                       [](uint64_t rv, const Event& e) { return rv < e.object->resource_version; });
+  for (; it != history_.end(); ++it) {
+    if (it->time + lag > now) {
+      batch.next_visible = it->time + lag;
+      break;
+    }
+    if (batch.events.size() >= max_events) break;
+    batch.cursor = it->object->resource_version;
+    const bool now_matches = filter.Matches(*it->object);
+    const bool was_matching = it->previous != nullptr && filter.Matches(*it->previous);
+    switch (it->type) {
+      case EventType::kAdded:
+        if (now_matches) batch.events.push_back({EventType::kAdded, it->object});
+        break;
+      case EventType::kModified:
+        if (now_matches && was_matching) {
+          batch.events.push_back({EventType::kModified, it->object});
+        } else if (now_matches) {
+          batch.events.push_back({EventType::kAdded, it->object});
+        } else if (was_matching) {
+          batch.events.push_back({EventType::kDeleted, it->object});
+        }
+        break;
+      case EventType::kDeleted:
+        if (now_matches) batch.events.push_back({EventType::kDeleted, it->object});
+        break;
+    }
+  }
+  return batch;
+}
+
+void ClusterStore::ExpireHistory() {
+  {
+    MutexLock lock(&mu_);
+    min_watch_start_ = resource_version_;
+    snapshots_.clear();
+  }
+  signal_.Notify();
+}
+
+void ClusterStore::ForgetHistory() {
+  {
+    MutexLock lock(&mu_);
+    history_.clear();
+    compacted_ = resource_version_;
+    min_watch_start_ = resource_version_;
+    snapshots_.clear();
+  }
+  signal_.Notify();
+}
+
+uint64_t ClusterStore::resource_version() const {
+  ReaderMutexLock lock(&mu_);
+  return resource_version_;
+}
+
+StoreStats ClusterStore::Stats() const {
+  StoreStats stats;
+  ReaderMutexLock lock(&mu_);
+  for (const auto& [key, pod] : pods_) ++stats.pods_by_phase[pod->fields.phase];
+  stats.rejections_by_reason = rejections_;
+  stats.bindings = bindings_;
+  stats.nodes = static_cast<int64_t>(nodes_.size());
+  stats.resource_version = resource_version_;
+  return stats;
+}
+
+}  // namespace fitledger::sim

@@ -1,0 +1,227 @@
+// The simulated cluster's state: pods and nodes as compact JSON plus the few indexed fields, one
+// global resourceVersion, the watch event history, paged-list snapshots, and the kubelet's
+// admission accounting.
+//
+// Pod life cycle in the sim:
+//   CreatePod -> Pending (unbound) --Bind--> Pending (spec.nodeName set)
+//     --AdmitPod, fits--> Running        --SetPodPhase--> Succeeded / Failed
+//     --AdmitPod, no fit--> Failed (reason OutOf<resource>, kubelet message)
+//   DeletePod removes a pod in any state (DELETED event) and frees its kubelet capacity.
+//
+// Errors use these codes, which the HTTP layer maps to Kubernetes Status objects:
+//   InvalidArgument -> 400 BadRequest, FailedPrecondition -> 422 Invalid, NotFound -> 404,
+//   AlreadyExists -> 409 AlreadyExists, Aborted -> 409 Conflict, OutOfRange -> 410 Expired.
+#ifndef FITLEDGER_SIM_STORE_H_
+#define FITLEDGER_SIM_STORE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "nlohmann/json.hpp"
+#include "server/model/resources.h"
+#include "sim/change_signal.h"
+#include "sim/config.h"
+#include "sim/kubelet.h"
+#include "sim/selectors.h"
+
+namespace fitledger::sim {
+
+// One version of an object. Immutable once published; shared by the store, list snapshots and
+// the event history.
+struct StoredObject {
+  Kind kind = Kind::kPod;
+  uint64_t resource_version = 0;
+  std::string uid;
+  std::string json;  // compact JSON; its metadata.resourceVersion is `resource_version`
+  ObjectFields fields;
+  Resources requests;  // pods: PodRequests(kSpec); nodes: allocatable
+};
+using ObjectPtr = std::shared_ptr<const StoredObject>;
+
+enum class EventType { kAdded, kModified, kDeleted };
+absl::string_view EventTypeName(EventType type);
+
+// Which objects a LIST or WATCH sees.
+struct ObjectFilter {
+  Kind kind = Kind::kPod;
+  std::string namespace_name;  // empty: all namespaces
+  FieldSelector fields;
+  LabelSelector labels;
+
+  bool Matches(const StoredObject& object) const;
+};
+
+struct ListResult {
+  std::vector<ObjectPtr> items;
+  uint64_t resource_version = 0;  // the snapshot's resourceVersion (same on every page)
+  std::string continue_token;     // empty on the last page
+  int64_t remaining_items = 0;
+};
+
+struct WatchEvent {
+  EventType type;
+  ObjectPtr object;
+};
+
+// What one Poll of a watch returns.
+struct WatchBatch {
+  std::vector<WatchEvent> events;  // visible events for this filter, in order
+  uint64_t cursor = 0;             // every event up to here has been considered
+  // When the next not-yet-visible event becomes visible (mutation time + lag); unset if none.
+  std::optional<absl::Time> next_visible;
+  // The cursor fell out of the history window: the watcher must get 410 Gone.
+  bool expired = false;
+};
+
+struct StoreStats {
+  std::map<std::string, int64_t> pods_by_phase;
+  std::map<std::string, int64_t> rejections_by_reason;
+  int64_t bindings = 0;
+  int64_t nodes = 0;
+  uint64_t resource_version = 0;
+};
+
+// Thread-safe: every public method takes mu_ (shared for reads) and never calls out while holding
+// it, except ChangeSignal::Notify after releasing it.
+class ClusterStore {
+ public:
+  struct Options {
+    int64_t event_window = 10000;
+    std::function<absl::Time()> clock = [] { return absl::Now(); };
+  };
+  explicit ClusterStore(Options options);
+
+  // Adds a node built from `spec` (an ADDED event). AlreadyExists for a duplicate name;
+  // InvalidArgument for a malformed quantity.
+  absl::Status AddNode(const NodeSpec& spec);
+  // Adds generated nodes and bound, Running pods (see GenerateSpec) without history events; a
+  // watch can resume from any resourceVersion at or after the end of generation.
+  absl::Status Generate(const GenerateSpec& spec);
+
+  // Creates a pod from the JSON `body` POSTed to namespace `path_namespace`: assigns uid,
+  // resourceVersion, creationTimestamp, metadata.namespace, spec.schedulerName (default-scheduler
+  // if empty) and status.phase Pending. InvalidArgument for malformed JSON or a namespace
+  // mismatch; FailedPrecondition (422) for a missing name or malformed resources; AlreadyExists.
+  absl::StatusOr<ObjectPtr> CreatePod(absl::string_view body, absl::string_view path_namespace);
+
+  // NotFound if absent. `namespace_name` is empty for nodes.
+  absl::StatusOr<ObjectPtr> Get(Kind kind, absl::string_view namespace_name,
+                                absl::string_view name) const;
+
+  // Removes the pod now (DELETED event carrying the deletion's resourceVersion) and frees its
+  // kubelet capacity. NotFound; Aborted if `uid_precondition` is set and differs.
+  absl::StatusOr<ObjectPtr> DeletePod(absl::string_view namespace_name, absl::string_view name,
+                                      absl::string_view uid_precondition);
+
+  // The binding subresource: sets spec.nodeName (the node need not exist) and the PodScheduled
+  // condition. NotFound; Aborted for a UID precondition mismatch or a pod already assigned
+  // (the API server's wording).
+  absl::StatusOr<ObjectPtr> Bind(absl::string_view namespace_name, absl::string_view name,
+                                 absl::string_view uid_precondition, absl::string_view node);
+
+  // The kubelet's admission of a bound pod: Running (podIP, hostIP, Ready) when it fits the
+  // kubelet's accounting of `spec.nodeName`, else Failed with OutOf<resource>. Returns the
+  // verdict, or nullopt (and changes nothing) when the pod is gone, unbound, terminal, already
+  // admitted, or its node does not exist.
+  std::optional<Admission> AdmitPod(absl::string_view namespace_name, absl::string_view name);
+
+  // Sets status.phase (e.g. Succeeded); a terminal phase frees kubelet capacity. NotFound;
+  // InvalidArgument for an unknown phase.
+  absl::StatusOr<ObjectPtr> SetPodPhase(absl::string_view namespace_name, absl::string_view name,
+                                        absl::string_view phase);
+
+  // A page of objects (sorted by namespace/name) from a consistent snapshot. `limit` 0: all.
+  // OutOfRange (410) for an unknown or forgotten continue token; InvalidArgument for a malformed
+  // one.
+  absl::StatusOr<ListResult> List(const ObjectFilter& filter, int64_t limit,
+                                  absl::string_view continue_token);
+
+  // Where a watch from `resource_version` starts: "" and "0" start now (the caller sends the
+  // current objects as ADDED first); a number N resumes after N. OutOfRange (410, "too old
+  // resource version: N (M)") if N is older than the history keeps; InvalidArgument if malformed.
+  absl::StatusOr<uint64_t> WatchStart(absl::string_view resource_version) const;
+
+  // The events after `cursor` that are visible at `now` (mutation time + `lag` <= now), as
+  // `filter` sees them: an object that stops matching arrives as DELETED, one that starts
+  // matching as ADDED. At most `max_events` events.
+  WatchBatch Poll(const ObjectFilter& filter, uint64_t cursor, absl::Time now, absl::Duration lag,
+                  size_t max_events) const;
+
+  // Fault: every resourceVersion before now becomes too old to resume a watch from (open
+  // watches keep going), and list continue tokens are forgotten.
+  void ExpireHistory();
+  // A restarted API server: the event history and continue tokens are forgotten; the objects
+  // and the resourceVersion counter stay.
+  void ForgetHistory();
+
+  uint64_t resource_version() const;
+  StoreStats Stats() const;
+  ChangeSignal& signal() { return signal_; }
+
+ private:
+  struct Event {
+    EventType type;
+    ObjectPtr object;    // after the event (kDeleted: last state, at the deletion's version)
+    ObjectPtr previous;  // before the event; null for kAdded
+    absl::Time time;
+  };
+  struct Snapshot {
+    uint64_t resource_version;
+    std::vector<ObjectPtr> items;
+  };
+
+  using ObjectMap = std::map<std::string, ObjectPtr, std::less<>>;
+  ObjectMap& MapLocked(Kind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return kind == Kind::kPod ? pods_ : nodes_;
+  }
+  const ObjectMap& MapLocked(Kind kind) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return kind == Kind::kPod ? pods_ : nodes_;
+  }
+  // Records an event and trims the history to the window.
+  void RecordLocked(EventType type, ObjectPtr object, ObjectPtr previous)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts a new pod version in place with the next resourceVersion and records a MODIFIED event.
+  ObjectPtr ReplacePodLocked(const ObjectPtr& old, const nlohmann::json& pod)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AddNodeLocked(const NodeSpec& spec, bool record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NextUidLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const Options options_;
+
+  ChangeSignal signal_;
+  mutable Mutex mu_;
+  // Guarded by mu_.
+  uint64_t resource_version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t uid_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  ObjectMap pods_ ABSL_GUARDED_BY(mu_);
+  ObjectMap nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int, std::less<>> node_index_ ABSL_GUARDED_BY(mu_);        // for IPs
+  std::map<std::string, int64_t, std::less<>> pods_started_ ABSL_GUARDED_BY(mu_);  // per node
+  std::deque<Event> history_ ABSL_GUARDED_BY(mu_);
+  // Events with resourceVersion <= compacted_ are gone from history_.
+  uint64_t compacted_ ABSL_GUARDED_BY(mu_) = 0;
+  // A watch may start from N only if N >= min_watch_start_.
+  uint64_t min_watch_start_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, Snapshot> snapshots_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_snapshot_id_ ABSL_GUARDED_BY(mu_) = 1;
+  KubeletAccounting kubelet_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> rejections_ ABSL_GUARDED_BY(mu_);
+  int64_t bindings_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace fitledger::sim
+
+#endif  // FITLEDGER_SIM_STORE_H_

@@ -1,0 +1,188 @@
+#include "sim/tables.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "sim/objects.h"
+
+namespace fitledger::sim {
+
+using nlohmann::json;
+
+namespace {
+
+const json& Child(const json& j, const char* key) {
+  static const json kEmpty = json::object();
+  if (!j.is_object()) return kEmpty;
+  auto it = j.find(key);
+  return it == j.end() ? kEmpty : *it;
+}
+
+std::string Str(const json& j, const char* key, const std::string& fallback = "") {
+  const json& v = Child(j, key);
+  return v.is_string() && !v.get<std::string>().empty() ? v.get<std::string>() : fallback;
+}
+
+json Column(const char* name, const char* type, const char* format, const char* description,
+            int priority) {
+  return json{{"name", name},
+              {"type", type},
+              {"format", format},
+              {"description", description},
+              {"priority", priority}};
+}
+
+std::string Age(const json& object, absl::Time now) {
+  absl::Time created = ParseTimestamp(Str(Child(object, "metadata"), "creationTimestamp"));
+  if (created == absl::InfinitePast()) return "<unknown>";
+  return HumanDuration(now - created);
+}
+
+json PodCells(const json& pod, absl::Time now) {
+  const json& spec = Child(pod, "spec");
+  const json& status = Child(pod, "status");
+  int total =
+      Child(spec, "containers").is_array() ? static_cast<int>(Child(spec, "containers").size()) : 0;
+  int ready = 0;
+  if (Child(status, "containerStatuses").is_array()) {
+    for (const json& cs : Child(status, "containerStatuses")) {
+      if (Child(cs, "ready").is_boolean() && Child(cs, "ready").get<bool>()) ++ready;
+    }
+  }
+  std::string phase = Str(status, "reason", Str(status, "phase", "Unknown"));
+  return json::array({Str(Child(pod, "metadata"), "name"), absl::StrCat(ready, "/", total), phase,
+                      "0", Age(pod, now), Str(status, "podIP", "<none>"),
+                      Str(spec, "nodeName", "<none>"), Str(status, "nominatedNodeName", "<none>"),
+                      "<none>"});
+}
+
+json NodeCells(const json& node, absl::Time now) {
+  const json& status = Child(node, "status");
+  std::string ready = "Unknown";
+  if (Child(status, "conditions").is_array()) {
+    for (const json& c : Child(status, "conditions")) {
+      if (Str(c, "type") == "Ready") ready = Str(c, "status") == "True" ? "Ready" : "NotReady";
+    }
+  }
+  std::string roles;
+  for (const auto& [k, v] : Child(Child(node, "metadata"), "labels").items()) {
+    constexpr absl::string_view kRolePrefix = "node-role.kubernetes.io/";
+    if (absl::StartsWith(k, kRolePrefix)) {
+      absl::StrAppend(&roles, roles.empty() ? "" : ",", k.substr(kRolePrefix.size()));
+    }
+  }
+  std::string internal_ip = "<none>", external_ip = "<none>";
+  if (Child(status, "addresses").is_array()) {
+    for (const json& a : Child(status, "addresses")) {
+      if (Str(a, "type") == "InternalIP") internal_ip = Str(a, "address", "<none>");
+      if (Str(a, "type") == "ExternalIP") external_ip = Str(a, "address", "<none>");
+    }
+  }
+  const json& info = Child(status, "nodeInfo");
+  return json::array({Str(Child(node, "metadata"), "name"), ready, roles.empty() ? "<none>" : roles,
+                      Age(node, now), Str(info, "kubeletVersion"), internal_ip, external_ip,
+                      Str(info, "osImage", "<unknown>"), Str(info, "kernelVersion", "<unknown>"),
+                      Str(info, "containerRuntimeVersion", "<unknown>")});
+}
+
+}  // namespace
+
+bool WantsTable(absl::string_view accept) { return absl::StrContains(accept, "as=Table"); }
+
+std::string HumanDuration(absl::Duration d) {
+  int64_t seconds = absl::ToInt64Seconds(d);
+  if (seconds < -1) return "<invalid>";
+  if (seconds < 0) return "0s";
+  if (seconds < 60 * 2) return absl::StrCat(seconds, "s");
+  int64_t minutes = seconds / 60;
+  if (minutes < 10) {
+    int64_t s = seconds % 60;
+    return s == 0 ? absl::StrCat(minutes, "m") : absl::StrCat(minutes, "m", s, "s");
+  }
+  if (minutes < 60 * 3) return absl::StrCat(minutes, "m");
+  int64_t hours = minutes / 60;
+  if (hours < 8) {
+    int64_t m = minutes % 60;
+    return m == 0 ? absl::StrCat(hours, "h") : absl::StrCat(hours, "h", m, "m");
+  }
+  if (hours < 48) return absl::StrCat(hours, "h");
+  if (hours < 24 * 8) {
+    int64_t h = hours % 24;
+    return h == 0 ? absl::StrCat(hours / 24, "d") : absl::StrCat(hours / 24, "d", h, "h");
+  }
+  if (hours < 24 * 365 * 2) return absl::StrCat(hours / 24, "d");
+  if (hours < 24 * 365 * 8) {
+    int64_t dy = (hours / 24) % 365;
+    return dy == 0 ? absl::StrCat(hours / 24 / 365, "y")
+                   : absl::StrCat(hours / 24 / 365, "y", dy, "d");
+  }
+  return absl::StrCat(hours / 24 / 365, "y");
+}
+
+json TableColumns(Kind kind) {
+  if (kind == Kind::kPod) {
+    return json::array(
+        {Column("Name", "string", "name", "Name must be unique within a namespace.", 0),
+         Column("Ready", "string", "",
+                "The aggregate readiness state of this pod for accepting "
+                "traffic.",
+                0),
+         Column("Status", "string", "", "The aggregate status of the containers in this pod.", 0),
+         Column("Restarts", "string", "",
+                "The number of times the containers in this pod have "
+                "been restarted and when the last container in this pod has restarted.",
+                0),
+         Column("Age", "string", "",
+                "CreationTimestamp is a timestamp representing the server "
+                "time when this object was created.",
+                0),
+         Column("IP", "string", "", "IP address allocated to the pod.", 1),
+         Column("Node", "string", "", "Name of the Node this pod is bound to.", 1),
+         Column("Nominated Node", "string", "", "Name of the node nominated for preemption.", 1),
+         Column("Readiness Gates", "string", "", "Pod readiness gates.", 1)});
+  }
+  return json::array(
+      {Column("Name", "string", "name", "Name must be unique within a namespace.", 0),
+       Column("Status", "string", "", "The status of the node", 0),
+       Column("Roles", "string", "", "The roles of the node", 0),
+       Column("Age", "string", "",
+              "CreationTimestamp is a timestamp representing the server "
+              "time when this object was created.",
+              0),
+       Column("Version", "string", "", "Kubelet Version reported by the node.", 0),
+       Column("Internal-IP", "string", "", "List of internal IPs in NodeAddress.", 1),
+       Column("External-IP", "string", "", "List of external IPs in NodeAddress.", 1),
+       Column("OS-Image", "string", "", "OS Image reported by the node.", 1),
+       Column("Kernel-Version", "string", "", "Kernel Version reported by the node.", 1),
+       Column("Container-Runtime", "string", "",
+              "Container Runtime Version reported by the "
+              "node.",
+              1)});
+}
+
+json TableRow(const StoredObject& object, absl::Time now) {
+  json j = json::parse(object.json, nullptr, false);
+  json cells = object.kind == Kind::kPod ? PodCells(j, now) : NodeCells(j, now);
+  return json{{"cells", cells},
+              {"object",
+               {{"kind", "PartialObjectMetadata"},
+                {"apiVersion", "meta.k8s.io/v1"},
+                {"metadata", Child(j, "metadata")}}}};
+}
+
+std::string TableJson(Kind kind, const std::vector<ObjectPtr>& items, uint64_t resource_version,
+                      absl::string_view continue_token, int64_t remaining, bool with_columns,
+                      absl::Time now) {
+  json metadata = {{"resourceVersion", absl::StrCat(resource_version)}};
+  if (!continue_token.empty()) {
+    metadata["continue"] = std::string(continue_token);
+    metadata["remainingItemCount"] = remaining;
+  }
+  json table = {{"kind", "Table"}, {"apiVersion", "meta.k8s.io/v1"}, {"metadata", metadata}};
+  if (with_columns) table["columnDefinitions"] = TableColumns(kind);
+  json rows = json::array();
+  for (const ObjectPtr& item : items) rows.push_back(TableRow(*item, now));
+  table["rows"] = rows;
+  return Dump(table);
+}
+
+}  // namespace fitledger::sim

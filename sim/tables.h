@@ -1,0 +1,37 @@
+// meta.k8s.io/v1 Table responses, which kubectl asks for (`Accept:
+// application/json;as=Table;v=v1;g=meta.k8s.io`) to print `get` output: the columns the API
+// server's own printers use for pods and nodes (priority 1 columns appear with -o wide).
+#ifndef FITLEDGER_SIM_TABLES_H_
+#define FITLEDGER_SIM_TABLES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "sim/store.h"
+
+namespace fitledger::sim {
+
+// True when the Accept header asks for a meta.k8s.io/v1 Table.
+bool WantsTable(absl::string_view accept);
+
+// Kubernetes' HumanDuration ("45s", "3m12s", "5h", "2d3h", ...).
+std::string HumanDuration(absl::Duration d);
+
+// The column definitions for `kind`.
+nlohmann::json TableColumns(Kind kind);
+// One row: the cells and the object's metadata as a PartialObjectMetadata.
+nlohmann::json TableRow(const StoredObject& object, absl::Time now);
+
+// A Table of `items`. `continue_token` / `remaining` as in a list; column definitions omitted
+// when `with_columns` is false (later events of a watch).
+std::string TableJson(Kind kind, const std::vector<ObjectPtr>& items, uint64_t resource_version,
+                      absl::string_view continue_token, int64_t remaining, bool with_columns,
+                      absl::Time now);
+
+}  // namespace fitledger::sim
+
+#endif  // FITLEDGER_SIM_TABLES_H_

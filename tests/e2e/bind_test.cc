@@ -1,0 +1,198 @@
+// Bind outcomes end to end, with fitledger-sim's fault switches.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/harness.h"
+
+namespace fitledger::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kOneNode[] = R"(
+nodes:
+  - name: n1
+    allocatable: {cpu: "1", memory: 4Gi, pods: 110}
+watchLag: 300ms
+kubelet: {enabled: true}
+)";
+
+constexpr char kOneNodeSlowWatch[] = R"(
+nodes:
+  - name: n1
+    allocatable: {cpu: "1", memory: 4Gi, pods: 110}
+watchLag: 3s
+kubelet: {enabled: true}
+)";
+
+// The reconciler settles an unknown outcome 1 s after the bind gave up.
+constexpr char kFastReconcile[] = R"(
+kubernetes: {bindTimeout: 500ms}
+ledger: {reconcilePeriod: 200ms, assumedReconcileAge: 1s}
+)";
+
+// The reconciler waits longer than the API takes to finish the hung binding.
+constexpr char kPatientReconcile[] = R"(
+kubernetes: {bindTimeout: 500ms}
+ledger: {reconcilePeriod: 200ms, assumedReconcileAge: 30s}
+)";
+
+int64_t CpuOn(E2eCluster& c, const std::string& node, bool assumed) {
+  absl::StatusOr<v1::NodeView> n = c.Node(node);
+  if (!n.ok()) return -1;
+  return Amount(assumed ? n->assumed() : n->confirmed(), "cpu");
+}
+
+TEST(BindE2eTest, A500FromTheApiReleasesTheCapacity) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, ""});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "800m");
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  ASSERT_EQ((*c)->Api("POST", "/sim/faults/binding",
+                      {{"names", {"default/p1"}}, {"mode", "error"}, {"code", 500}})
+                .status,
+            200);
+  absl::StatusOr<std::string> error = (*c)->FilterAndBind(*pod, "n1");
+  ASSERT_TRUE(error.ok()) << error.status();
+  EXPECT_THAT(*error, HasSubstr("500"));
+  EXPECT_EQ(CpuOn(**c, "n1", true), 0);  // released at once: the pod is still unbound
+  // The capacity is usable: another pod of 800m binds.
+  ASSERT_EQ((*c)->Api("DELETE", "/sim/faults/binding").status, 200);
+  absl::StatusOr<nlohmann::json> p2 = (*c)->CreatePod("p2", "800m");
+  ASSERT_TRUE(p2.ok());
+  EXPECT_EQ((*c)->FilterAndBind(*p2, "n1").value_or("?"), "");
+  EXPECT_EQ(CpuOn(**c, "n1", true) + CpuOn(**c, "n1", false), 800);
+}
+
+TEST(BindE2eTest, ABindThatHangsPastTheTimeoutStaysAssumedUntilTheWatchConfirms) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, kPatientReconcile});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "800m");
+  ASSERT_TRUE(pod.ok());
+  ASSERT_EQ(
+      (*c)->Api("POST", "/sim/faults/binding",
+                {{"names", {"default/p1"}}, {"mode", "hang"}, {"seconds", 2}, {"thenBind", true}})
+          .status,
+      200);
+  absl::StatusOr<std::string> error = (*c)->FilterAndBind(*pod, "n1");
+  ASSERT_TRUE(error.ok()) << error.status();
+  EXPECT_THAT(*error, HasSubstr("outcome unknown"));
+  // Still counted: a second pod does not fit.
+  EXPECT_EQ(CpuOn(**c, "n1", true), 800);
+  absl::StatusOr<nlohmann::json> p2 = (*c)->CreatePod("p2", "800m");
+  ASSERT_TRUE(p2.ok());
+  HttpResult f = (*c)->Shim("filter", {{"Pod", *p2}, {"NodeNames", {"n1"}}});
+  EXPECT_THAT(f.body["FailedNodes"].value("n1", ""), HasSubstr("Insufficient cpu")) << f.raw;
+  // The sim binds after the hang; the watch confirms it: counted once, as confirmed.
+  EXPECT_TRUE(E2eCluster::WaitFor(
+      [&] { return CpuOn(**c, "n1", false) == 800 && CpuOn(**c, "n1", true) == 0; },
+      absl::Seconds(20)));
+}
+
+TEST(BindE2eTest, ABindThatHangsAndNeverBindsIsForgottenByTheReconciler) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, kFastReconcile});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "800m");
+  ASSERT_TRUE(pod.ok());
+  ASSERT_EQ((*c)->Api("POST", "/sim/faults/binding",
+                      {{"names", {"default/p1"}}, {"mode", "hang"}, {"seconds", 2}})
+                .status,
+            200);
+  absl::StatusOr<std::string> error = (*c)->FilterAndBind(*pod, "n1");
+  ASSERT_TRUE(error.ok());
+  EXPECT_THAT(*error, HasSubstr("outcome unknown"));
+  EXPECT_EQ(CpuOn(**c, "n1", true), 800);
+  // After the hang the API says the pod is unbound; the reconciler settles it.
+  EXPECT_TRUE(E2eCluster::WaitFor([&] { return CpuOn(**c, "n1", true) == 0; }, absl::Seconds(20)));
+  EXPECT_EQ(CpuOn(**c, "n1", false), 0);
+}
+
+TEST(BindE2eTest, APodDeletedBeforeItsWatchEventStopsCounting) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNodeSlowWatch, ""});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "800m");
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ((*c)->FilterAndBind(*pod, "n1").value_or("?"), "");
+  EXPECT_EQ(CpuOn(**c, "n1", true), 800);  // assumed: the watch is 3 s behind
+  ASSERT_EQ((*c)->Api("DELETE", "/api/v1/namespaces/default/pods/p1").status, 200);
+  EXPECT_TRUE(E2eCluster::WaitFor(
+      [&] { return CpuOn(**c, "n1", true) == 0 && CpuOn(**c, "n1", false) == 0; },
+      absl::Seconds(20)));
+}
+
+TEST(BindE2eTest, RepeatedBindToTheSameNodeSucceedsAndCountsOnce) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, ""});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "300m");
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ((*c)->FilterAndBind(*pod, "n1").value_or("?"), "");
+  EXPECT_EQ((*c)->FilterAndBind(*pod, "n1").value_or("?"), "");  // 409 same node = success
+  EXPECT_TRUE(
+      E2eCluster::WaitFor([&] { return CpuOn(**c, "n1", false) == 300; }, absl::Seconds(20)));
+  EXPECT_EQ(CpuOn(**c, "n1", true), 0);
+}
+
+TEST(BindE2eTest, BindingAPodThatIsGoneFailsWithoutAnAssumption) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, ""});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "300m");
+  ASSERT_TRUE(pod.ok());
+  HttpResult f = (*c)->Shim("filter", {{"Pod", *pod}, {"NodeNames", {"n1"}}});
+  ASSERT_EQ(f.status, 200);
+  ASSERT_EQ((*c)->Api("DELETE", "/api/v1/namespaces/default/pods/p1").status, 200);
+  HttpResult b = (*c)->Shim("bind", {{"PodName", "p1"},
+                                     {"PodNamespace", "default"},
+                                     {"PodUID", (*pod)["metadata"]["uid"]},
+                                     {"Node", "n1"}});
+  ASSERT_EQ(b.status, 200);
+  EXPECT_THAT(b.body.value("Error", ""), HasSubstr("not found"));
+  EXPECT_EQ(CpuOn(**c, "n1", true), 0);
+  absl::StatusOr<v1::ListAssumedResponse> assumed = (*c)->Assumed();
+  ASSERT_TRUE(assumed.ok());
+  EXPECT_THAT(assumed->assumed(), IsEmpty());
+}
+
+TEST(BindE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsAnswering) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, ""});
+  ASSERT_TRUE(c.ok()) << c.status();
+  // Through the shim.
+  EXPECT_EQ((*c)->ShimRaw("filter", "{not json").status, 400);
+  EXPECT_EQ((*c)->ShimRaw("filter", "").status, 400);
+  HttpResult bad_quantity = (*c)->Shim(
+      "filter",
+      {{"Pod",
+        {{"metadata", {{"name", "x"}}},
+         {"spec",
+          {{"containers", {{{"name", "c"}, {"resources", {{"requests", {{"cpu", "1.1.M"}}}}}}}}}}}},
+       {"NodeNames", {"n1"}}});
+  EXPECT_EQ(bad_quantity.status, 400) << bad_quantity.raw;
+  EXPECT_THAT(bad_quantity.raw, HasSubstr("1.1.M"));
+  // Through gRPC directly.
+  v1::ExtenderArgs args;
+  args.add_node_names("n1");
+  auto* container = args.mutable_pod()->mutable_spec()->add_containers();
+  (*container->mutable_resources()->mutable_requests())["cpu"] = "12Qi";
+  grpc::ClientContext ctx;
+  v1::ExtenderFilterResult result;
+  grpc::Status s = (*c)->extender().extender->Filter(&ctx, args, &result);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("12Qi"));
+  // Still answering correctly.
+  absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "300m");
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ((*c)->FilterAndBind(*pod, "n1").value_or("?"), "");
+}
+
+TEST(BindE2eTest, SigtermShutsDownCleanly) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, ""});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<int> code = (*c)->StopServer();
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+}
+
+}  // namespace
+}  // namespace fitledger::testing

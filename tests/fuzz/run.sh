@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs every fitledger libFuzzer target for a bounded time and fails on the first crash.
+#   tests/fuzz/run.sh BUILD_DIR SECONDS
+# BUILD_DIR is a clang build with -DFITLEDGER_FUZZ=ON (usually also
+# -DFITLEDGER_SANITIZE=address,undefined) and the fitledger_fuzzers target built. Each target
+# starts from its seed corpus in tests/fuzz/corpus/<target>/ (read-only: new inputs go to a
+# scratch directory) and runs SECONDS seconds. Prints one line per target with its exec count;
+# a crash leaves the reproducer in the scratch directory and the script exits 1.
+set -uo pipefail
+if [ $# -ne 2 ]; then
+  echo "usage: $0 BUILD_DIR SECONDS" >&2
+  exit 2
+fi
+build="$1"
+seconds="$2"
+here="$(cd "$(dirname "$0")" && pwd)"
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/fitledger-fuzz.XXXXXX")"
+targets=(quantity_fuzz json_codec_fuzz watch_event_fuzz kubeconfig_fuzz)
+status=0
+for t in "${targets[@]}"; do
+  bin="$build/tests/fuzz/$t"
+  if [ ! -x "$bin" ]; then
+    echo "$t: $bin is missing (configure with -DFITLEDGER_FUZZ=ON and clang, build fitledger_fuzzers)" >&2
+    status=1
+    continue
+  fi
+  mkdir -p "$scratch/$t/corpus" "$scratch/$t/artifacts"
+  log="$scratch/$t/log"
+  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$scratch/$t/artifacts/" "$scratch/$t/corpus" "$here/corpus/$t" >"$log" 2>&1
+  rc=$?
+  execs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}')
+  if [ "$rc" -ne 0 ]; then
+    echo "$t: CRASH (exit $rc) after ${execs:-?} execs; reproducer in $scratch/$t/artifacts/"
+    grep -E 'ERROR|SUMMARY|runtime error' "$log" | head -5
+    status=1
+  else
+    echo "$t: ok, ${seconds}s, ${execs:-?} execs, corpus $(ls "$scratch/$t/corpus" | wc -l) new inputs"
+  fi
+done
+[ "$status" -eq 0 ] && rm -rf "$scratch"
+exit "$status"

@@ -1,0 +1,276 @@
+// The Kubernetes client against fitledger-sim as a real process: kubeconfig variants over TLS,
+// list + watch into the ledger, reconnect, 410 relist, bookmarks.
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/kube/api_client.h"
+#include "server/kube/binder.h"
+#include "server/kube/objects.h"
+#include "server/kube/watcher.h"
+#include "tests/sim/sim_process.h"
+
+namespace fitledger::kube {
+namespace {
+
+using ::fitledger::testing::CommandResult;
+using ::fitledger::testing::MakeTempDir;
+using ::fitledger::testing::ReadFileOrEmpty;
+using ::fitledger::testing::RunCommand;
+using ::fitledger::testing::SimProcess;
+using ::testing::HasSubstr;
+
+bool WaitUntil(const std::function<bool()>& f, absl::Duration timeout = absl::Seconds(20)) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (!f()) {
+    if (absl::Now() > deadline) return false;
+    usleep(20 * 1000);
+  }
+  return true;
+}
+
+// A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl.
+std::string MakeCerts() {
+  std::string d = MakeTempDir("fitledger-certs");
+  std::string script =
+      absl::StrCat("set -e; cd ", d, ";",
+                   "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 "
+                   "-subj /CN=test-ca 2>/dev/null;",
+                   "openssl req -newkey rsa:2048 -nodes -keyout server-key.pem -out server.csr "
+                   "-subj /CN=127.0.0.1 2>/dev/null;",
+                   "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > ext.cnf;",
+                   "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out "
+                   "server.pem -days 1 -extfile ext.cnf 2>/dev/null;",
+                   "openssl req -newkey rsa:2048 -nodes -keyout client-key.pem -out client.csr "
+                   "-subj /CN=fitledger 2>/dev/null;",
+                   "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out "
+                   "client.pem -days 1 2>/dev/null;");
+  absl::StatusOr<CommandResult> r = RunCommand({"bash", "-c", script}, {}, absl::Seconds(60));
+  EXPECT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->output : r.status().ToString());
+  return d;
+}
+
+Connection Tls(int port, const std::string& certs) {
+  Connection c;
+  c.server = absl::StrCat("https://127.0.0.1:", port);
+  c.ca_pem = ReadFileOrEmpty(certs + "/ca.pem");
+  return c;
+}
+
+constexpr char kNodes[] = R"(
+nodes:
+  - name: n1
+    allocatable: {cpu: "2", memory: 4Gi, pods: 110}
+watchLag: 0s
+kubelet: {enabled: true}
+)";
+
+TEST(ClientTest, TokenAndClientCertificateOverTls) {
+  std::string certs = MakeCerts();
+  std::string yaml =
+      absl::StrCat(kNodes, "tls: {certFile: ", certs, "/server.pem, keyFile: ", certs,
+                   "/server-key.pem, clientCAFile: ", certs, "/ca.pem}\ntoken: s3cret\n");
+  absl::StatusOr<std::unique_ptr<SimProcess>> sim = SimProcess::Start(yaml);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  Connection good = Tls((*sim)->port(), certs);
+  good.token = "s3cret";
+  good.client_cert_file = certs + "/client.pem";
+  good.client_key_file = certs + "/client-key.pem";
+  ApiClient client(good);
+  absl::StatusOr<HttpResponse> r = client.Request("GET", "/api/v1/nodes", "", absl::Seconds(10));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+  EXPECT_THAT(r->body, HasSubstr("\"n1\""));
+
+  Connection pem = good;  // the same from PEM data (kubeconfig *-data fields)
+  pem.client_cert_file.clear();
+  pem.client_key_file.clear();
+  pem.client_cert_pem = ReadFileOrEmpty(certs + "/client.pem");
+  pem.client_key_pem = ReadFileOrEmpty(certs + "/client-key.pem");
+  r = ApiClient(pem).Request("GET", "/api/v1/nodes", "", absl::Seconds(10));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+
+  Connection wrong_token = good;
+  wrong_token.token = "nope";
+  r = ApiClient(wrong_token).Request("GET", "/api/v1/nodes", "", absl::Seconds(10));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 401);
+
+  Connection no_cert = good;
+  no_cert.client_cert_file.clear();
+  no_cert.client_key_file.clear();
+  r = ApiClient(no_cert).Request("GET", "/api/v1/nodes", "", absl::Seconds(10));
+  EXPECT_FALSE(r.ok() && r->code == 200);
+
+  Connection untrusted = good;  // the server's certificate is not trusted without the CA
+  untrusted.ca_pem.clear();
+  r = ApiClient(untrusted).Request("GET", "/api/v1/nodes", "", absl::Seconds(10));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+}
+
+TEST(ClientTest, InsecureSkipTlsVerify) {
+  std::string certs = MakeCerts();
+  std::string yaml = absl::StrCat(kNodes, "tls: {certFile: ", certs,
+                                  "/server.pem, keyFile: ", certs, "/server-key.pem}\n");
+  absl::StatusOr<std::unique_ptr<SimProcess>> sim = SimProcess::Start(yaml);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  Connection c;
+  c.server = absl::StrCat("https://127.0.0.1:", (*sim)->port());
+  c.insecure_skip_tls_verify = true;
+  absl::StatusOr<HttpResponse> r =
+      ApiClient(c).Request("GET", "/api/v1/nodes", "", absl::Seconds(10));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+}
+
+TEST(ClientTest, TheKubeconfigTheSimWritesWorks) {
+  absl::StatusOr<std::unique_ptr<SimProcess>> sim = SimProcess::Start(kNodes);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  absl::StatusOr<Connection> c = LoadKubeconfig((*sim)->kubeconfig_path());
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<HttpResponse> r = ApiClient(*c).Request("GET", "/version", "", absl::Seconds(10));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+}
+
+class WatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<SimProcess>> sim = SimProcess::Start(kNodes);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    sim_ = *std::move(sim);
+    absl::StatusOr<Connection> c = LoadKubeconfig(sim_->kubeconfig_path());
+    ASSERT_TRUE(c.ok());
+    client_ = std::make_unique<ApiClient>(*c);
+    WatcherOptions options;
+    options.page_size = 2;  // several pages even for a handful of pods
+    options.initial_backoff = absl::Milliseconds(20);
+    watcher_ = std::make_unique<Watcher>(client_.get(), &ledger_, options);
+    binder_ = std::make_unique<ApiBinder>(client_.get(), absl::Seconds(5));
+  }
+  void TearDown() override { watcher_->Stop(); }
+
+  // Creates pod `name` (cpu request) and binds it to n1 through the API.
+  void CreateBound(const std::string& name, const std::string& cpu) {
+    std::string body =
+        absl::StrCat(R"({"metadata":{"name":")", name,
+                     R"("},"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":")",
+                     cpu, R"("}}}]}})");
+    absl::StatusOr<HttpResponse> r =
+        client_->Request("POST", "/api/v1/namespaces/default/pods", body, absl::Seconds(5));
+    ASSERT_TRUE(r.ok() && r->code == 201) << (r.ok() ? r->body : r.status().ToString());
+    absl::StatusOr<Pod> pod = ParsePod(r->body);
+    ASSERT_TRUE(pod.ok());
+    BindResult b = binder_->Bind("default", name, pod->uid, "n1");
+    ASSERT_EQ(b.outcome, BindOutcome::kBound) << b.message;
+  }
+  void Delete(const std::string& name) {
+    absl::StatusOr<HttpResponse> r =
+        client_->Request("DELETE", "/api/v1/namespaces/default/pods/" + name, "", absl::Seconds(5));
+    ASSERT_TRUE(r.ok() && r->code == 200);
+  }
+  void Admin(const std::string& path, const std::string& body = "{}") {
+    absl::StatusOr<HttpResponse> r = client_->Request("POST", path, body, absl::Seconds(5));
+    ASSERT_TRUE(r.ok() && r->code == 200) << path;
+  }
+  int64_t ConfirmedCpu() {
+    for (const NodeSummary& n : ledger_.Nodes()) {
+      if (n.name == "n1") return n.confirmed.milli_cpu;
+    }
+    return -1;
+  }
+
+  std::unique_ptr<SimProcess> sim_;
+  std::unique_ptr<ApiClient> client_;
+  Ledger ledger_{AccountingPolicy{}, ScoringStrategy::kLeastAllocated};
+  std::unique_ptr<Watcher> watcher_;
+  std::unique_ptr<ApiBinder> binder_;
+};
+
+TEST_F(WatcherTest, ListsInPagesThenWatches) {
+  for (int i = 0; i < 5; ++i) CreateBound("pre-" + std::to_string(i), "100m");
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
+  EXPECT_EQ(ConfirmedCpu(), 500);
+  CreateBound("live", "250m");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 750; }));
+  Delete("pre-0");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 650; }));
+  EXPECT_EQ(ledger_.pod_count(), 5u);
+}
+
+TEST_F(WatcherTest, ResumesAfterADroppedWatchWithoutLosingOrRepeatingEvents) {
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
+  uint64_t lists = watcher_->stats().lists;
+  Admin("/sim/faults/drop-watches");
+  CreateBound("a", "300m");
+  Admin("/sim/faults/drop-watches");
+  CreateBound("b", "300m");
+  Delete("a");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 300 && ledger_.pod_count() == 1; }));
+  EXPECT_EQ(watcher_->stats().lists, lists);  // resumed, not relisted
+  EXPECT_GE(watcher_->stats().watch_restarts, 1u);
+}
+
+TEST_F(WatcherTest, RelistsOn410Gone) {
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
+  CreateBound("a", "300m");
+  ASSERT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 300; }));
+  Admin("/sim/faults/bookmarks-only", R"({"on":true})");
+  Delete("a");
+  CreateBound("b", "700m");
+  Admin("/sim/faults/expire");
+  Admin("/sim/faults/drop-watches");
+  Admin("/sim/faults/bookmarks-only", R"({"on":false})");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 700 && ledger_.pod_count() == 1; }));
+  EXPECT_GE(watcher_->stats().relists_gone, 1u);
+}
+
+TEST_F(WatcherTest, BookmarksAdvanceTheResourceVersion) {
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->stats().bookmarks >= 1; }));
+}
+
+TEST_F(WatcherTest, ServerRestartRelistsAndConverges) {
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
+  CreateBound("a", "100m");
+  Admin("/sim/restart");
+  CreateBound("b", "200m");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 300; }));
+}
+
+TEST_F(WatcherTest, BindingOutcomesAreClassified) {
+  watcher_->Start();
+  CreateBound("a", "100m");
+  absl::StatusOr<Pod> a = binder_->GetPod("default", "a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->node_name, "n1");
+  EXPECT_EQ(binder_->Bind("default", "a", a->uid, "n1").outcome, BindOutcome::kAlreadyBound);
+  EXPECT_EQ(binder_->Bind("default", "a", a->uid, "n2").outcome, BindOutcome::kBoundElsewhere);
+  EXPECT_EQ(binder_->Bind("default", "a", "other-uid", "n1").outcome, BindOutcome::kPodGone);
+  EXPECT_EQ(binder_->Bind("default", "nope", "u", "n1").outcome, BindOutcome::kPodGone);
+  EXPECT_TRUE(absl::IsNotFound(binder_->GetPod("default", "nope").status()));
+}
+
+TEST(ApiClientTest, ConnectionRefusedIsUnavailable) {
+  Connection c;
+  c.server = "http://127.0.0.1:1";
+  absl::StatusOr<HttpResponse> r = ApiClient(c).Request("GET", "/", "", absl::Seconds(5));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  ApiClient client(c);
+  ApiBinder binder(&client, absl::Seconds(5));
+  EXPECT_EQ(binder.Bind("ns", "p", "u", "n").outcome, BindOutcome::kUnreachable);
+}
+
+}  // namespace
+}  // namespace fitledger::kube

@@ -1,0 +1,98 @@
+#include "sim/config.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/status_matchers.h"
+
+namespace fitledger::sim {
+namespace {
+
+using ::fitledger::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+TEST(SimConfigTest, ParsesThePairConfig) {
+  auto config = LoadSimConfigFile(std::string(FITLEDGER_SOURCE_DIR) + "/config/sim/pair.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->nodes.size(), 2u);
+  EXPECT_EQ(config->nodes[0].name, "worker-1");
+  EXPECT_THAT(config->nodes[0].allocatable,
+              ElementsAre(Pair("cpu", "4"), Pair("memory", "8Gi"), Pair("pods", "110")));
+  EXPECT_EQ(config->nodes[0].capacity, config->nodes[0].allocatable);
+  EXPECT_EQ(config->nodes[1].name, "worker-2");
+  EXPECT_EQ(config->watch_lag, absl::Seconds(2));
+  EXPECT_TRUE(config->kubelet.enabled);
+  EXPECT_EQ(config->bookmark_interval, absl::Seconds(1));
+  EXPECT_EQ(config->event_window, 10000);
+}
+
+TEST(SimConfigTest, ParsesTheBigConfig) {
+  auto config = LoadSimConfigFile(std::string(FITLEDGER_SOURCE_DIR) + "/config/sim/big.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->generate.nodes, 5000);
+  EXPECT_EQ(config->generate.pods_per_node, 30);
+}
+
+TEST(SimConfigTest, AllKeys) {
+  auto config = ParseSimConfig(R"(
+nodes:
+- name: a
+  capacity: {cpu: 2}
+watchLag: 500ms
+bookmarkInterval: 100ms
+eventWindow: 50
+maxWatchDuration: 1m
+kubelet: {enabled: false, admitDelay: 1s}
+generate: {nodes: 3, podsPerNode: 2, nodePrefix: g-, namespace: load,
+           nodeAllocatable: {cpu: 8}, podRequests: {cpu: 1}}
+tls: {certFile: c.pem, keyFile: k.pem, clientCAFile: ca.pem}
+token: secret
+kubeconfigOut: {caFile: ca.pem, clientCertFile: cc.pem, clientKeyFile: ck.pem}
+threads: 16
+maxBodyBytes: 4096
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config->nodes[0].allocatable, ElementsAre(Pair("cpu", "2")));
+  EXPECT_EQ(config->watch_lag, absl::Milliseconds(500));
+  EXPECT_EQ(config->bookmark_interval, absl::Milliseconds(100));
+  EXPECT_EQ(config->event_window, 50);
+  EXPECT_EQ(config->max_watch_duration, absl::Minutes(1));
+  EXPECT_FALSE(config->kubelet.enabled);
+  EXPECT_EQ(config->kubelet.admit_delay, absl::Seconds(1));
+  EXPECT_EQ(config->generate.node_prefix, "g-");
+  EXPECT_TRUE(config->tls.enabled());
+  EXPECT_EQ(config->tls.client_ca_file, "ca.pem");
+  EXPECT_EQ(config->token, "secret");
+  EXPECT_EQ(config->kubeconfig_out.client_key_file, "ck.pem");
+  EXPECT_EQ(config->threads, 16);
+  EXPECT_EQ(config->max_body_bytes, 4096u);
+}
+
+TEST(SimConfigTest, ErrorsNameTheKeyAndLine) {
+  EXPECT_THAT(
+      ParseSimConfig("watchlag: 2s\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("watchlag (line 1): unknown key")));
+  EXPECT_THAT(
+      ParseSimConfig("nodes:\n- name: a\n  allocatable: {cpu: 4x}\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nodes[0].allocatable.cpu (line 3)")));
+  EXPECT_THAT(ParseSimConfig("watchLag: soon\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("malformed duration")));
+  EXPECT_THAT(ParseSimConfig("nodes:\n- name: a\n- name: a\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("duplicate node name")));
+  EXPECT_THAT(ParseSimConfig("nodes: [\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("YAML error")));
+  EXPECT_THAT(LoadSimConfigFile("/nonexistent.yaml"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("nonexistent")));
+}
+
+TEST(SimConfigTest, GoDurations) {
+  EXPECT_EQ(*ParseGoDuration("0"), absl::ZeroDuration());
+  EXPECT_EQ(*ParseGoDuration("1m30s"), absl::Seconds(90));
+  EXPECT_EQ(*ParseGoDuration("250ms"), absl::Milliseconds(250));
+  EXPECT_FALSE(ParseGoDuration("-1s").ok());
+  EXPECT_FALSE(ParseGoDuration("2").ok());
+}
+
+}  // namespace
+}  // namespace fitledger::sim

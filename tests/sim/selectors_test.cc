@@ -1,0 +1,94 @@
+#include "sim/selectors.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/status_matchers.h"
+
+namespace fitledger::sim {
+namespace {
+
+using ::fitledger::testing::StatusIs;
+using ::testing::HasSubstr;
+
+ObjectFields Pod(std::string node, std::string phase) {
+  ObjectFields f;
+  f.namespace_name = "default";
+  f.name = "p";
+  f.node_name = std::move(node);
+  f.phase = std::move(phase);
+  f.scheduler_name = "default-scheduler";
+  f.labels = {{"app", "web"}, {"tier", "front"}};
+  return f;
+}
+
+TEST(FieldSelectorTest, SchedulerSelectors) {
+  struct Case {
+    const char* selector;
+    ObjectFields fields;
+    bool matches;
+  };
+  const Case cases[] = {
+      {"", Pod("", "Pending"), true},
+      {"spec.nodeName=", Pod("", "Pending"), true},
+      {"spec.nodeName=", Pod("n1", "Running"), false},
+      {"spec.nodeName!=", Pod("n1", "Running"), true},
+      {"spec.nodeName!=", Pod("", "Pending"), false},
+      {"spec.nodeName=n1", Pod("n1", "Running"), true},
+      {"spec.nodeName==n1", Pod("n2", "Running"), false},
+      {"status.phase!=Succeeded,status.phase!=Failed", Pod("n1", "Running"), true},
+      {"status.phase!=Succeeded,status.phase!=Failed", Pod("n1", "Failed"), false},
+      {"status.phase!=Succeeded,status.phase!=Failed", Pod("n1", "Succeeded"), false},
+      {"metadata.name=p", Pod("", ""), true},
+      {"metadata.name=q", Pod("", ""), false},
+      {"metadata.namespace=default,spec.schedulerName=default-scheduler", Pod("", ""), true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.selector);
+    auto s = FieldSelector::Parse(c.selector, Kind::kPod);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->Matches(c.fields), c.matches);
+  }
+}
+
+TEST(FieldSelectorTest, UnknownFieldsAreBadRequests) {
+  EXPECT_THAT(FieldSelector::Parse("spec.restartPolicy=Always", Kind::kPod),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "field label not supported: spec.restartPolicy"));
+  EXPECT_THAT(FieldSelector::Parse("spec.nodeName=x", Kind::kNode),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not supported")));
+  EXPECT_THAT(FieldSelector::Parse("garbage", Kind::kPod),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("invalid selector")));
+}
+
+TEST(LabelSelectorTest, EqualityAndExistence) {
+  struct Case {
+    const char* selector;
+    bool matches;
+  };
+  const Case cases[] = {{"", true},
+                        {"app=web", true},
+                        {"app==web", true},
+                        {"app=db", false},
+                        {"app!=db", true},
+                        {"app!=web", false},
+                        {"tier", true},
+                        {"missing", false},
+                        {"!missing", true},
+                        {"!app", false},
+                        {"app=web,tier=front", true},
+                        {"app=web,tier=back", false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.selector);
+    auto s = LabelSelector::Parse(c.selector);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->Matches(Pod("", "").labels), c.matches);
+  }
+}
+
+TEST(LabelSelectorTest, SetBasedSelectorsAreRejected) {
+  EXPECT_THAT(LabelSelector::Parse("app in (web,db)"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unable to parse")));
+}
+
+}  // namespace
+}  // namespace fitledger::sim

@@ -1,0 +1,461 @@
+// Process-level tests: the real fitledger-sim binary, driven over HTTP.
+#include <signal.h>
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/sim/sim_process.h"
+
+namespace fitledger::testing {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kPair[] = R"(
+nodes:
+  - name: worker-1
+    allocatable: {cpu: "4", memory: 8Gi, pods: 110}
+  - name: worker-2
+    allocatable: {cpu: "2", memory: 4Gi, pods: 110}
+watchLag: 0s
+bookmarkInterval: 200ms
+kubelet: {enabled: true}
+)";
+
+std::string PodBody(const std::string& name, const std::string& cpu = "100m") {
+  return json{{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", name}, {"labels", {{"app", "web"}}}}},
+              {"spec",
+               {{"containers", json::array({{{"name", "c"},
+                                             {"image", "nginx"},
+                                             {"resources", {{"requests", {{"cpu", cpu}}}}}}})}}}}
+      .dump();
+}
+
+std::string BindingBody(const std::string& name, const std::string& node,
+                        const std::string& uid = "") {
+  json b = {{"apiVersion", "v1"},
+            {"kind", "Binding"},
+            {"metadata", {{"name", name}, {"namespace", "default"}}},
+            {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
+  if (!uid.empty()) b["metadata"]["uid"] = uid;
+  return b.dump();
+}
+
+void ExpectStatus(const HttpResult& r, int code, const std::string& reason) {
+  EXPECT_EQ(r.status, code) << r.raw;
+  EXPECT_EQ(r.body.value("kind", ""), "Status") << r.raw;
+  EXPECT_EQ(r.body.value("apiVersion", ""), "v1") << r.raw;
+  EXPECT_EQ(r.body.value("status", ""), "Failure") << r.raw;
+  EXPECT_EQ(r.body.value("reason", ""), reason) << r.raw;
+  EXPECT_EQ(r.body.value("code", 0), code) << r.raw;
+}
+
+class SimApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartSim(kPair); }
+  void StartSim(const std::string& config, const std::vector<std::string>& args = {}) {
+    auto sim = SimProcess::Start(config, args);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    sim_ = *std::move(sim);
+    client_ = sim_->Client();
+  }
+  HttpResult Create(const std::string& name, const std::string& cpu = "100m") {
+    return Call(*client_, "POST", "/api/v1/namespaces/default/pods", PodBody(name, cpu));
+  }
+  HttpResult Bind(const std::string& name, const std::string& node, const std::string& uid = "") {
+    return Call(*client_, "POST",
+                absl::StrCat("/api/v1/namespaces/default/pods/", name, "/binding"),
+                BindingBody(name, node, uid));
+  }
+  HttpResult GetPod(const std::string& name) {
+    return Call(*client_, "GET", "/api/v1/namespaces/default/pods/" + name);
+  }
+  std::string Rv() {
+    return Call(*client_, "GET", "/api/v1/pods")
+        .body["metadata"]["resourceVersion"]
+        .get<std::string>();
+  }
+  HttpResult Admin(const std::string& path, const std::string& body = "{}") {
+    return Call(*client_, "POST", path, body);
+  }
+
+  std::unique_ptr<SimProcess> sim_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(SimApiTest, CreateAssignsServerFieldsAndGetReturnsThePod) {
+  HttpResult created = Create("p1");
+  ASSERT_EQ(created.status, 201) << created.raw;
+  const json& meta = created.body["metadata"];
+  EXPECT_EQ(meta["namespace"], "default");
+  EXPECT_EQ(meta["uid"].get<std::string>().size(), 36u);
+  EXPECT_FALSE(meta["resourceVersion"].get<std::string>().empty());
+  EXPECT_FALSE(meta["creationTimestamp"].get<std::string>().empty());
+  EXPECT_EQ(created.body["status"]["phase"], "Pending");
+  EXPECT_EQ(created.body["spec"]["schedulerName"], "default-scheduler");
+  HttpResult got = GetPod("p1");
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(got.body, created.body);
+}
+
+TEST_F(SimApiTest, BadRequestsGetStatusObjects) {
+  ASSERT_EQ(Create("p1").status, 201);
+  ExpectStatus(Create("p1"), 409, "AlreadyExists");
+  EXPECT_EQ(Create("p1").body["message"], "pods \"p1\" already exists");
+  ExpectStatus(Create(""), 422, "Invalid");
+  ExpectStatus(Create("bad", "lots"), 422, "Invalid");
+  ExpectStatus(Call(*client_, "POST", "/api/v1/namespaces/default/pods", "{\"metadata\": ["), 400,
+               "BadRequest");
+  ExpectStatus(Call(*client_, "POST", "/api/v1/namespaces/default/pods", "[1,2]"), 400,
+               "BadRequest");
+  ExpectStatus(GetPod("missing"), 404, "NotFound");
+  EXPECT_EQ(GetPod("missing").body["message"], "pods \"missing\" not found");
+  ExpectStatus(Call(*client_, "GET", "/api/v2/whatever"), 404, "NotFound");
+  ExpectStatus(Call(*client_, "GET", "/api/v1/pods?fieldSelector=spec.foo%3Dbar"), 400,
+               "BadRequest");
+  ExpectStatus(Call(*client_, "PUT", "/api/v1/namespaces/default/pods/p1", "{}"), 405,
+               "MethodNotAllowed");
+  ExpectStatus(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/missing"), 404,
+               "NotFound");
+  ExpectStatus(
+      Call(*client_, "POST", "/api/v1/namespaces/default/pods", std::string(4 * 1024 * 1024, 'x')),
+      413, "RequestEntityTooLarge");
+  // Still serving after all that.
+  EXPECT_EQ(GetPod("p1").status, 200);
+}
+
+TEST_F(SimApiTest, PagedListKeepsOneResourceVersion) {
+  for (int i = 0; i < 25; ++i) ASSERT_EQ(Create(absl::StrCat("p", 10 + i)).status, 201);
+  HttpResult page1 = Call(*client_, "GET", "/api/v1/namespaces/default/pods?limit=10");
+  ASSERT_EQ(page1.status, 200);
+  EXPECT_EQ(page1.body["kind"], "PodList");
+  EXPECT_EQ(page1.body["items"].size(), 10u);
+  EXPECT_EQ(page1.body["metadata"]["remainingItemCount"], 15);
+  const std::string rv = page1.body["metadata"]["resourceVersion"];
+  ASSERT_EQ(Create("p00").status, 201);  // not in the snapshot
+  std::vector<std::string> names;
+  json page = page1.body;
+  while (true) {
+    for (const json& item : page["items"]) names.push_back(item["metadata"]["name"]);
+    EXPECT_EQ(page["metadata"]["resourceVersion"], rv);
+    if (!page["metadata"].contains("continue")) break;
+    HttpResult next = Call(*client_, "GET",
+                           "/api/v1/namespaces/default/pods?limit=10&continue=" +
+                               page["metadata"]["continue"].get<std::string>());
+    ASSERT_EQ(next.status, 200) << next.raw;
+    page = next.body;
+  }
+  ASSERT_EQ(names.size(), 25u);
+  EXPECT_EQ(names.front(), "p10");
+  EXPECT_EQ(names.back(), "p34");
+  HttpResult gone = Call(*client_, "GET", "/api/v1/pods?limit=10&continue=bogus");
+  ExpectStatus(gone, 410, "Expired");
+}
+
+TEST_F(SimApiTest, WatchDeliversEventsAndResumesFromAResourceVersion) {
+  ASSERT_EQ(Create("before").status, 201);
+  const std::string rv = Rv();
+  ASSERT_EQ(Create("after").status, 201);
+  WatchStream watch(
+      sim_->port(),
+      "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=10&resourceVersion=" + rv);
+  ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
+  ASSERT_EQ(Bind("after", "worker-1").status, 201);
+  ASSERT_EQ(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/after").status, 200);
+  // ADDED, MODIFIED (bound), MODIFIED (Running), DELETED
+  ASSERT_TRUE(watch.WaitForLines(4, absl::Seconds(10)));
+  auto lines = watch.lines();
+  EXPECT_EQ(lines[0].event["type"], "ADDED");
+  EXPECT_EQ(lines[0].event["object"]["metadata"]["name"], "after");
+  EXPECT_EQ(lines[1].event["type"], "MODIFIED");
+  EXPECT_EQ(lines[1].event["object"]["spec"]["nodeName"], "worker-1");
+  EXPECT_EQ(lines[2].event["type"], "MODIFIED");
+  EXPECT_EQ(lines[2].event["object"]["status"]["phase"], "Running");
+  EXPECT_EQ(lines[3].event["type"], "DELETED");
+  EXPECT_GT(
+      std::stoull(lines[3].event["object"]["metadata"]["resourceVersion"].get<std::string>()),
+      std::stoull(lines[2].event["object"]["metadata"]["resourceVersion"].get<std::string>()));
+}
+
+TEST_F(SimApiTest, WatchFromZeroStartsWithTheCurrentObjects) {
+  ASSERT_EQ(Create("a").status, 201);
+  ASSERT_EQ(Create("b").status, 201);
+  WatchStream watch(sim_->port(), "/api/v1/pods?watch=true&timeoutSeconds=10&resourceVersion=0");
+  ASSERT_TRUE(watch.WaitForLines(2, absl::Seconds(10)));
+  EXPECT_EQ(watch.lines()[0].event["type"], "ADDED");
+  EXPECT_EQ(watch.lines()[1].event["object"]["metadata"]["name"], "b");
+}
+
+TEST_F(SimApiTest, TimeoutSecondsEndsTheWatch) {
+  WatchStream watch(sim_->port(), "/api/v1/pods?watch=true&timeoutSeconds=1");
+  EXPECT_TRUE(watch.WaitForEnd(absl::Seconds(10)));
+  EXPECT_EQ(watch.status(), 200);
+}
+
+TEST_F(SimApiTest, FieldSelectedWatchSeesFinishedPodsAsDeleted) {
+  ASSERT_EQ(Create("job").status, 201);
+  ASSERT_EQ(Bind("job", "worker-1").status, 201);
+  WatchStream watch(sim_->port(),
+                    "/api/v1/pods?watch=true&timeoutSeconds=10&resourceVersion=" + Rv() +
+                        "&fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed");
+  ASSERT_EQ(Admin("/sim/pods/default/job/phase", R"({"phase":"Succeeded"})").status, 200);
+  ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
+  EXPECT_EQ(watch.lines()[0].event["type"], "DELETED");
+  EXPECT_EQ(watch.lines()[0].event["object"]["status"]["phase"], "Succeeded");
+}
+
+TEST_F(SimApiTest, BookmarksCarryTheResourceVersion) {
+  const std::string rv = Rv();
+  WatchStream watch(
+      sim_->port(),
+      "/api/v1/pods?watch=true&allowWatchBookmarks=true&timeoutSeconds=10&resourceVersion=" + rv);
+  ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
+  const json e = watch.lines()[0].event;
+  EXPECT_EQ(e["type"], "BOOKMARK");
+  EXPECT_EQ(e["object"]["metadata"]["resourceVersion"], rv);
+  EXPECT_EQ(e["object"]["kind"], "Pod");
+}
+
+TEST_F(SimApiTest, ExpiredResourceVersionGets410AsAnErrorEvent) {
+  const std::string rv = Rv();
+  ASSERT_EQ(Create("a").status, 201);
+  ASSERT_EQ(Admin("/sim/faults/expire").status, 200);
+  const std::string now = Rv();
+  WatchStream watch(sim_->port(),
+                    "/api/v1/pods?watch=true&timeoutSeconds=10&resourceVersion=" + rv);
+  ASSERT_TRUE(watch.WaitForEnd(absl::Seconds(10)));
+  ASSERT_EQ(watch.lines().size(), 1u);
+  EXPECT_EQ(watch.lines()[0].event,
+            json::parse(absl::StrCat(
+                R"({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},)",
+                R"("status":"Failure","message":"too old resource version: )", rv, " (", now,
+                R"x()","reason":"Expired","code":410}})x")));
+  // A watch from now still works.
+  WatchStream fresh(sim_->port(),
+                    "/api/v1/pods?watch=true&timeoutSeconds=10&resourceVersion=" + now);
+  ASSERT_EQ(Create("b").status, 201);
+  ASSERT_TRUE(fresh.WaitForLines(1, absl::Seconds(10)));
+  EXPECT_EQ(fresh.lines()[0].event["type"], "ADDED");
+}
+
+TEST_F(SimApiTest, BindingCreatedConflictsAndPreconditions) {
+  HttpResult pod = Create("p");
+  ASSERT_EQ(pod.status, 201);
+  const std::string uid = pod.body["metadata"]["uid"];
+  HttpResult wrong = Bind("p", "worker-1", "00000000-0000-0000-0000-000000000000");
+  ExpectStatus(wrong, 409, "Conflict");
+  EXPECT_THAT(wrong.body["message"].get<std::string>(),
+              HasSubstr("Precondition failed: UID in precondition: "
+                        "00000000-0000-0000-0000-000000000000, UID in object meta: " +
+                        uid));
+  HttpResult ok = Bind("p", "worker-1", uid);
+  ASSERT_EQ(ok.status, 201);
+  EXPECT_EQ(
+      ok.body,
+      json::parse(
+          R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201})"));
+  HttpResult again = Bind("p", "worker-2");
+  ExpectStatus(again, 409, "Conflict");
+  EXPECT_EQ(again.body["message"],
+            "Operation cannot be fulfilled on pods/binding \"p\": pod p is already assigned to "
+            "node \"worker-1\"");
+  ExpectStatus(Bind("missing", "worker-1"), 404, "NotFound");
+  // A node that does not exist is accepted; nobody runs the pod.
+  ASSERT_EQ(Create("ghost").status, 201);
+  ASSERT_EQ(Bind("ghost", "no-such-node").status, 201);
+  EXPECT_EQ(GetPod("ghost").body["spec"]["nodeName"], "no-such-node");
+  EXPECT_EQ(GetPod("ghost").body["status"]["phase"], "Pending");
+}
+
+TEST_F(SimApiTest, KubeletRejectsWhatDoesNotFitWithTheExactMessage) {
+  ASSERT_EQ(Create("big", "3800m").status, 201);
+  ASSERT_EQ(Create("small", "400m").status, 201);
+  ASSERT_EQ(Bind("big", "worker-1").status, 201);
+  ASSERT_EQ(Bind("small", "worker-1").status, 201);
+  EXPECT_EQ(GetPod("big").body["status"]["phase"], "Running");
+  json status = GetPod("small").body["status"];
+  EXPECT_EQ(status["phase"], "Failed");
+  EXPECT_EQ(status["reason"], "OutOfcpu");
+  EXPECT_EQ(status["message"],
+            "Pod was rejected: Node didn't have enough resource: cpu, requested: 400, used: 3800, "
+            "capacity: 4000");
+  HttpResult stats = Call(*client_, "GET", "/sim/stats");
+  EXPECT_EQ(stats.body["rejections"]["OutOfcpu"], 1);
+  EXPECT_EQ(stats.body["bindings"], 2);
+  EXPECT_EQ(stats.body["pods"]["Running"], 1);
+  EXPECT_EQ(stats.body["pods"]["Failed"], 1);
+  // Deleting the running pod releases its capacity.
+  ASSERT_EQ(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/big").status, 200);
+  ASSERT_EQ(Create("next", "4").status, 201);
+  ASSERT_EQ(Bind("next", "worker-1").status, 201);
+  EXPECT_EQ(GetPod("next").body["status"]["phase"], "Running");
+}
+
+TEST_F(SimApiTest, BindingFaults) {
+  ASSERT_EQ(Create("a").status, 201);
+  ASSERT_EQ(Create("b").status, 201);
+  ASSERT_EQ(
+      Admin("/sim/faults/binding", R"({"names":["default/a"],"mode":"error","code":500})").status,
+      200);
+  ExpectStatus(Bind("a", "worker-1"), 500, "InternalError");
+  EXPECT_EQ(GetPod("a").body["spec"].value("nodeName", ""), "");
+  ASSERT_EQ(Bind("b", "worker-1").status, 201);
+  ASSERT_EQ(Call(*client_, "DELETE", "/sim/faults/binding").status, 200);
+  ASSERT_EQ(Bind("a", "worker-1").status, 201);
+
+  // A hang that then binds: the client times out, the pod is bound anyway.
+  ASSERT_EQ(Create("slow").status, 201);
+  ASSERT_EQ(
+      Admin("/sim/faults/binding", R"({"all":true,"mode":"hang","seconds":1.5,"thenBind":true})")
+          .status,
+      200);
+  auto impatient = sim_->Client();
+  impatient->set_read_timeout(0, 300000);
+  absl::Time start = absl::Now();
+  EXPECT_FALSE(impatient->Post("/api/v1/namespaces/default/pods/slow/binding",
+                               BindingBody("slow", "worker-2"), "application/json"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1.4));
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (GetPod("slow").body["spec"].value("nodeName", "") != "worker-2" &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(GetPod("slow").body["spec"]["nodeName"], "worker-2");
+  ASSERT_EQ(Call(*client_, "DELETE", "/sim/faults/binding").status, 200);
+
+  // A hang without binding answers 504 and leaves the pod unbound.
+  ASSERT_EQ(Create("lost").status, 201);
+  ASSERT_EQ(
+      Admin("/sim/faults/binding", R"({"names":["default/lost"],"mode":"hang","seconds":0.2})")
+          .status,
+      200);
+  ExpectStatus(Bind("lost", "worker-1"), 504, "Timeout");
+  EXPECT_EQ(GetPod("lost").body["spec"].value("nodeName", ""), "");
+  ExpectStatus(Admin("/sim/faults/binding", R"({"mode":"explode","all":true})"), 400, "BadRequest");
+}
+
+TEST_F(SimApiTest, DropWatchesAndRestart) {
+  WatchStream watch(sim_->port(), "/api/v1/pods?watch=true&timeoutSeconds=30");
+  ASSERT_EQ(Create("a").status, 201);
+  ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
+  ASSERT_EQ(Admin("/sim/faults/drop-watches").status, 200);
+  EXPECT_TRUE(watch.WaitForEnd(absl::Seconds(5)));
+
+  const std::string rv = Rv();
+  WatchStream second(sim_->port(),
+                     "/api/v1/pods?watch=true&timeoutSeconds=30&resourceVersion=" + rv);
+  ASSERT_EQ(Create("b").status, 201);
+  ASSERT_TRUE(second.WaitForLines(1, absl::Seconds(10)));
+  ASSERT_EQ(Admin("/sim/restart").status, 200);
+  EXPECT_TRUE(second.WaitForEnd(absl::Seconds(5)));
+  // The store survives; the old resourceVersion does not.
+  EXPECT_EQ(GetPod("b").status, 200);
+  WatchStream resumed(sim_->port(),
+                      "/api/v1/pods?watch=true&timeoutSeconds=10&resourceVersion=" + rv);
+  ASSERT_TRUE(resumed.WaitForEnd(absl::Seconds(10)));
+  ASSERT_EQ(resumed.lines().size(), 1u);
+  EXPECT_EQ(resumed.lines()[0].event["object"]["code"], 410);
+  EXPECT_GT(std::stoull(Rv()), std::stoull(rv));
+}
+
+TEST_F(SimApiTest, BookmarksOnlyHoldsEventsBackUntilSwitchedOff) {
+  const std::string rv = Rv();
+  ASSERT_EQ(Admin("/sim/faults/bookmarks-only", R"({"on":true})").status, 200);
+  WatchStream watch(
+      sim_->port(),
+      "/api/v1/pods?watch=true&allowWatchBookmarks=true&timeoutSeconds=20&resourceVersion=" + rv);
+  ASSERT_EQ(Create("held").status, 201);
+  ASSERT_TRUE(watch.WaitForLines(2, absl::Seconds(10)));
+  for (const auto& line : watch.lines()) {
+    EXPECT_EQ(line.event["type"], "BOOKMARK");
+    EXPECT_EQ(line.event["object"]["metadata"]["resourceVersion"], rv);
+  }
+  ASSERT_EQ(Admin("/sim/faults/bookmarks-only", R"({"on":false})").status, 200);
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  bool added = false;
+  while (!added && absl::Now() < deadline) {
+    for (const auto& line : watch.lines()) added |= line.event["type"] == "ADDED";
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(added);
+}
+
+TEST_F(SimApiTest, DownAnswers503AndClosesWatches) {
+  WatchStream watch(sim_->port(), "/api/v1/pods?watch=true&timeoutSeconds=30");
+  ASSERT_TRUE(watch.WaitForLines(0, absl::Seconds(1)));
+  ASSERT_EQ(Admin("/sim/faults/down", R"({"on":true})").status, 200);
+  EXPECT_TRUE(watch.WaitForEnd(absl::Seconds(5)));
+  ExpectStatus(Call(*client_, "GET", "/api/v1/pods"), 503, "ServiceUnavailable");
+  EXPECT_EQ(Call(*client_, "GET", "/sim/stats").status, 200);
+  ASSERT_EQ(Admin("/sim/faults/down", R"({"on":false})").status, 200);
+  EXPECT_EQ(Call(*client_, "GET", "/api/v1/pods").status, 200);
+  ASSERT_EQ(Admin("/sim/faults/down", R"({"seconds":0.3})").status, 200);
+  EXPECT_EQ(Call(*client_, "GET", "/api/v1/pods").status, 503);
+  absl::SleepFor(absl::Milliseconds(400));  // the fault's own duration, not an effect wait
+  EXPECT_EQ(Call(*client_, "GET", "/api/v1/pods").status, 200);
+}
+
+TEST_F(SimApiTest, SigtermExitsCleanly) {
+  WatchStream watch(sim_->port(), "/api/v1/pods?watch=true&timeoutSeconds=30");
+  ASSERT_EQ(Create("a").status, 201);
+  ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
+  sim_->process().Signal(SIGTERM);
+  auto code = sim_->process().Wait(absl::Seconds(10));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << sim_->output();
+}
+
+TEST(SimWatchLagTest, EventsArriveNoSoonerThanTheLag) {
+  auto sim = SimProcess::Start("nodes: [{name: n, allocatable: {cpu: 1, pods: 10}}]\n",
+                               {"--watch-lag", "1s"});
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  auto client = (*sim)->Client();
+  const std::string rv = Call(*client, "GET", "/api/v1/pods").body["metadata"]["resourceVersion"];
+  WatchStream watch((*sim)->port(),
+                    "/api/v1/pods?watch=true&timeoutSeconds=20&resourceVersion=" + rv);
+  absl::Time mutated = absl::Now();
+  HttpResult created = Call(*client, "POST", "/api/v1/namespaces/default/pods", PodBody("lagged"));
+  ASSERT_EQ(created.status, 201);
+  // LIST and GET are not delayed.
+  EXPECT_EQ(Call(*client, "GET", "/api/v1/namespaces/default/pods/lagged").status, 200);
+  ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
+  EXPECT_GE(watch.lines()[0].arrived - mutated, absl::Milliseconds(900));
+  EXPECT_EQ(watch.lines()[0].event["object"]["metadata"]["name"], "lagged");
+}
+
+TEST(SimAuthTest, TokenIsRequiredOnApiPaths) {
+  auto sim = SimProcess::Start("token: s3cret\nnodes: [{name: n, allocatable: {cpu: 1}}]\n");
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  auto client = (*sim)->Client();
+  ExpectStatus(Call(*client, "GET", "/api/v1/nodes"), 401, "Unauthorized");
+  client->set_bearer_token_auth("s3cret");
+  EXPECT_EQ(Call(*client, "GET", "/api/v1/nodes").status, 200);
+  EXPECT_THAT(ReadFileOrEmpty((*sim)->kubeconfig_path()), HasSubstr("token: \"s3cret\""));
+}
+
+TEST(SimFlagsTest, RefusesNonLoopbackAndListsFlagsInHelp) {
+  auto refused = RunCommand({FITLEDGER_SIM_PATH, "--listen", "0.0.0.0:0"}, {}, absl::Seconds(10));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_NE(refused->exit_code, 0);
+  EXPECT_THAT(refused->output, HasSubstr("non-loopback"));
+  auto help = RunCommand({FITLEDGER_SIM_PATH, "--help"}, {}, absl::Seconds(10));
+  ASSERT_TRUE(help.ok()) << help.status();
+  for (const char* flag :
+       {"--config", "--listen", "--kubeconfig_out", "--watch_lag", "--allow_non_loopback"}) {
+    EXPECT_THAT(help->output, HasSubstr(flag));
+  }
+  auto bad =
+      RunCommand({FITLEDGER_SIM_PATH, "--config", "/nonexistent.yaml"}, {}, absl::Seconds(10));
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->exit_code, 1);
+}
+
+}  // namespace
+}  // namespace fitledger::testing

@@ -1,0 +1,267 @@
+#include "sim/store.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "sim/tables.h"
+#include "tests/common/status_matchers.h"
+
+namespace fitledger::sim {
+namespace {
+
+using ::fitledger::testing::StatusIs;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+std::string PodJson(const std::string& name, const std::string& cpu = "100m",
+                    const std::string& node = "") {
+  json pod = {{"metadata", {{"name", name}, {"labels", {{"app", "web"}}}}},
+              {"spec",
+               {{"containers",
+                 json::array({{{"name", "c"}, {"resources", {{"requests", {{"cpu", cpu}}}}}}})}}}};
+  if (!node.empty()) pod["spec"]["nodeName"] = node;
+  return pod.dump();
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  StoreTest() : store_({.event_window = 100, .clock = [this] { return now_; }}) {
+    NodeSpec node;
+    node.name = "worker-1";
+    node.allocatable = {{"cpu", "4"}, {"memory", "8Gi"}, {"pods", "110"}};
+    node.capacity = node.allocatable;
+    EXPECT_TRUE(store_.AddNode(node).ok());
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
+  ClusterStore store_;
+};
+
+TEST_F(StoreTest, CreateAssignsServerFields) {
+  auto pod = store_.CreatePod(PodJson("p1"), "default");
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  json j = json::parse((*pod)->json);
+  EXPECT_EQ(j["metadata"]["namespace"], "default");
+  EXPECT_EQ(j["metadata"]["uid"].get<std::string>().size(), 36u);
+  EXPECT_EQ(j["metadata"]["resourceVersion"], absl::StrCat((*pod)->resource_version));
+  EXPECT_EQ(j["metadata"]["creationTimestamp"], "2023-11-14T22:13:20Z");
+  EXPECT_EQ(j["status"]["phase"], "Pending");
+  EXPECT_EQ(j["spec"]["schedulerName"], "default-scheduler");
+  EXPECT_EQ((*pod)->requests.milli_cpu, 100);
+}
+
+TEST_F(StoreTest, CreateErrors) {
+  ASSERT_TRUE(store_.CreatePod(PodJson("p1"), "default").ok());
+  EXPECT_THAT(store_.CreatePod(PodJson("p1"), "default"),
+              StatusIs(absl::StatusCode::kAlreadyExists, "pods \"p1\" already exists"));
+  EXPECT_THAT(
+      store_.CreatePod(PodJson(""), "default"),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("metadata.name: Required value")));
+  EXPECT_THAT(store_.CreatePod(PodJson("bad", "4x"), "default"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("Pod \"bad\" is invalid")));
+  EXPECT_THAT(store_.CreatePod("{not json", "default"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown format")));
+  EXPECT_THAT(store_.CreatePod(R"({"metadata":{"name":3},"spec":{}})", "default"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("metadata.name")));
+  EXPECT_THAT(store_.CreatePod(R"({"metadata":{"name":"x","namespace":"other"}})", "default"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("does not match")));
+}
+
+TEST_F(StoreTest, GenerateNameMakesAName) {
+  auto pod = store_.CreatePod(
+      R"({"metadata":{"generateName":"web-"},"spec":{"containers":[{"name":"c"}]}})", "default");
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_THAT((*pod)->fields.name, ::testing::StartsWith("web-"));
+  EXPECT_EQ((*pod)->fields.name.size(), 9u);
+}
+
+TEST_F(StoreTest, BindThenKubeletAdmitsUntilFull) {
+  ASSERT_TRUE(store_.CreatePod(PodJson("a", "3800m"), "default").ok());
+  ASSERT_TRUE(store_.CreatePod(PodJson("b", "400m"), "default").ok());
+  ASSERT_TRUE(store_.Bind("default", "a", "", "worker-1").ok());
+  ASSERT_TRUE(store_.Bind("default", "b", "", "worker-1").ok());
+  auto first = store_.AdmitPod("default", "a");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(first->admitted);
+  auto second = store_.AdmitPod("default", "b");
+  ASSERT_TRUE(second.has_value());
+  EXPECT_FALSE(second->admitted);
+  json b = json::parse((*store_.Get(Kind::kPod, "default", "b"))->json);
+  EXPECT_EQ(b["status"]["phase"], "Failed");
+  EXPECT_EQ(b["status"]["reason"], "OutOfcpu");
+  EXPECT_EQ(b["status"]["message"],
+            "Pod was rejected: Node didn't have enough resource: cpu, requested: 400, used: 3800, "
+            "capacity: 4000");
+  json a = json::parse((*store_.Get(Kind::kPod, "default", "a"))->json);
+  EXPECT_EQ(a["status"]["phase"], "Running");
+  EXPECT_EQ(a["status"]["hostIP"], "10.0.0.1");
+  EXPECT_FALSE(store_.AdmitPod("default", "a").has_value());  // already admitted
+
+  // Deleting the running pod frees its capacity.
+  ASSERT_TRUE(store_.DeletePod("default", "a", "").ok());
+  ASSERT_TRUE(store_.CreatePod(PodJson("c", "4"), "default").ok());
+  ASSERT_TRUE(store_.Bind("default", "c", "", "worker-1").ok());
+  EXPECT_TRUE(store_.AdmitPod("default", "c")->admitted);
+  EXPECT_EQ(store_.Stats().rejections_by_reason.at("OutOfcpu"), 1);
+}
+
+TEST_F(StoreTest, SucceededPodsReleaseKubeletCapacity) {
+  ASSERT_TRUE(store_.CreatePod(PodJson("a", "4"), "default").ok());
+  ASSERT_TRUE(store_.Bind("default", "a", "", "worker-1").ok());
+  ASSERT_TRUE(store_.AdmitPod("default", "a")->admitted);
+  ASSERT_TRUE(store_.SetPodPhase("default", "a", "Succeeded").ok());
+  ASSERT_TRUE(store_.CreatePod(PodJson("b", "4"), "default").ok());
+  ASSERT_TRUE(store_.Bind("default", "b", "", "worker-1").ok());
+  EXPECT_TRUE(store_.AdmitPod("default", "b")->admitted);
+  EXPECT_THAT(store_.SetPodPhase("default", "b", "Done"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown pod phase")));
+}
+
+TEST_F(StoreTest, BindConflicts) {
+  auto pod = store_.CreatePod(PodJson("p"), "default");
+  ASSERT_TRUE(pod.ok());
+  EXPECT_THAT(store_.Bind("default", "p", "wrong-uid", "worker-1"),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr(absl::StrCat("Precondition failed: UID in precondition: "
+                                              "wrong-uid, UID in object meta: ",
+                                              (*pod)->uid))));
+  ASSERT_TRUE(store_.Bind("default", "p", (*pod)->uid, "nowhere").ok());
+  EXPECT_THAT(store_.Bind("default", "p", "", "worker-1"),
+              StatusIs(absl::StatusCode::kAborted,
+                       "Operation cannot be fulfilled on pods/binding \"p\": pod p is already "
+                       "assigned to node \"nowhere\""));
+  EXPECT_FALSE(store_.AdmitPod("default", "p").has_value());  // unknown node: stays Pending
+  EXPECT_THAT(store_.Bind("default", "missing", "", "worker-1"),
+              StatusIs(absl::StatusCode::kNotFound, "pods \"missing\" not found"));
+}
+
+TEST_F(StoreTest, PagedListIsASnapshot) {
+  for (int i = 0; i < 25; ++i) {
+    ASSERT_TRUE(store_.CreatePod(PodJson(absl::StrCat("p", 100 + i)), "default").ok());
+  }
+  ObjectFilter filter;
+  auto page1 = store_.List(filter, 10, "");
+  ASSERT_TRUE(page1.ok());
+  EXPECT_EQ(page1->items.size(), 10u);
+  EXPECT_EQ(page1->remaining_items, 15);
+  ASSERT_TRUE(store_.CreatePod(PodJson("p000"), "default").ok());
+  ASSERT_TRUE(store_.DeletePod("default", "p124", "").ok());
+  auto page2 = store_.List(filter, 10, page1->continue_token);
+  ASSERT_TRUE(page2.ok());
+  auto page3 = store_.List(filter, 10, page2->continue_token);
+  ASSERT_TRUE(page3.ok());
+  EXPECT_EQ(page3->items.size(), 5u);
+  EXPECT_TRUE(page3->continue_token.empty());
+  EXPECT_EQ(page2->resource_version, page1->resource_version);
+  EXPECT_EQ(page3->items.back()->fields.name, "p124");
+  EXPECT_EQ(page1->items.front()->fields.name, "p100");
+  EXPECT_THAT(store_.List(filter, 10, "bm90LWEtdG9rZW4"),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("continue parameter is too old")));
+}
+
+TEST_F(StoreTest, ListFiltersByNamespaceAndSelectors) {
+  ASSERT_TRUE(store_.CreatePod(PodJson("a"), "default").ok());
+  ASSERT_TRUE(store_.CreatePod(PodJson("b"), "other").ok());
+  ASSERT_TRUE(store_.Bind("other", "b", "", "worker-1").ok());
+  ObjectFilter filter;
+  filter.namespace_name = "other";
+  EXPECT_EQ(store_.List(filter, 0, "")->items.size(), 1u);
+  filter.namespace_name = "";
+  filter.fields = *FieldSelector::Parse("spec.nodeName=", Kind::kPod);
+  auto unbound = store_.List(filter, 0, "");
+  ASSERT_EQ(unbound->items.size(), 1u);
+  EXPECT_EQ(unbound->items[0]->fields.name, "a");
+  ObjectFilter nodes;
+  nodes.kind = Kind::kNode;
+  EXPECT_EQ(store_.List(nodes, 0, "")->items.size(), 1u);
+}
+
+TEST_F(StoreTest, PollHonoursTheLag) {
+  const uint64_t start = store_.resource_version();
+  ASSERT_TRUE(store_.CreatePod(PodJson("a"), "default").ok());
+  ObjectFilter filter;
+  WatchBatch early =
+      store_.Poll(filter, start, now_ + absl::Milliseconds(999), absl::Seconds(1), 10);
+  EXPECT_TRUE(early.events.empty());
+  EXPECT_EQ(early.cursor, start);
+  ASSERT_TRUE(early.next_visible.has_value());
+  EXPECT_EQ(*early.next_visible, now_ + absl::Seconds(1));
+  WatchBatch late = store_.Poll(filter, start, now_ + absl::Seconds(1), absl::Seconds(1), 10);
+  ASSERT_EQ(late.events.size(), 1u);
+  EXPECT_EQ(late.events[0].type, EventType::kAdded);
+  EXPECT_EQ(late.cursor, store_.resource_version());
+}
+
+TEST_F(StoreTest, SelectorWatchSeesPodsLeaveAsDeleted) {
+  ASSERT_TRUE(store_.CreatePod(PodJson("a"), "default").ok());
+  const uint64_t start = store_.resource_version();
+  ASSERT_TRUE(store_.SetPodPhase("default", "a", "Succeeded").ok());
+  ObjectFilter filter;
+  filter.fields = *FieldSelector::Parse("status.phase!=Succeeded,status.phase!=Failed", Kind::kPod);
+  WatchBatch batch = store_.Poll(filter, start, now_, absl::ZeroDuration(), 10);
+  ASSERT_EQ(batch.events.size(), 1u);
+  EXPECT_EQ(batch.events[0].type, EventType::kDeleted);
+}
+
+TEST_F(StoreTest, WatchStartRejectsForgottenVersions) {
+  ASSERT_TRUE(store_.CreatePod(PodJson("a"), "default").ok());
+  const uint64_t old = store_.resource_version();
+  ASSERT_TRUE(store_.CreatePod(PodJson("b"), "default").ok());
+  EXPECT_TRUE(store_.WatchStart(absl::StrCat(old)).ok());
+  store_.ExpireHistory();
+  EXPECT_THAT(
+      store_.WatchStart(absl::StrCat(old)),
+      StatusIs(absl::StatusCode::kOutOfRange, absl::StrCat("too old resource version: ", old, " (",
+                                                           store_.resource_version(), ")")));
+  EXPECT_EQ(*store_.WatchStart("0"), store_.resource_version());
+  EXPECT_THAT(store_.WatchStart("abc"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("abc")));
+}
+
+TEST_F(StoreTest, HistoryWindowExpiresOldVersions) {
+  const uint64_t start = store_.resource_version();
+  for (int i = 0; i < 120; ++i) {
+    ASSERT_TRUE(store_.CreatePod(PodJson(absl::StrCat("p", i)), "default").ok());
+  }
+  EXPECT_THAT(store_.WatchStart(absl::StrCat(start)),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("too old")));
+  ObjectFilter filter;
+  EXPECT_TRUE(store_.Poll(filter, start, now_, absl::ZeroDuration(), 10).expired);
+}
+
+TEST(StoreGenerateTest, GeneratesBoundRunningPodsWithRealisticJson) {
+  ClusterStore store({});
+  GenerateSpec spec;
+  spec.nodes = 3;
+  spec.pods_per_node = 4;
+  ASSERT_TRUE(store.Generate(spec).ok());
+  StoreStats stats = store.Stats();
+  EXPECT_EQ(stats.nodes, 3);
+  EXPECT_EQ(stats.pods_by_phase.at("Running"), 12);
+  auto pod = store.Get(Kind::kPod, "bench", "bench-2-3");
+  ASSERT_TRUE(pod.ok());
+  json j = json::parse((*pod)->json);
+  EXPECT_EQ(j["spec"]["nodeName"], "node-2");
+  EXPECT_EQ(j["metadata"]["resourceVersion"], absl::StrCat((*pod)->resource_version));
+  EXPECT_GT((*pod)->json.size(), 1000u);
+  EXPECT_LT((*pod)->json.size(), 2100u);
+  EXPECT_TRUE(store.WatchStart(absl::StrCat(store.resource_version())).ok());
+}
+
+TEST(TablesTest, HumanDuration) {
+  EXPECT_EQ(HumanDuration(absl::Seconds(45)), "45s");
+  EXPECT_EQ(HumanDuration(absl::Seconds(119)), "119s");
+  EXPECT_EQ(HumanDuration(absl::Seconds(192)), "3m12s");
+  EXPECT_EQ(HumanDuration(absl::Minutes(15)), "15m");
+  EXPECT_EQ(HumanDuration(absl::Hours(5)), "5h");
+  EXPECT_EQ(HumanDuration(absl::Hours(5) + absl::Minutes(3)), "5h3m");
+  EXPECT_EQ(HumanDuration(absl::Hours(30)), "30h");
+  EXPECT_EQ(HumanDuration(absl::Hours(51)), "2d3h");
+  EXPECT_EQ(HumanDuration(absl::Hours(24 * 30)), "30d");
+}
+
+}  // namespace
+}  // namespace fitledger::sim

@@ -112,29 +112,8 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
   kube::ApiClient shim(shim_conn);
 
   if (absl::Status s = DeletePrevious(api, o); !s.ok()) return s;
-  if (o.server_counted_pods) {
-    // Let the server's (lagging) view catch up with the API before the burst starts.
-    absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (true) {
-      absl::StatusOr<json> all = Call(api, "GET", "/api/v1/pods", nullptr, 200);
-      if (!all.ok()) return all.status();
-      int64_t bound = 0;
-      for (const json& p : (*all)["items"]) {
-        std::string phase = p.value("status", json::object()).value("phase", "");
-        if (!p["spec"].value("nodeName", "").empty() && phase != "Succeeded" && phase != "Failed") {
-          ++bound;
-        }
-      }
-      absl::StatusOr<int64_t> counted = o.server_counted_pods();
-      if (!counted.ok()) return counted.status();
-      if (*counted == bound) break;
-      if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrCat("the server's view (", *counted,
-                                                        " pods) did not catch up with the API (",
-                                                        bound, " pods) within 60s"));
-      }
-      usleep(100 * 1000);
-    }
+  if (o.await_view) {
+    if (absl::Status s = o.await_view(); !s.ok()) return s;
   }
   absl::Time start = absl::Now();
 

@@ -26,10 +26,9 @@ struct BurstOptions {
   int max_attempts = 5;   // scheduling attempts per pod (failed binds are retried)
   absl::Duration verdict_timeout = absl::Seconds(60);
   bool progress = false;  // a progress line on stderr while it runs
-  // The number of pods the server counts on nodes (confirmed + assumed). Before the burst, the
-  // previous burst's pods are deleted and this is awaited until it equals the API's count of
-  // bound, unfinished pods, so a lagging watch cannot mix two bursts. Unset: no wait.
-  std::function<absl::StatusOr<int64_t>()> server_counted_pods;
+  // Before the burst (after deleting the previous burst's pods): waits until the server's
+  // lagging view has caught up with the API, so two bursts cannot mix. Unset: no wait.
+  std::function<absl::Status()> await_view;
 };
 
 struct BurstPod {

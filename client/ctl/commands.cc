@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "fitledger/v1/introspection.grpc.pb.h"
@@ -11,6 +12,8 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
+#include "server/kube/api_client.h"
+#include "server/kube/connection.h"
 #include "yaml-cpp/yaml.h"
 
 namespace fitledger::ctl {
@@ -240,17 +243,45 @@ absl::StatusOr<std::string> RejectionsTable(const ServerTarget& t) {
   return out;
 }
 
-absl::StatusOr<int64_t> CountedPods(const ServerTarget& t) {
+absl::Status AwaitView(const ServerTarget& t, const std::string& kubeconfig,
+                       absl::Duration timeout) {
+  absl::StatusOr<kube::Connection> conn = kube::ResolveConnection(kubeconfig);
+  if (!conn.ok()) return conn.status();
+  kube::ApiClient api(*conn);
+  absl::StatusOr<kube::HttpResponse> list =
+      api.Request("GET", "/api/v1/pods?limit=1", "", absl::Seconds(10));
+  if (!list.ok()) return list.status();
+  nlohmann::json body = nlohmann::json::parse(list->body, nullptr, false);
+  std::string target_rv;
+  if (list->code == 200 && body.is_object() && body["metadata"].is_object()) {
+    target_rv = body["metadata"].value("resourceVersion", "");
+  }
+  int64_t target = 0;
+  if (!absl::SimpleAtoi(target_rv, &target)) {
+    return absl::FailedPreconditionError(absl::StrCat("the API's resourceVersion \"", target_rv,
+                                                      "\" is not an integer; cannot compare"));
+  }
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Channel(t);
   if (!channel.ok()) return channel.status();
   auto stub = v1::Introspection::NewStub(*channel);
-  v1::ListNodesRequest request;
-  v1::ListNodesResponse response;
-  grpc::Status s = stub->ListNodes(Context(t).get(), request, &response);
-  if (!s.ok()) return FromGrpc(s, t);
-  int64_t total = 0;
-  for (const v1::NodeView& n : response.nodes()) total += n.confirmed_pods() + n.assumed_pods();
-  return total;
+  absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    v1::ListNodesRequest request;
+    request.add_names("-");  // no node has this name: keeps the answer small
+    v1::ListNodesResponse response;
+    grpc::Status s = stub->ListNodes(Context(t).get(), request, &response);
+    if (!s.ok()) return FromGrpc(s, t);
+    int64_t seen = 0;
+    if (absl::SimpleAtoi(response.pods_resource_version(), &seen) && seen >= target) {
+      return absl::OkStatus();
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("the server's view is at resourceVersion ",
+                                                      response.pods_resource_version(),
+                                                      ", the API was at ", target_rv));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
 }
 
 absl::StatusOr<bool> LedgerEnabled(const ServerTarget& t) {

@@ -30,8 +30,11 @@ absl::StatusOr<std::string> Explain(const ServerTarget& target, const std::strin
                                     const std::string& node);
 // The kubelet rejections the server has seen.
 absl::StatusOr<std::string> RejectionsTable(const ServerTarget& target);
-// How many pods the server counts on nodes (confirmed + assumed).
-absl::StatusOr<int64_t> CountedPods(const ServerTarget& target);
+// Waits until the server's view includes every pod change the API had made when this was
+// called: reads the API's current resourceVersion (via `kubeconfig`, "" = $KUBECONFIG) and
+// polls the server's applied one until it has reached it. DeadlineExceeded after `timeout`.
+absl::Status AwaitView(const ServerTarget& target, const std::string& kubeconfig,
+                       absl::Duration timeout);
 // Whether the server runs with its ledger (false with --no-ledger).
 absl::StatusOr<bool> LedgerEnabled(const ServerTarget& target);
 

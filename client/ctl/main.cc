@@ -30,7 +30,8 @@ ABSL_FLAG(std::string, tls_key, "", "client key for mTLS");
 ABSL_FLAG(int, timeout_seconds, 5, "gRPC call deadline in seconds");
 ABSL_FLAG(bool, watch, false, "nodes: refresh the table until interrupted");
 ABSL_FLAG(int, interval_ms, 1000, "nodes --watch: refresh period in milliseconds");
-ABSL_FLAG(std::string, kubeconfig, "", "burst: the cluster's kubeconfig (default $KUBECONFIG)");
+ABSL_FLAG(std::string, kubeconfig, "",
+          "burst, await-view: the cluster's kubeconfig (default $KUBECONFIG)");
 ABSL_FLAG(std::string, shim, Env("FITLEDGER_SHIM", "http://127.0.0.1:8888"),
           "burst: the shim's extender URL prefix (env FITLEDGER_SHIM)");
 ABSL_FLAG(std::string, namespace, "default", "burst: namespace of the pods");
@@ -41,6 +42,7 @@ ABSL_FLAG(bool, no_ledger, false,
           "burst: use the server started with --no-ledger (env FITLEDGER_SERVER_NO_LEDGER / "
           "FITLEDGER_SHIM_NO_LEDGER) to show the overcommit");
 ABSL_FLAG(bool, json, false, "burst: print the report as JSON");
+ABSL_FLAG(int, wait_seconds, 60, "await-view: give up after this many seconds");
 
 int main(int argc, char** argv) {
   std::vector<char*> args = fitledger::ParseFlags(
@@ -51,6 +53,8 @@ int main(int argc, char** argv) {
       "  assumed                pods bound by fitledger and not yet confirmed by the watch\n"
       "  explain POD.yaml NODE  why the pod does or does not fit the node, with the numbers\n"
       "  rejections             pods the kubelet rejected (OutOf*) as the server saw them\n"
+      "  await-view             wait until the server's (lagging) view has caught up with the\n"
+      "                         API (--kubeconfig; resourceVersions compared as integers)\n"
       "  burst [--replicas N --cpu Q --memory Q] [--no-ledger] [--json]\n"
       "                         create N pods and schedule them through the shim as\n"
       "                         kube-scheduler does; print placement and kubelet verdicts",
@@ -100,6 +104,16 @@ int main(int argc, char** argv) {
     }
   }
   if (command == "assumed") return print(fitledger::ctl::AssumedTable(target));
+  if (command == "await-view") {
+    absl::Status s = fitledger::ctl::AwaitView(target, absl::GetFlag(FLAGS_kubeconfig),
+                                               absl::Seconds(absl::GetFlag(FLAGS_wait_seconds)));
+    if (!s.ok()) {
+      fprintf(stderr, "fitledgerctl: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    printf("the server's view has caught up with the API\n");
+    return 0;
+  }
   if (command == "rejections") return print(fitledger::ctl::RejectionsTable(target));
   if (command == "explain") {
     if (args.size() != 4) {
@@ -121,7 +135,9 @@ int main(int argc, char** argv) {
     o.cpu = absl::GetFlag(FLAGS_cpu);
     o.memory = absl::GetFlag(FLAGS_memory);
     o.progress = !absl::GetFlag(FLAGS_json) && isatty(STDERR_FILENO);
-    o.server_counted_pods = [target] { return fitledger::ctl::CountedPods(target); };
+    o.await_view = [target, kubeconfig = o.kubeconfig] {
+      return fitledger::ctl::AwaitView(target, kubeconfig, absl::Seconds(60));
+    };
     absl::StatusOr<bool> ledger = fitledger::ctl::LedgerEnabled(target);
     if (!ledger.ok()) {
       fprintf(stderr, "fitledgerctl: cannot ask the server its mode: %s\n",

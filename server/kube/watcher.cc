@@ -345,6 +345,7 @@ absl::Status Watcher::List(Kind kind, std::string* resource_version) {
     ledger_->ReplacePods(pod_records);
   }
   *resource_version = list_rv;
+  if (!nodes) NotePodsResourceVersion(list_rv);
   {
     MutexLock lock(&mu_);
     ++stats_.lists;
@@ -376,8 +377,10 @@ absl::Status Watcher::Watch(Kind kind, std::string* resource_version) {
   absl::StatusOr<long> code = client_->Stream(
       path,
       [&](absl::string_view line) {
-        return ApplyEvent(kind, std::string_view(line.data(), line.size()), resource_version, &gone,
-                          &error);
+        bool go_on = ApplyEvent(kind, std::string_view(line.data(), line.size()), resource_version,
+                                &gone, &error);
+        if (!nodes) NotePodsResourceVersion(*resource_version);
+        return go_on;
       },
       &stop_, absl::Seconds(options_.watch_timeout_seconds + 30), options_.max_event_bytes,
       &error_body);
@@ -471,6 +474,14 @@ bool Watcher::ApplyEvent(Kind kind, std::string_view line, std::string* resource
   ++stats_.events;
   stats_.last_event = absl::Now();
   return true;
+}
+
+void Watcher::NotePodsResourceVersion(const std::string& resource_version) {
+  if (resource_version.empty()) return;
+  MutexLock lock(&mu_);
+  if (stats_.pods_resource_version != resource_version) {
+    stats_.pods_resource_version = resource_version;
+  }
 }
 
 void Watcher::NoteRejection(const Pod& pod) {

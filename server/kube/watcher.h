@@ -88,6 +88,8 @@ struct WatcherStats {
   absl::Time last_event;  // the last event or bookmark of either kind
   bool nodes_synced = false;
   bool pods_synced = false;
+  // The last pods resourceVersion applied (list, event or bookmark).
+  std::string pods_resource_version;
 };
 
 // Keeps the ledger in step with the API. Two threads (nodes, pods), each: paged LIST
@@ -128,6 +130,7 @@ class Watcher {
   bool ApplyEvent(Kind kind, std::string_view line, std::string* resource_version, bool* gone,
                   std::string* error);
   void NoteRejection(const Pod& pod);
+  void NotePodsResourceVersion(const std::string& resource_version);
   // Sleeps up to `d`; returns true if stopping.
   bool WaitOrStop(absl::Duration d);
 

@@ -161,11 +161,13 @@ grpc::Status ExtenderService::Preempt(grpc::ServerContext*, const v1::ExtenderPr
 }
 
 IntrospectionService::IntrospectionService(const Ledger* ledger, bool ledger_enabled,
-                                           std::function<bool()> synced, RejectionSource rejections,
-                                           RpcMetrics* metrics)
+                                           std::function<bool()> synced,
+                                           std::function<std::string()> pods_resource_version,
+                                           RejectionSource rejections, RpcMetrics* metrics)
     : ledger_(ledger),
       ledger_enabled_(ledger_enabled),
       synced_(std::move(synced)),
+      pods_resource_version_(std::move(pods_resource_version)),
       rejections_(std::move(rejections)),
       metrics_(metrics) {}
 
@@ -191,6 +193,7 @@ grpc::Status IntrospectionService::ListNodes(grpc::ServerContext*,
   }
   response->set_synced(synced_());
   response->set_ledger_enabled(ledger_enabled_);
+  response->set_pods_resource_version(pods_resource_version_());
   if (!ledger_->policy().all) {
     for (const std::string& name : ledger_->policy().managed) response->add_managed_resources(name);
   }

@@ -62,7 +62,9 @@ class IntrospectionService final : public v1::Introspection::Service {
  public:
   using RejectionSource = std::function<std::pair<std::deque<kube::KubeletRejection>, uint64_t>()>;
   // `ledger` must outlive this. `synced` and `rejections` are called per request.
+  // `pods_resource_version` returns the view's last applied pods resourceVersion.
   IntrospectionService(const Ledger* ledger, bool ledger_enabled, std::function<bool()> synced,
+                       std::function<std::string()> pods_resource_version,
                        RejectionSource rejections, RpcMetrics* metrics);
 
   grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
@@ -79,6 +81,7 @@ class IntrospectionService final : public v1::Introspection::Service {
   const Ledger* const ledger_;
   const bool ledger_enabled_;
   const std::function<bool()> synced_;
+  const std::function<std::string()> pods_resource_version_;
   const RejectionSource rejections_;
   RpcMetrics* const metrics_;
 };

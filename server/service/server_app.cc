@@ -121,6 +121,7 @@ class ServerAppImpl : public ServerApp {
         extender_service_(&extender_, &rpc_metrics_),
         introspection_service_(
             &ledger_, config_.ledger_enabled, [this] { return watcher_.synced(); },
+            [this] { return watcher_.stats().pods_resource_version; },
             [this] {
               return std::make_pair(watcher_.rejections(), watcher_.stats().rejections_total);
             },

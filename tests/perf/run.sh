@@ -5,11 +5,11 @@
 # table (medians over the repeats; ratios from runs interleaved in the same session).
 #
 #   tests/perf/run.sh [--quick] [--repeats N] [--seconds S] [--clients N] [--build-dir DIR]
-#                     [--out DIR] [--no-build] [--inprocess-server BIN]
+#                     [--out DIR] [--no-build] [--inprocess | --inprocess-server BIN]
 #
-# --inprocess-server BIN: also measure a fitledger-server built with
-# tests/perf/prototypes/inprocess-webhook.patch (the webhook served in the server's process), side
-# by side on the same sim (rows marked "in-process webhook (prototype)").
+# --inprocess: also measure fitledger-server serving the webhook itself (--webhook-listen: the
+# shim's code in the server's process, no gRPC hop); --inprocess-server BIN: the same with another
+# server binary. Side by side on the same sim (rows marked "in-process webhook (prototype)").
 # Full: 3 repeats of 8 s load runs, ~5.5 min (~7 with --inprocess-server). --quick: 1 repeat of
 # 3 s runs, ~1 min. Both after the build.
 # Needs: wrk, python3, Go 1.19 (/usr/lib/go-1.19/bin/go), a build dir configured with
@@ -27,7 +27,7 @@ BUILD_TOOLS=1
 CLIENTS=16          # keep-alive connections / gRPC clients for the throughput runs
 CYCLE_PODS=6000
 ASSUME_PODS=20000
-INPROCESS_BIN=""    # optional: a fitledger-server with tests/perf/prototypes/inprocess-webhook.patch
+INPROCESS_BIN=""    # optional: a fitledger-server to run with --webhook-listen (see --inprocess)
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) REPEATS=1; SECONDS_PER_RUN=3; CYCLE_PODS=2000; ASSUME_PODS=5000 ;;
@@ -38,11 +38,13 @@ while [[ $# -gt 0 ]]; do
     --out) OUT="$2"; shift ;;
     --no-build) BUILD_TOOLS=0 ;;
     --inprocess-server) INPROCESS_BIN="$2"; shift ;;
+    --inprocess) INPROCESS_BIN="build-dir-server" ;;
     -h|--help) sed -n 2,16p "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
 done
+if [[ "$INPROCESS_BIN" == "build-dir-server" ]]; then INPROCESS_BIN="$BUILD/server/fitledger-server"; fi
 OUT="${OUT:-$(mktemp -d /tmp/fitledger-perf.XXXXXX)}"
 mkdir -p "$OUT"
 RESULTS="$OUT/results.jsonl"
@@ -248,13 +250,13 @@ INPROC_PID=""
 start_inprocess() {
   mkdir -p "$OUT/inprocess"
   rm -f "$OUT/inprocess/port"
-  FITLEDGER_WEBHOOK_LISTEN=127.0.0.1:0 FITLEDGER_WEBHOOK_PORT_FILE="$OUT/inprocess/port" \
-    "$INPROCESS_BIN" --config "$OUT/server.yaml" --kubeconfig "$SIM_KUBECONFIG" \
-    --grpc-listen "unix://$OUT/inprocess/server.sock" >> "$OUT/inprocess/server.log" 2>&1 &
+  "$INPROCESS_BIN" --config "$OUT/server.yaml" --kubeconfig "$SIM_KUBECONFIG" \
+    --grpc-listen "unix://$OUT/inprocess/server.sock" --webhook-listen 127.0.0.1:0 \
+    --ready-file "$OUT/inprocess/port.json" >> "$OUT/inprocess/server.log" 2>&1 &
   INPROC_PID=$!
   PIDS+=("$INPROC_PID")
-  wait_file "$OUT/inprocess/port" 60
-  INPROC_PORT="$(cat "$OUT/inprocess/port")"
+  wait_file "$OUT/inprocess/port.json" 60
+  INPROC_PORT="$(sed -E 's/.*"webhook_port":([0-9]+).*/\1/' "$OUT/inprocess/port.json")"
   check_filter inprocess "$INPROC_PORT"
 }
 if [[ -n "$INPROCESS_BIN" ]]; then start_inprocess; fi

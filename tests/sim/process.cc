@@ -141,4 +141,27 @@ std::string MakeTempDir(const std::string& prefix) {
   return dir == nullptr ? "/tmp" : std::string(dir);
 }
 
+absl::StatusOr<std::string> MakeTestCertificates() {
+  std::string dir = MakeTempDir("certs");
+  const std::string key = "-newkey rsa:2048 -nodes";
+  std::string script = absl::StrCat(
+      "set -e; cd ", dir, ";", "openssl req -x509 ", key,
+      " -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca;", "openssl req ", key,
+      " -keyout server-key.pem -out server.csr -subj /CN=127.0.0.1;",
+      "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > ext.cnf;",
+      "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 ",
+      "-extfile ext.cnf -out server.pem;", "openssl req ", key,
+      " -keyout client-key.pem -out client.csr -subj /CN=test-client;",
+      "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 ",
+      "-out client.pem;", "openssl req -x509 ", key,
+      " -keyout other-ca.key -out other-ca.pem -days 1 -subj /CN=other;", "openssl req ", key,
+      " -keyout other-client-key.pem -out other.csr -subj /CN=other-client;",
+      "openssl x509 -req -in other.csr -CA other-ca.pem -CAkey other-ca.key -CAcreateserial ",
+      "-days 1 -out other-client.pem;");
+  absl::StatusOr<CommandResult> r = RunCommand({"bash", "-c", script}, {}, absl::Seconds(120));
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return absl::InternalError(absl::StrCat("openssl failed: ", r->output));
+  return dir;
+}
+
 }  // namespace fitledger::testing

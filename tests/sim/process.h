@@ -69,6 +69,12 @@ absl::Status WriteFile(const std::string& path, const std::string& contents);
 // A fresh directory under $TEST_TMPDIR (or /tmp). Not removed.
 std::string MakeTempDir(const std::string& prefix);
 
+// A throwaway PKI made with the openssl command line, in a fresh directory (returned): ca.pem,
+// server.pem / server-key.pem (for 127.0.0.1 and localhost), client.pem / client-key.pem
+// (signed by the CA), and other-ca.pem / other-client.pem / other-client-key.pem (a client
+// certificate from an unrelated CA).
+absl::StatusOr<std::string> MakeTestCertificates();
+
 }  // namespace fitledger::testing
 
 #endif  // FITLEDGER_TESTS_SIM_PROCESS_H_

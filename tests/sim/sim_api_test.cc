@@ -389,7 +389,13 @@ TEST_F(SimApiTest, BookmarksOnlyHoldsEventsBackUntilSwitchedOff) {
 
 TEST_F(SimApiTest, DownAnswers503AndClosesWatches) {
   WatchStream watch(sim_->port(), "/api/v1/pods?watch=true&timeoutSeconds=30");
-  ASSERT_TRUE(watch.WaitForLines(0, absl::Seconds(1)));
+  // The watch must be registered before the API goes down, or it would arrive after.
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (Call(*client_, "GET", "/sim/stats").body.value("watchesOpen", 0) < 1 &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_GE(Call(*client_, "GET", "/sim/stats").body.value("watchesOpen", 0), 1);
   ASSERT_EQ(Admin("/sim/faults/down", R"({"on":true})").status, 200);
   EXPECT_TRUE(watch.WaitForEnd(absl::Seconds(5)));
   ExpectStatus(Call(*client_, "GET", "/api/v1/pods"), 503, "ServiceUnavailable");

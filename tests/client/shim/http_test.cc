@@ -355,7 +355,13 @@ TEST_F(ShimHttpTest, ProbesAndMetrics) {
     return grpc::Status(grpc::StatusCode::INTERNAL, "boom");
   });
   ASSERT_EQ(Post(*client_, "/prioritize", kFilterArgs).status, 503);
-  HttpReply metrics = Get(*monitor, "/metrics");
+  // A request is counted just after its reply is written: wait until the last one is.
+  HttpReply metrics;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  do {
+    metrics = Get(*monitor, "/metrics");
+  } while (metrics.body.find("verb=\"prioritize\",code=\"503\"") == std::string::npos &&
+           absl::Now() < deadline && (absl::SleepFor(absl::Milliseconds(20)), true));
   EXPECT_EQ(metrics.status, 200);
   EXPECT_THAT(metrics.content_type, StartsWith("text/plain; version=0.0.4"));
   EXPECT_THAT(metrics.body,

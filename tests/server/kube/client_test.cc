@@ -17,10 +17,8 @@
 namespace fitledger::kube {
 namespace {
 
-using ::fitledger::testing::CommandResult;
 using ::fitledger::testing::MakeTempDir;
 using ::fitledger::testing::ReadFileOrEmpty;
-using ::fitledger::testing::RunCommand;
 using ::fitledger::testing::SimProcess;
 using ::testing::HasSubstr;
 
@@ -33,25 +31,10 @@ bool WaitUntil(const std::function<bool()>& f, absl::Duration timeout = absl::Se
   return true;
 }
 
-// A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl.
 std::string MakeCerts() {
-  std::string d = MakeTempDir("fitledger-certs");
-  std::string script =
-      absl::StrCat("set -e; cd ", d, ";",
-                   "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 "
-                   "-subj /CN=test-ca 2>/dev/null;",
-                   "openssl req -newkey rsa:2048 -nodes -keyout server-key.pem -out server.csr "
-                   "-subj /CN=127.0.0.1 2>/dev/null;",
-                   "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > ext.cnf;",
-                   "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out "
-                   "server.pem -days 1 -extfile ext.cnf 2>/dev/null;",
-                   "openssl req -newkey rsa:2048 -nodes -keyout client-key.pem -out client.csr "
-                   "-subj /CN=fitledger 2>/dev/null;",
-                   "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out "
-                   "client.pem -days 1 2>/dev/null;");
-  absl::StatusOr<CommandResult> r = RunCommand({"bash", "-c", script}, {}, absl::Seconds(60));
-  EXPECT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->output : r.status().ToString());
-  return d;
+  absl::StatusOr<std::string> dir = ::fitledger::testing::MakeTestCertificates();
+  EXPECT_TRUE(dir.ok()) << dir.status();
+  return dir.value_or("");
 }
 
 Connection Tls(int port, const std::string& certs) {

@@ -1,0 +1,120 @@
+// Listener security: gRPC on a non-loopback address needs TLS; the TLS listener serves only TLS
+// clients, and with clientCAFile only clients holding a certificate from that CA.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/harness.h"
+
+namespace fitledger::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kSim[] = R"(
+nodes:
+  - name: n1
+    allocatable: {cpu: "1", memory: 1Gi, pods: 10}
+watchLag: 0s
+)";
+
+// fitledgerctl health against 127.0.0.1:port with extra flags; returns its exit code and output.
+CommandResult Health(int port, std::vector<std::string> flags) {
+  std::vector<std::string> argv = {FITLEDGER_CTL_PATH, "--server", absl::StrCat("127.0.0.1:", port),
+                                   "--timeout-seconds", "5"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("health");
+  absl::StatusOr<CommandResult> r = RunCommand(argv, {}, absl::Seconds(30));
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.value_or(CommandResult{});
+}
+
+class SecurityE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<SimProcess>> sim = SimProcess::Start(kSim);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    sim_ = *std::move(sim);
+    absl::StatusOr<std::string> certs = MakeTestCertificates();
+    ASSERT_TRUE(certs.ok()) << certs.status();
+    certs_ = *certs;
+    dir_ = MakeTempDir("security");
+  }
+
+  // Starts the server with `config_yaml`; returns its TCP gRPC port (0 on failure).
+  int StartServer(const std::string& config_yaml) {
+    std::string config = dir_ + "/server.yaml";
+    EXPECT_TRUE(WriteFile(config, config_yaml).ok());
+    std::string ready = dir_ + "/ready";
+    absl::StatusOr<std::unique_ptr<ChildProcess>> server =
+        ChildProcess::Start({FITLEDGER_SERVER_PATH, "--config", config, "--kubeconfig",
+                             sim_->kubeconfig_path(), "--ready-file", ready},
+                            dir_ + "/server.log");
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) return 0;
+    server_ = *std::move(server);
+    if (!WaitForFile(ready, absl::Seconds(30)).ok()) {
+      ADD_FAILURE() << ReadFileOrEmpty(dir_ + "/server.log");
+      return 0;
+    }
+    return nlohmann::json::parse(ReadFileOrEmpty(ready))["grpc_ports"][0];
+  }
+
+  std::string TlsConfig(bool client_ca) {
+    return absl::StrCat("grpc:\n  listen: [\"127.0.0.1:0\"]\n  tls:\n    certFile: ", certs_,
+                        "/server.pem\n    keyFile: ", certs_, "/server-key.pem\n",
+                        client_ca ? absl::StrCat("    clientCAFile: ", certs_, "/ca.pem\n") : "");
+  }
+
+  std::unique_ptr<SimProcess> sim_;
+  std::unique_ptr<ChildProcess> server_;
+  std::string certs_;
+  std::string dir_;
+};
+
+TEST_F(SecurityE2eTest, ANonLoopbackListenerWithoutTlsIsRefusedAtStart) {
+  std::string config = dir_ + "/server.yaml";
+  ASSERT_TRUE(WriteFile(config, "grpc:\n  listen: [\"0.0.0.0:0\"]\n").ok());
+  absl::StatusOr<CommandResult> r = RunCommand(
+      {FITLEDGER_SERVER_PATH, "--config", config, "--kubeconfig", sim_->kubeconfig_path()}, {},
+      absl::Seconds(30));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 2);
+  EXPECT_THAT(r->output,
+              HasSubstr("\"0.0.0.0:0\" is not a loopback address: set grpc.tls.certFile"));
+}
+
+TEST_F(SecurityE2eTest, TheTlsListenerServesTlsClientsOnly) {
+  int port = StartServer(TlsConfig(false));
+  ASSERT_NE(port, 0);
+  bool serving = E2eCluster::WaitFor(
+      [&] {
+        return Health(port, {"--tls-ca", certs_ + "/ca.pem"}).exit_code == 0;
+      },
+      absl::Seconds(30));
+  EXPECT_TRUE(serving);
+  CommandResult plaintext = Health(port, {});
+  EXPECT_NE(plaintext.exit_code, 0) << plaintext.output;
+  CommandResult wrong_ca = Health(port, {"--tls-ca", certs_ + "/other-ca.pem"});
+  EXPECT_NE(wrong_ca.exit_code, 0) << wrong_ca.output;
+}
+
+TEST_F(SecurityE2eTest, MutualTlsRequiresAClientCertificateFromTheConfiguredCa) {
+  int port = StartServer(TlsConfig(true));
+  ASSERT_NE(port, 0);
+  std::vector<std::string> good = {"--tls-ca",   certs_ + "/ca.pem",
+                                   "--tls-cert", certs_ + "/client.pem",
+                                   "--tls-key",  certs_ + "/client-key.pem"};
+  EXPECT_TRUE(
+      E2eCluster::WaitFor([&] { return Health(port, good).exit_code == 0; }, absl::Seconds(30)));
+  CommandResult no_cert = Health(port, {"--tls-ca", certs_ + "/ca.pem"});
+  EXPECT_NE(no_cert.exit_code, 0) << no_cert.output;
+  CommandResult other =
+      Health(port, {"--tls-ca", certs_ + "/ca.pem", "--tls-cert", certs_ + "/other-client.pem",
+                    "--tls-key", certs_ + "/other-client-key.pem"});
+  EXPECT_NE(other.exit_code, 0) << other.output;
+}
+
+}  // namespace
+}  // namespace fitledger::testing

@@ -1,5 +1,10 @@
 // The shim in-process on 127.0.0.1:0 in front of a fake Extender gRPC server: each verb's status
 // code and exact body, bad input, server outages and recovery, probes and metrics.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -441,6 +446,52 @@ TEST(ShimOutageTest, ServerDownThenBack) {
   server.reset();
   std::remove(absl::StrCat(dir_template, "/server.sock").c_str());
   rmdir(dir_template);
+}
+
+// Slow clients (a request whose body never finishes) cannot hold the pool: each holds a thread
+// at most readTimeout (the body read fails, 400) plus idleTimeout (cpp-httplib then waits that
+// long for a next request on the connection before closing it), and a normal request queued
+// behind three pools' worth of them is answered.
+TEST(ShimSlowClientTest, SlowClientsCannotHoldThePool) {
+  constexpr int kSlowClients = 12;
+  FakeExtender fake;
+  fake.set_filter([](const v1::ExtenderArgs&, v1::ExtenderFilterResult* result) {
+    result->add_node_names("w1");
+    return grpc::Status::OK;
+  });
+  std::unique_ptr<FakeServer> server = FakeServer::Start(&fake, "127.0.0.1:0");
+  ASSERT_NE(server, nullptr);
+  config::ShimConfig config;
+  config.threads = 4;
+  config.read_timeout = absl::Seconds(1);
+  config.idle_timeout = absl::Seconds(1);
+  Shim shim(server->target(), config);
+  ASSERT_TRUE(shim.status().ok()) << shim.status();
+  std::vector<int> slow;
+  for (int i = 0; i < kSlowClients; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(shim.port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const std::string partial =
+        "POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: 1000\r\n\r\n{\"Pod\":";
+    ASSERT_EQ(send(fd, partial.data(), partial.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(partial.size()));
+    slow.push_back(fd);
+  }
+  const absl::Time start = absl::Now();
+  auto client = shim.Client();
+  client->set_read_timeout(30);
+  HttpReply reply = Post(*client, "/filter", kFilterArgs);
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.body.find("\"NodeNames\":[\"w1\"]") != std::string::npos, true) << reply.body;
+  // Bounded by (readTimeout + idleTimeout) per round of slow clients, not by their patience.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  for (int fd : slow) close(fd);
 }
 
 }  // namespace

@@ -3,45 +3,17 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/json.h"
 
 namespace fitledger {
 namespace {
 
 std::atomic<int> min_level{static_cast<int>(LogLevel::kInfo)};
-
-void AppendJsonString(std::string* out, absl::string_view s) {
-  out->push_back('"');
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppend(out, "\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
-        } else {
-          out->push_back(c);
-        }
-    }
-  }
-  out->push_back('"');
-}
 
 const char* LevelName(LogLevel level) {
   switch (level) {
@@ -59,39 +31,48 @@ const char* LevelName(LogLevel level) {
 
 }  // namespace
 
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name) {
+  if (name == "debug") return LogLevel::kDebug;
+  if (name == "info") return LogLevel::kInfo;
+  if (name == "warn" || name == "warning") return LogLevel::kWarn;
+  if (name == "error") return LogLevel::kError;
+  return absl::InvalidArgumentError(
+      absl::StrCat("log level \"", name, "\" must be one of debug, info, warn, error"));
+}
+
 bool SetLogLevel(absl::string_view level) {
-  LogLevel l;
-  if (level == "debug") {
-    l = LogLevel::kDebug;
-  } else if (level == "info") {
-    l = LogLevel::kInfo;
-  } else if (level == "warn") {
-    l = LogLevel::kWarn;
-  } else if (level == "error") {
-    l = LogLevel::kError;
-  } else {
-    return false;
-  }
-  min_level = static_cast<int>(l);
+  absl::StatusOr<LogLevel> l = ParseLogLevel(level);
+  if (!l.ok()) return false;
+  min_level = static_cast<int>(*l);
   return true;
 }
 
 bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= min_level.load(); }
 
-void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> fields) {
-  if (!LogEnabled(level)) return;
+std::string FormatLogLine(
+    LogLevel level, absl::string_view msg,
+    absl::Span<const std::pair<absl::string_view, absl::string_view>> fields) {
   std::string line = "{\"ts\":";
-  AppendJsonString(&line,
-                   absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()));
+  AppendJsonString(absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()),
+                   &line);
   absl::StrAppend(&line, ",\"level\":\"", LevelName(level), "\",\"msg\":");
-  AppendJsonString(&line, msg);
+  AppendJsonString(msg, &line);
   for (const auto& [key, value] : fields) {
     line.push_back(',');
-    AppendJsonString(&line, key);
+    AppendJsonString(key, &line);
     line.push_back(':');
-    AppendJsonString(&line, value);
+    AppendJsonString(value, &line);
   }
   line.append("}\n");
+  return line;
+}
+
+void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> fields) {
+  if (!LogEnabled(level)) return;
+  std::vector<std::pair<absl::string_view, absl::string_view>> views;
+  views.reserve(fields.size());
+  for (const auto& [key, value] : fields) views.emplace_back(key, value);
+  std::string line = FormatLogLine(level, msg, views);
   ssize_t unused = write(STDERR_FILENO, line.data(), line.size());
   (void)unused;
 }

@@ -8,7 +8,9 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace fitledger {
 
@@ -16,8 +18,14 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
 using LogField = std::pair<absl::string_view, std::string>;
 
-// Sets the minimum level written (default info). "debug", "info", "warn", "error".
+// "debug" | "info" | "warn" (or "warning") | "error"; InvalidArgument otherwise.
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name);
+// Sets the minimum level written (default info); false for an unknown name.
 bool SetLogLevel(absl::string_view level);
+
+// One log line (with the trailing newline), as Log writes it.
+std::string FormatLogLine(LogLevel level, absl::string_view msg,
+                          absl::Span<const std::pair<absl::string_view, absl::string_view>> fields);
 bool LogEnabled(LogLevel level);
 void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> fields = {});
 

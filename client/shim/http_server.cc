@@ -10,7 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "client/shim/json_codec.h"
-#include "client/shim/logfmt.h"
+#include "client/shim/logger.h"
 #include "client/shim/metrics.h"
 #include "client/shim/webhook.h"
 #include "httplib.h"

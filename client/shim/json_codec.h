@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/json.h"
 #include "fitledger/v1/extender.pb.h"
 
 namespace fitledger::shim {
@@ -69,9 +70,6 @@ void EncodeHostPriorityList(const v1::HostPriorityList& list, std::string* out);
 void EncodeError(absl::string_view error, std::string* out);
 // {"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"u"}],"NumPDBViolations":0},...}}.
 void EncodePreemptionResult(const v1::ExtenderPreemptionResult& result, std::string* out);
-
-// Appends `s` as a JSON string literal (quotes included). `s` must be valid UTF-8.
-void AppendJsonString(absl::string_view s, std::string* out);
 
 }  // namespace fitledger::shim
 

@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "client/shim/logfmt.h"
+#include "client/shim/logger.h"
 #include "client/shim/metrics.h"
 #include "fitledger/v1/extender.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"

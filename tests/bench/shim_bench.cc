@@ -11,7 +11,7 @@
 #include "benchmark/benchmark.h"
 #include "client/shim/http_server.h"
 #include "client/shim/json_codec.h"
-#include "client/shim/logfmt.h"
+#include "client/shim/logger.h"
 #include "client/shim/metrics.h"
 #include "client/shim/webhook.h"
 #include "google/protobuf/arena.h"

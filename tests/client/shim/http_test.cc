@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/shim/http_server.h"
-#include "client/shim/logfmt.h"
+#include "client/shim/logger.h"
 #include "client/shim/metrics.h"
 #include "client/shim/webhook.h"
 #include "gmock/gmock.h"

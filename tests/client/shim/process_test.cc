@@ -23,7 +23,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/shim/http_server.h"
-#include "client/shim/logfmt.h"
+#include "client/shim/logger.h"
 #include "client/shim/metrics.h"
 #include "client/shim/webhook.h"
 #include "gmock/gmock.h"
@@ -172,8 +172,8 @@ TEST(ShimProcessTest, ServesUntilSigtermThenExitsZero) {
   shim.Signal(SIGTERM);
   EXPECT_EQ(shim.Wait(), 0);
   const std::string log = ReadFile(dir.File("stderr"));
-  EXPECT_THAT(log, HasSubstr("level=info msg=serving url=http://127.0.0.1:"));
-  EXPECT_THAT(log, HasSubstr("level=info msg=stopped"));
+  EXPECT_THAT(log, HasSubstr("\"level\":\"info\",\"msg\":\"serving\",\"url\":\"http://127.0.0.1:"));
+  EXPECT_THAT(log, HasSubstr("\"level\":\"info\",\"msg\":\"stopped\""));
 }
 
 TEST(ShimProcessTest, BadConfigExitsTwoNamingKeyAndLine) {

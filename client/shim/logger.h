@@ -1,21 +1,19 @@
-// One-line logfmt events on a stdio stream: `level=info msg="..." verb=filter pod=ns/name`.
-#ifndef FITLEDGER_CLIENT_SHIM_LOGFMT_H_
-#define FITLEDGER_CLIENT_SHIM_LOGFMT_H_
+// The shim's logger: the project's JSON-lines format (common/log.h) on a chosen stream, with its
+// own minimum level, so tests can capture it.
+#ifndef FITLEDGER_CLIENT_SHIM_LOGGER_H_
+#define FITLEDGER_CLIENT_SHIM_LOGGER_H_
 
 #include <cstdio>
 #include <initializer_list>
-#include <string>
 #include <utility>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/log.h"
 
 namespace fitledger::shim {
 
-enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
-
-// "debug" | "info" | "warn" | "error"; InvalidArgument otherwise.
-absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name);
+using ::fitledger::LogLevel;
+using ::fitledger::ParseLogLevel;
 
 // Writes each event with one fwrite, so concurrent lines do not interleave. Never logs request
 // bodies or key material. Thread-safe: immutable after construction.
@@ -26,7 +24,7 @@ class Logger {
   explicit Logger(LogLevel min_level, std::FILE* out = stderr) : min_level_(min_level), out_(out) {}
 
   bool Enabled(LogLevel level) const { return level >= min_level_; }
-  // Logs `msg` and `fields` (values quoted when they need it) if `level` is enabled.
+  // Logs `msg` and `fields` as one JSON object if `level` is enabled.
   void Log(LogLevel level, absl::string_view msg, Fields fields = {}) const;
 
  private:
@@ -37,4 +35,4 @@ class Logger {
 
 }  // namespace fitledger::shim
 
-#endif  // FITLEDGER_CLIENT_SHIM_LOGFMT_H_
+#endif  // FITLEDGER_CLIENT_SHIM_LOGGER_H_

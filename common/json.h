@@ -1,0 +1,17 @@
+// Writing JSON strings: the one escaper shared by the logs and the webhook's encoder.
+#ifndef FITLEDGER_COMMON_JSON_H_
+#define FITLEDGER_COMMON_JSON_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace fitledger {
+
+// Appends `s` to `out` as a JSON string literal (quotes included): '"', '\\' and control
+// characters escaped, everything else (UTF-8 included) copied as is.
+void AppendJsonString(absl::string_view s, std::string* out);
+
+}  // namespace fitledger
+
+#endif  // FITLEDGER_COMMON_JSON_H_

@@ -249,7 +249,7 @@ check_filter go "$GO_PORT"
 INPROC_PID=""
 start_inprocess() {
   mkdir -p "$OUT/inprocess"
-  rm -f "$OUT/inprocess/port"
+  rm -f "$OUT/inprocess/port.json"
   "$INPROCESS_BIN" --config "$OUT/server.yaml" --kubeconfig "$SIM_KUBECONFIG" \
     --grpc-listen "unix://$OUT/inprocess/server.sock" --webhook-listen 127.0.0.1:0 \
     --ready-file "$OUT/inprocess/port.json" >> "$OUT/inprocess/server.log" 2>&1 &

@@ -1,4 +1,4 @@
-// Shim benchmarks (replace the DISABLED_ speed probes of tests/client/shim): the JSON codec on a
+// Shim benchmarks (they replace speed probes that were once disabled tests): the JSON codec on a
 // Filter body with 500 NodeNames and the ~5 KB fixture pod, and one keep-alive HTTP client
 // through the real shim (cpp-httplib server, webhook, gRPC client) to an in-process fake server
 // that passes every candidate — the shim's own cost, with no ledger behind it.

@@ -48,7 +48,7 @@ ledger: {reconcilePeriod: 200ms, assumedReconcileAge: 2s}
 )";
 
 // The reconciler asks the API about a timed-out bind only after the sim's longest hang (2 s)
-// is over, as the defaults (bind timeout 3 s, age 30 s) do against a real API server.
+// is over, as the defaults (bind timeout 3 s, age 60 s) do against a real API server.
 constexpr char kBindServer[] = R"(
 kubernetes: {bindTimeout: 1s}
 ledger: {reconcilePeriod: 200ms, assumedReconcileAge: 3s}

@@ -124,9 +124,8 @@ HttpResult E2eCluster::Api(const std::string& method, const std::string& path,
   return Request(sim_->port(), method, path, body.is_null() ? "" : body.dump());
 }
 
-absl::StatusOr<nlohmann::json> E2eCluster::CreatePod(const std::string& name,
-                                                     const std::string& cpu,
-                                                     const std::string& memory) {
+nlohmann::json PodManifest(const std::string& name, const std::string& cpu,
+                           const std::string& memory, const std::string& node) {
   nlohmann::json pod = {
       {"apiVersion", "v1"},
       {"kind", "Pod"},
@@ -138,6 +137,14 @@ absl::StatusOr<nlohmann::json> E2eCluster::CreatePod(const std::string& name,
              {{{"name", "c"},
                {"image", "pause"},
                {"resources", {{"requests", {{"cpu", cpu}, {"memory", memory}}}}}}})}}}};
+  if (!node.empty()) pod["spec"]["nodeName"] = node;
+  return pod;
+}
+
+absl::StatusOr<nlohmann::json> E2eCluster::CreatePod(const std::string& name,
+                                                     const std::string& cpu,
+                                                     const std::string& memory) {
+  nlohmann::json pod = PodManifest(name, cpu, memory);
   HttpResult r = Api("POST", "/api/v1/namespaces/default/pods", pod);
   if (r.status != 201) {
     return absl::InternalError(absl::StrCat("create pod ", name, ": ", r.status, " ", r.raw));

@@ -81,6 +81,11 @@ class E2eCluster {
   int generation_ = 0;
 };
 
+// A Pod manifest in "default" for fitledger-scheduler with one container requesting `cpu` and
+// `memory`; bound to `node` when it is not empty.
+nlohmann::json PodManifest(const std::string& name, const std::string& cpu,
+                           const std::string& memory = "64Mi", const std::string& node = "");
+
 // amounts[name] or 0.
 int64_t Amount(const v1::ResourceAmounts& amounts, const std::string& name);
 

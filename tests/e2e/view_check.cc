@@ -124,23 +124,6 @@ int HealthStatus(const std::shared_ptr<grpc::Channel>& channel) {
   return resp.status();
 }
 
-nlohmann::json PodManifest(const std::string& name, const std::string& cpu,
-                           const std::string& memory, const std::string& node) {
-  nlohmann::json pod = {
-      {"apiVersion", "v1"},
-      {"kind", "Pod"},
-      {"metadata", {{"name", name}, {"namespace", "default"}}},
-      {"spec",
-       {{"schedulerName", "fitledger-scheduler"},
-        {"containers",
-         nlohmann::json::array(
-             {{{"name", "c"},
-               {"image", "pause"},
-               {"resources", {{"requests", {{"cpu", cpu}, {"memory", memory}}}}}}})}}}};
-  if (!node.empty()) pod["spec"]["nodeName"] = node;
-  return pod;
-}
-
 absl::Status SpawnServer(E2eCluster& cluster, const std::string& socket,
                          const std::string& server_yaml, const std::string& tag) {
   const std::string base = absl::StrCat(cluster.dir(), "/server-", tag);

@@ -45,11 +45,6 @@ int HttpGetStatus(int port, const std::string& path);
 // failed.
 int HealthStatus(const std::shared_ptr<grpc::Channel>& channel);
 
-// A pod manifest in "default" with one container requesting `cpu` and `memory`; `node` set means
-// created already bound there (as a DaemonSet controller or another scheduler would).
-nlohmann::json PodManifest(const std::string& name, const std::string& cpu,
-                           const std::string& memory = "64Mi", const std::string& node = "");
-
 // Starts a fitledger-server process for `cluster`'s sim listening on `socket` (unix:///...) and
 // 127.0.0.1:0, with config `server_yaml`, and waits for its ready file only (not for SERVING).
 // Replaces cluster.extender()'s server process, ports, channel and stubs, so the cluster's

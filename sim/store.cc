@@ -11,9 +11,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/kube/objects.h"
+#include "sim/json_edit.h"
 #include "sim/objects.h"
 
 namespace fitledger::sim {
@@ -74,6 +76,36 @@ std::string StringField(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+std::string JsonString(absl::string_view s) {
+  std::string out;
+  AppendJsonString(s, &out);
+  return out;
+}
+
+// An edit that sets `members` inside an object member (which becomes `{}` if absent or not an
+// object).
+MemberEdit Nested(absl::string_view key,
+                  const std::vector<std::pair<absl::string_view, std::string>>& members) {
+  return {key, [&members](std::optional<absl::string_view> current) {
+            return SetMembers(current.value_or("{}"), members);
+          }};
+}
+
+// spec.containers' (name, image) of a pod object; a container without a name is "c<index>".
+std::vector<std::pair<std::string, std::string>> ContainersOf(const json& pod) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return out;
+  auto containers = spec->find("containers");
+  if (containers == spec->end() || !containers->is_array()) return out;
+  for (const json& c : *containers) {
+    std::string name = StringField(c, "name");
+    if (name.empty()) name = absl::StrCat("c", out.size());
+    out.emplace_back(std::move(name), StringField(c, "image"));
+  }
+  return out;
+}
+
 bool IsPhase(absl::string_view phase) {
   return phase == "Pending" || phase == "Running" || phase == "Succeeded" || phase == "Failed" ||
          phase == "Unknown";
@@ -109,6 +141,18 @@ void ClusterStore::RecordLocked(EventType type, ObjectPtr object, ObjectPtr prev
     compacted_ = history_.front().object->resource_version;
     history_.pop_front();
   }
+}
+
+ObjectPtr ClusterStore::ReplacePodTextLocked(const ObjectPtr& old, std::string text,
+                                             ObjectFields fields) {
+  auto object = std::make_shared<StoredObject>(*old);
+  object->json = std::move(text);
+  object->resource_version = resource_version_;
+  object->fields = std::move(fields);
+  ObjectPtr published = object;
+  pods_[Key(old->fields.namespace_name, old->fields.name)] = published;
+  RecordLocked(EventType::kModified, published, old);
+  return published;
 }
 
 ObjectPtr ClusterStore::ReplacePodLocked(const ObjectPtr& old, const json& pod) {
@@ -315,6 +359,8 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
     }
     object->requests = *requests;
     object->fields = FieldsOf(pod);
+    object->containers =
+        std::make_shared<const std::vector<std::pair<std::string, std::string>>>(ContainersOf(pod));
     object->resource_version = ++resource_version_;
     published = object;
     pods_[Key(path_namespace, name)] = published;
@@ -352,11 +398,11 @@ absl::StatusOr<ObjectPtr> ClusterStore::DeletePod(absl::string_view namespace_na
     }
     pods_.erase(it);
     kubelet_.Release(old->uid);
-    json pod = json::parse(old->json);
     ++resource_version_;
-    pod["metadata"]["resourceVersion"] = absl::StrCat(resource_version_);
+    const std::vector<std::pair<absl::string_view, std::string>> metadata = {
+        {"resourceVersion", absl::StrCat("\"", resource_version_, "\"")}};
     auto object = std::make_shared<StoredObject>(*old);
-    object->json = Dump(pod);
+    object->json = EditMembers(old->json, {Nested("metadata", metadata)});
     object->resource_version = resource_version_;
     deleted = object;
     RecordLocked(EventType::kDeleted, deleted, old);
@@ -389,18 +435,22 @@ absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
           absl::StrCat("Operation cannot be fulfilled on pods/binding \"", name, "\": pod ", name,
                        " is already assigned to node \"", old->fields.node_name, "\""));
     }
-    json pod = json::parse(old->json);
     ++resource_version_;
-    pod["metadata"]["resourceVersion"] = absl::StrCat(resource_version_);
-    pod["spec"]["nodeName"] = std::string(node);
-    json& status = pod["status"];
-    if (!status.is_object()) status = json::object();
-    status["conditions"] =
-        json::array({{{"type", "PodScheduled"},
-                      {"status", "True"},
-                      {"lastProbeTime", nullptr},
-                      {"lastTransitionTime", FormatTimestamp(options_.clock())}}});
-    published = ReplacePodLocked(old, pod);
+    const std::vector<std::pair<absl::string_view, std::string>> metadata = {
+        {"resourceVersion", absl::StrCat("\"", resource_version_, "\"")}};
+    const std::vector<std::pair<absl::string_view, std::string>> spec = {
+        {"nodeName", JsonString(node)}};
+    const std::vector<std::pair<absl::string_view, std::string>> status = {
+        {"conditions", absl::StrCat("[{\"lastProbeTime\":null,\"lastTransitionTime\":\"",
+                                    FormatTimestamp(options_.clock()),
+                                    "\",\"status\":\"True\",\"type\":\"PodScheduled\"}]")}};
+    ObjectFields fields = old->fields;
+    fields.node_name = std::string(node);
+    published = ReplacePodTextLocked(
+        old,
+        EditMembers(old->json,
+                    {Nested("metadata", metadata), Nested("spec", spec), Nested("status", status)}),
+        std::move(fields));
     ++bindings_;
   }
   signal_.Notify();
@@ -419,21 +469,53 @@ std::optional<Admission> ClusterStore::AdmitPod(absl::string_view namespace_name
     const std::string& phase = old->fields.phase;
     if (node.empty() || phase != "Pending" || !kubelet_.HasNode(node)) return std::nullopt;
     Admission admission = kubelet_.Admit(node, old->uid, old->requests);
-    json pod = json::parse(old->json);
     ++resource_version_;
-    pod["metadata"]["resourceVersion"] = absl::StrCat(resource_version_);
+    const std::string ts = absl::StrCat("\"", FormatTimestamp(options_.clock()), "\"");
+    const std::vector<std::pair<absl::string_view, std::string>> metadata = {
+        {"resourceVersion", absl::StrCat("\"", resource_version_, "\"")}};
+    std::vector<std::pair<absl::string_view, std::string>> status;
+    ObjectFields fields = old->fields;
     if (admission.admitted) {
       const int index = node_index_[node];
-      SetRunningStatus(pod, NodeIp(index), PodIp(index, pods_started_[node]++), options_.clock());
+      std::string conditions = "[";
+      for (const char* type : {"Initialized", "Ready", "ContainersReady", "PodScheduled"}) {
+        if (conditions.size() > 1) conditions.push_back(',');
+        absl::StrAppend(&conditions, "{\"lastTransitionTime\":", ts,
+                        ",\"status\":\"True\",\"type\":\"", type, "\"}");
+      }
+      conditions.push_back(']');
+      std::string statuses = "[";
+      const auto containers =
+          old->containers != nullptr
+              ? old->containers
+              : std::make_shared<const std::vector<std::pair<std::string, std::string>>>(
+                    ContainersOf(json::parse(old->json, nullptr, /*allow_exceptions=*/false)));
+      for (const auto& [name, image] : *containers) {
+        if (statuses.size() > 1) statuses.push_back(',');
+        absl::StrAppend(&statuses, "{\"image\":", JsonString(image), ",\"name\":", JsonString(name),
+                        ",\"ready\":true,\"restartCount\":0,\"started\":true,"
+                        "\"state\":{\"running\":{\"startedAt\":",
+                        ts, "}}}");
+      }
+      statuses.push_back(']');
+      status = {{"phase", "\"Running\""},
+                {"hostIP", JsonString(NodeIp(index))},
+                {"podIP", JsonString(PodIp(index, pods_started_[node]++))},
+                {"startTime", ts},
+                {"conditions", std::move(conditions)},
+                {"containerStatuses", std::move(statuses)}};
+      fields.phase = "Running";
     } else {
-      json& status = pod["status"];
-      status["phase"] = "Failed";
-      status["reason"] = admission.reason;
-      status["message"] = admission.message;
-      status["startTime"] = FormatTimestamp(options_.clock());
+      status = {{"phase", "\"Failed\""},
+                {"reason", JsonString(admission.reason)},
+                {"message", JsonString(admission.message)},
+                {"startTime", ts}};
+      fields.phase = "Failed";
       ++rejections_[admission.reason];
     }
-    ReplacePodLocked(old, pod);
+    ReplacePodTextLocked(
+        old, EditMembers(old->json, {Nested("metadata", metadata), Nested("status", status)}),
+        std::move(fields));
     result = std::move(admission);
   }
   signal_.Notify();

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -47,6 +48,9 @@ struct StoredObject {
   std::string json;  // compact JSON; its metadata.resourceVersion is `resource_version`
   ObjectFields fields;
   Resources requests;  // pods: PodRequests(kSpec); nodes: allocatable
+  // Pods: spec.containers' (name, image), which never change; the kubelet's container statuses
+  // are built from them. Shared by every version of the pod; null for nodes.
+  std::shared_ptr<const std::vector<std::pair<std::string, std::string>>> containers;
 };
 using ObjectPtr = std::shared_ptr<const StoredObject>;
 
@@ -194,6 +198,10 @@ class ClusterStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Puts a new pod version in place with the next resourceVersion and records a MODIFIED event.
   ObjectPtr ReplacePodLocked(const ObjectPtr& old, const nlohmann::json& pod)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same for a pod already edited as text (resource_version_ already in it), with its indexed
+  // fields.
+  ObjectPtr ReplacePodTextLocked(const ObjectPtr& old, std::string text, ObjectFields fields)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AddNodeLocked(const NodeSpec& spec, bool record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NextUidLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -2,7 +2,8 @@
 # Renders charts/fitledger with tests/charts/render (a stand-in for `helm
 # template`, Helm is not packaged for Debian) for the default values and several
 # value sets, and checks the rendered objects, the KubeSchedulerConfiguration,
-# config/kube-scheduler/ and the Dockerfile with tests/charts/check.
+# config/kube-scheduler/ and the Dockerfile with tests/charts/check; runs the
+# built fitledger-server / fitledger-shim on the rendered configurations.
 #
 # Offline: Go and its libraries come from Debian (GOPATH mode over
 # /usr/share/gocode, GOPROXY=off). Installs the packages with apt only if missing.
@@ -45,4 +46,12 @@ for prog in render check; do
   (cd "$work/gopath/src/fitledger.test/charts/$prog" && "$go" build -o "$work/bin/$prog" .)
 done
 
-"$work/bin/check" --render "$work/bin/render" --repo "$repo" --values "$here/values"
+# The rendered configurations are also loaded by the built binaries, when they
+# exist (FITLEDGER_SERVER_BIN / FITLEDGER_SHIM_BIN override the paths; empty
+# skips; FITLEDGER_REQUIRE_BINARIES=1, set by ctest, makes a missing binary a
+# failure); nothing is built here.
+server_bin="${FITLEDGER_SERVER_BIN-$repo/build/server/fitledger-server}"
+shim_bin="${FITLEDGER_SHIM_BIN-$repo/build/client/shim/fitledger-shim}"
+"$work/bin/check" --render "$work/bin/render" --repo "$repo" --values "$here/values" \
+  --server-bin "$server_bin" --shim-bin "$shim_bin" \
+  ${FITLEDGER_REQUIRE_BINARIES:+--require-binaries}

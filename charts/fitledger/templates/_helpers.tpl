@@ -68,7 +68,7 @@ The fitledger image (server, shim, fitledgerctl).
 
 {{/*
 Fixed paths inside the pod. The Unix socket lives in the emptyDir "socket",
-shared by fitledger-server (which creates it) and fitledger-shim.
+created by fitledger-server and shared with fitledger-shim (webhook.mode=shim).
 */}}
 {{- define "fitledger.socketDir" -}}/run/fitledger{{- end }}
 {{- define "fitledger.socketAddress" -}}unix:///run/fitledger/server.sock{{- end }}
@@ -77,9 +77,35 @@ shared by fitledger-server (which creates it) and fitledger-shim.
 {{- define "fitledger.grpcTLSDir" -}}/etc/fitledger/tls/grpc{{- end }}
 {{- define "fitledger.shimTLSDir" -}}/etc/fitledger/tls/shim{{- end }}
 {{- define "fitledger.shimClientTLSDir" -}}/etc/fitledger/tls/shim-client{{- end }}
+{{- define "fitledger.webhookTLSDir" -}}/etc/fitledger/tls/webhook{{- end }}
 
 {{/*
-The extender's base URL as kube-scheduler calls it: the shim on loopback.
+Which process serves kube-scheduler's extender webhook: "server"
+(fitledger-server, in process) or "shim" (a fitledger-shim container). A
+missing webhook.mode is "server": `helm upgrade --reuse-values` from a chart
+without the value drops the new defaults.
+*/}}
+{{- define "fitledger.webhookMode" -}}
+{{- $mode := "server" }}
+{{- with .Values.webhook }}
+{{- with .mode }}
+{{- $mode = toString . }}
+{{- end }}
+{{- end }}
+{{- $mode }}
+{{- end }}
+
+{{/*
+Where the webhook listens, in either mode: on loopback for the pod's own
+kube-scheduler, on all interfaces behind the extender Service.
+*/}}
+{{- define "fitledger.webhookListen" -}}
+{{- printf "%s:%d" (ternary "127.0.0.1" "0.0.0.0" .Values.scheduler.enabled) (int .Values.shim.port) }}
+{{- end }}
+
+{{/*
+The extender's base URL as kube-scheduler calls it: the webhook on loopback
+(fitledger-server's or fitledger-shim's, the same URL in both modes).
 */}}
 {{- define "fitledger.extenderURL" -}}
 {{- printf "%s://127.0.0.1:%d/" (ternary "https" "http" (not (empty .Values.shim.tls.secretName))) (int .Values.shim.port) }}
@@ -121,6 +147,30 @@ this check also holds with --skip-schema-validation.
 */}}
 {{- define "fitledger.validateValues" -}}
 {{- $ext := .Values.extender }}
+{{- $mode := include "fitledger.webhookMode" . }}
+{{- if not (has $mode (list "server" "shim")) }}
+{{- fail (printf "webhook.mode must be \"server\" (fitledger-server serves the extender webhook) or \"shim\" (a fitledger-shim container serves it); got %q" $mode) }}
+{{- end }}
+{{- if and (eq $mode "server") (lt (int .Values.shim.threads) 2) }}
+{{- fail (printf "shim.threads must be at least 2 with webhook.mode=server (fitledger-server's webhook.threads is 2..4096); got %v" .Values.shim.threads) }}
+{{- end }}
+{{- $ports := list (list "server.monitorPort" (int .Values.server.monitorPort)) (list "shim.port" (int .Values.shim.port)) }}
+{{- if .Values.grpc.tcp.enabled }}
+{{- $ports = append $ports (list "grpc.tcp.port" (int .Values.grpc.tcp.port)) }}
+{{- end }}
+{{- if eq $mode "shim" }}
+{{- $ports = append $ports (list "shim.monitorPort" (int .Values.shim.monitorPort)) }}
+{{- end }}
+{{- if .Values.scheduler.enabled }}
+{{- $ports = append $ports (list "kube-scheduler's secure port" 10259) }}
+{{- end }}
+{{- range $i, $a := $ports }}
+{{- range $j, $b := $ports }}
+{{- if and (lt $i $j) (eq (index $a 1) (index $b 1)) }}
+{{- fail (printf "%s and %s are both %d: the containers of a pod share its network, so each listener needs its own port" (index $a 0) (index $b 0) (index $a 1)) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if and $ext.prioritize (le (int $ext.weight) 0) }}
 {{- fail (printf "extender.weight must be > 0 when extender.prioritize is true (kube-scheduler rejects a prioritizing extender whose weight is <= 0); got %v" $ext.weight) }}
 {{- end }}
@@ -155,11 +205,11 @@ this check also holds with --skip-schema-validation.
 {{- fail (printf "only one extender may bind, found %d: extender.bind is true and scheduler.extraExtenders sets bindVerb (set extender.bind=false or drop the other bindVerb)" $binders) }}
 {{- end }}
 {{- if and .Values.shim.tls.clientAuth (empty .Values.shim.tls.clientSecretName) }}
-{{- fail "shim.tls.clientSecretName is required when shim.tls.clientAuth is true: kube-scheduler must present a client certificate to the shim" }}
+{{- fail "shim.tls.clientSecretName is required when shim.tls.clientAuth is true: kube-scheduler must present a client certificate to the webhook" }}
 {{- end }}
 {{- else }}
 {{- if or (empty .Values.shim.tls.secretName) (not .Values.shim.tls.clientAuth) }}
-{{- fail "scheduler.enabled=false exposes the shim (whose bind verb binds pods) on a Service: set shim.tls.secretName and shim.tls.clientAuth=true so only kube-scheduler, with a client certificate, can call it" }}
+{{- fail "scheduler.enabled=false exposes the extender webhook (whose bind verb binds pods) on a Service: set shim.tls.secretName and shim.tls.clientAuth=true so only kube-scheduler, with a client certificate, can call it" }}
 {{- end }}
 {{- end }}
 {{- if and .Values.shim.tls.clientAuth (empty .Values.shim.tls.secretName) }}
@@ -171,7 +221,9 @@ this check also holds with --skip-schema-validation.
 {{- end }}
 
 {{/*
-fitledger-server's configuration file (server.yaml).
+fitledger-server's configuration file (server.yaml). With webhook.mode=server
+its webhook block serves kube-scheduler's extender webhook, on the address,
+limits and TLS Secret of the shim.* values.
 */}}
 {{- define "fitledger.serverConfig" -}}
 grpc:
@@ -190,6 +242,21 @@ grpc:
   {{- end }}
 monitor:
   listen: {{ printf "0.0.0.0:%d" (int .Values.server.monitorPort) | quote }}
+{{- if eq (include "fitledger.webhookMode" .) "server" }}
+webhook:
+  listen: {{ include "fitledger.webhookListen" . | quote }}
+  prefix: /
+  maxBodyBytes: {{ int64 .Values.shim.maxBodyBytes }}
+  threads: {{ int .Values.shim.threads }}
+  {{- if .Values.shim.tls.secretName }}
+  tls:
+    certFile: {{ include "fitledger.webhookTLSDir" . }}/tls.crt
+    keyFile: {{ include "fitledger.webhookTLSDir" . }}/tls.key
+    {{- if .Values.shim.tls.clientAuth }}
+    clientCAFile: {{ include "fitledger.webhookTLSDir" . }}/ca.crt
+    {{- end }}
+  {{- end }}
+{{- end }}
 ledger:
   enabled: {{ .Values.server.ledger.enabled }}
   accounting:
@@ -211,10 +278,10 @@ log:
 {{- end }}
 
 {{/*
-fitledger-shim's configuration file (shim.yaml).
+fitledger-shim's configuration file (shim.yaml), for webhook.mode=shim.
 */}}
 {{- define "fitledger.shimConfig" -}}
-listen: {{ printf "%s:%d" (ternary "127.0.0.1" "0.0.0.0" .Values.scheduler.enabled) (int .Values.shim.port) | quote }}
+listen: {{ include "fitledger.webhookListen" . | quote }}
 prefix: /
 server: {{ include "fitledger.socketAddress" . | quote }}
 maxBodyBytes: {{ int64 .Values.shim.maxBodyBytes }}
@@ -233,8 +300,9 @@ monitor:
 
 {{/*
 The KubeSchedulerConfiguration: one profile for scheduler.name, leader election
-on its own Lease, and fitledger's extender entry pointing at the shim on
+on its own Lease, and fitledger's extender entry pointing at the webhook on
 127.0.0.1 (only this pod's kube-scheduler calls it, and only while it leads).
+The same in both webhook modes.
 */}}
 {{- define "fitledger.schedulerConfig" -}}
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -325,10 +393,13 @@ startupProbe:
 {{/*
 fitledger-server's container. As a native sidecar (restartPolicy: Always in
 initContainers) when kube-scheduler runs in the pod, so kube-scheduler starts
-only after the server's first full list and stops before it.
+only after the server's first full list and stops before it. With
+webhook.mode=server it serves the webhook too (its port declared only behind
+the Service: on loopback nothing outside the pod reaches it).
 */}}
 {{- define "fitledger.serverContainer" -}}
 {{- $root := .root -}}
+{{- $inProcess := eq (include "fitledger.webhookMode" $root) "server" -}}
 - name: fitledger-server
   image: {{ include "fitledger.image" $root }}
   imagePullPolicy: {{ $root.Values.image.pullPolicy }}
@@ -344,6 +415,11 @@ only after the server's first full list and stops before it.
     {{- if $root.Values.grpc.tcp.enabled }}
     - name: grpc
       containerPort: {{ int $root.Values.grpc.tcp.port }}
+      protocol: TCP
+    {{- end }}
+    {{- if and $inProcess (not $root.Values.scheduler.enabled) }}
+    - name: extender
+      containerPort: {{ int $root.Values.shim.port }}
       protocol: TCP
     {{- end }}
     - name: server-monitor
@@ -365,10 +441,16 @@ only after the server's first full list and stops before it.
       mountPath: {{ include "fitledger.grpcTLSDir" $root }}
       readOnly: true
     {{- end }}
+    {{- if and $inProcess $root.Values.shim.tls.secretName }}
+    - name: webhook-tls
+      mountPath: {{ include "fitledger.webhookTLSDir" $root }}
+      readOnly: true
+    {{- end }}
 {{- end }}
 
 {{/*
-fitledger-shim's container (a native sidecar like the server's, after it).
+fitledger-shim's container, for webhook.mode=shim (a native sidecar like the
+server's, after it).
 */}}
 {{- define "fitledger.shimContainer" -}}
 {{- $root := .root -}}

@@ -17,7 +17,10 @@ type ServerConfig struct {
 	Monitor struct {
 		Listen string `json:"listen"`
 	} `json:"monitor"`
-	Ledger struct {
+	// Webhook is kube-scheduler's extender webhook served by the server
+	// itself (the chart's webhook.mode=server); nil or an empty listen: off.
+	Webhook *WebhookConfig `json:"webhook,omitempty"`
+	Ledger  struct {
 		Enabled    bool `json:"enabled"`
 		Accounting struct {
 			Mode    string   `json:"mode"`
@@ -30,6 +33,15 @@ type ServerConfig struct {
 	Log struct {
 		Level string `json:"level"`
 	} `json:"log"`
+}
+
+// WebhookConfig mirrors the server's webhook block.
+type WebhookConfig struct {
+	Listen       string    `json:"listen"`
+	Prefix       string    `json:"prefix"`
+	MaxBodyBytes int64     `json:"maxBodyBytes"`
+	Threads      int64     `json:"threads"`
+	TLS          *TLSFiles `json:"tls,omitempty"`
 }
 
 // ShimConfig mirrors fitledger-shim's YAML configuration.
@@ -90,6 +102,23 @@ func ValidateServerConfig(c *ServerConfig) error {
 	}
 	if _, _, err := net.SplitHostPort(c.Monitor.Listen); err != nil {
 		return fmt.Errorf("monitor.listen %q: %v", c.Monitor.Listen, err)
+	}
+	if wh := c.Webhook; wh != nil && wh.Listen != "" {
+		if _, _, err := net.SplitHostPort(wh.Listen); err != nil {
+			return fmt.Errorf("webhook.listen %q: %v", wh.Listen, err)
+		}
+		if !strings.HasPrefix(wh.Prefix, "/") {
+			return fmt.Errorf("webhook.prefix %q must start with /", wh.Prefix)
+		}
+		if wh.MaxBodyBytes < 1024 || wh.MaxBodyBytes > 1<<30 {
+			return fmt.Errorf("webhook.maxBodyBytes %d outside 1024..1 GiB", wh.MaxBodyBytes)
+		}
+		if wh.Threads < 2 || wh.Threads > 4096 {
+			return fmt.Errorf("webhook.threads %d outside 2..4096", wh.Threads)
+		}
+		if wh.TLS != nil && (wh.TLS.CertFile == "" || wh.TLS.KeyFile == "") {
+			return fmt.Errorf("webhook.tls needs certFile and keyFile")
+		}
 	}
 	switch c.Ledger.Accounting.Mode {
 	case "all":

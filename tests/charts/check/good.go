@@ -18,6 +18,8 @@ type rendered struct {
 	server     *ServerConfig
 	shim       *ShimConfig
 	sched      *KubeSchedulerConfiguration
+	// The configuration files as rendered, for the binaries.
+	serverYAML, shimYAML string
 }
 
 func checkGoodSet(c *Checker, e *Env, s goodSet) {
@@ -47,20 +49,26 @@ func checkGoodSet(c *Checker, e *Env, s goodSet) {
 	c.Check(name("security contexts: non-root, read-only root, no escalation, drop ALL, RuntimeDefault"), checkSecurity(objs))
 	c.Check(name("probes on the health endpoints"), checkProbes(r, w))
 	c.Check(name("volumes, mounts and referenced ConfigMaps/Secrets"), checkVolumes(r, w))
+	c.Check(name("container resources come from the values"), checkResources(r, w))
 	c.Check(name("fitledger-server config (keys, rules, values)"), r.loadServerConfig(w))
-	c.Check(name("fitledger-shim config (keys, rules, values)"), r.loadShimConfig(w))
-	c.Check(name("shim reaches the server over the Unix socket in the shared emptyDir"), checkSocketWiring(r))
-	c.Check(name("monitor and gRPC ports match container ports and probes"), checkPorts(r, w))
+	if w.Webhook == "shim" {
+		c.Check(name("fitledger-shim config (keys, rules, values)"), r.loadShimConfig(w))
+		c.Check(name("shim reaches the server over the Unix socket in the shared emptyDir"), checkSocketWiring(r))
+	} else {
+		c.Check(name("server mode: no fitledger-shim container, config, port or volume"), checkNoShim(r, w))
+		c.Check(name("server's Unix socket is in the emptyDir"), checkSocketWiring(r))
+	}
+	c.Check(name("monitor, gRPC and webhook ports match container ports and probes"), checkPorts(r, w))
 	if w.Scheduler {
 		c.Check(name("KubeSchedulerConfiguration decodes strictly and passes kube-scheduler validation"), r.loadSchedulerConfig())
 		if r.sched != nil {
-			c.Check(name("extender entry: shim on 127.0.0.1, verbs, weight, nodeCacheCapable, not ignorable"), checkExtenderEntry(r, w))
+			c.Check(name("extender entry: the "+w.Webhook+"'s webhook on 127.0.0.1 (its listen, prefix, TLS), verbs, weight, nodeCacheCapable, not ignorable"), checkExtenderEntry(r, w))
 			c.Check(name("extender managedResources are the values' extended resources"), checkManaged(r, w))
 			c.Check(name("leader election on the release's own Lease; profile for the scheduler name"), checkLeaderElection(r, w))
 			c.Check(name("kube-scheduler mounts its config, TLS files and runs --config"), checkSchedulerWiring(r, w))
 		}
 	} else {
-		c.Check(name("no KubeSchedulerConfiguration, extender Service with TLS"), checkStandalone(r, w))
+		c.Check(name("no KubeSchedulerConfiguration; extender Service targets the "+w.Webhook+"'s webhook port"), checkStandalone(r, w))
 	}
 	c.Check(name("RBAC grants exactly the expected permissions"), checkRBAC(objs, w))
 	c.Check(name("ServiceAccount"), checkServiceAccount(r, w))
@@ -68,6 +76,7 @@ func checkGoodSet(c *Checker, e *Env, s goodSet) {
 	c.Check(name("pod anti-affinity across nodes"), checkAntiAffinity(r, w))
 	c.Check(name("helm test hook calls gRPC health through port-forward"), checkTestHook(objs, w))
 	c.Check(name("NOTES.txt renders"), checkNotes(e, s, w))
+	checkBinaries(c, e, name, r, w)
 }
 
 func checkKinds(objs []Obj) error {
@@ -263,14 +272,24 @@ func names(v interface{}) []string {
 	return out
 }
 
-// checkContainerLayout: with kube-scheduler in the pod, server and shim are
+// fitledgerContainers is the pod's fitledger containers, in start order: the
+// server, then the shim in shim mode.
+func fitledgerContainers(w *Want) []string {
+	if w.Webhook == "shim" {
+		return []string{"fitledger-server", "fitledger-shim"}
+	}
+	return []string{"fitledger-server"}
+}
+
+// checkContainerLayout: with kube-scheduler in the pod, server (and shim) are
 // native sidecars, in this order, before kube-scheduler; alone they are
 // regular containers.
 func checkContainerLayout(r *rendered, w *Want) error {
 	inits, mains := names(r.podSpec["initContainers"]), names(r.podSpec["containers"])
+	ours := fitledgerContainers(w)
 	if w.Scheduler {
-		if !reflect.DeepEqual(inits, []string{"fitledger-server", "fitledger-shim"}) || !reflect.DeepEqual(mains, []string{"kube-scheduler"}) {
-			return fmt.Errorf("initContainers %v containers %v: want [fitledger-server fitledger-shim] [kube-scheduler]", inits, mains)
+		if !reflect.DeepEqual(inits, ours) || !reflect.DeepEqual(mains, []string{"kube-scheduler"}) {
+			return fmt.Errorf("initContainers %v containers %v: want %v [kube-scheduler]", inits, mains, ours)
 		}
 		for _, n := range inits {
 			if str(r.containers[n]["restartPolicy"]) != "Always" {
@@ -278,16 +297,35 @@ func checkContainerLayout(r *rendered, w *Want) error {
 			}
 		}
 	} else {
-		if len(inits) != 0 || !reflect.DeepEqual(mains, []string{"fitledger-server", "fitledger-shim"}) {
-			return fmt.Errorf("initContainers %v containers %v: want none and [fitledger-server fitledger-shim]", inits, mains)
+		if len(inits) != 0 || !reflect.DeepEqual(mains, ours) {
+			return fmt.Errorf("initContainers %v containers %v: want none and %v", inits, mains, ours)
 		}
 	}
-	for n, cmd := range map[string]string{
-		"fitledger-server": "/usr/local/bin/fitledger-server",
-		"fitledger-shim":   "/usr/local/bin/fitledger-shim",
-	} {
+	for _, n := range ours {
+		cmd := "/usr/local/bin/" + n
 		if got := strList(r.containers[n]["command"]); !reflect.DeepEqual(got, []string{cmd}) {
 			return fmt.Errorf("%s: command %v, want [%s]", n, got, cmd)
+		}
+	}
+	return nil
+}
+
+// checkResources: each container has its own value's resources.
+func checkResources(r *rendered, w *Want) error {
+	want := map[string]map[string]interface{}{"fitledger-server": w.ServerResources}
+	if w.Webhook == "shim" {
+		want["fitledger-shim"] = w.ShimResources
+	}
+	if w.Scheduler {
+		want["kube-scheduler"] = w.SchedulerResources
+	}
+	for n, c := range r.containers {
+		res, ok := want[n]
+		if !ok {
+			return fmt.Errorf("unexpected container %s", n)
+		}
+		if got := mapOf(c["resources"]); !reflect.DeepEqual(got, res) {
+			return fmt.Errorf("%s: resources %v, want %v", n, got, res)
 		}
 	}
 	return nil
@@ -391,10 +429,17 @@ func expectProbe(c map[string]interface{}, kind, wantPath string, wantPort int64
 }
 
 func checkProbes(r *rendered, w *Want) error {
-	for _, x := range []struct {
+	monitors := []struct {
 		name string
 		port int64
-	}{{"fitledger-server", w.ServerMonitorPort}, {"fitledger-shim", w.ShimMonitorPort}} {
+	}{{"fitledger-server", w.ServerMonitorPort}}
+	if w.Webhook == "shim" {
+		monitors = append(monitors, struct {
+			name string
+			port int64
+		}{"fitledger-shim", w.ShimMonitorPort})
+	}
+	for _, x := range monitors {
 		c := r.containers[x.name]
 		if err := expectProbe(c, "livenessProbe", "/healthz", x.port, "HTTP"); err != nil {
 			return err
@@ -481,7 +526,12 @@ func checkVolumes(r *rendered, w *Want) error {
 	}
 	if w.Scheduler {
 		if p, ok := mount(r.containers["kube-scheduler"], "socket"); ok {
-			return fmt.Errorf("kube-scheduler mounts the server socket at %s: it must reach only the shim", p)
+			return fmt.Errorf("kube-scheduler mounts the server socket at %s: it must reach only the webhook", p)
+		}
+		for _, key := range []string{"shim-tls", "webhook-tls"} {
+			if p, ok := mount(r.containers["kube-scheduler"], key); ok {
+				return fmt.Errorf("kube-scheduler mounts the webhook's key pair (%s) at %s: it needs only ca.crt", key, p)
+			}
 		}
 	}
 	return nil
@@ -534,6 +584,7 @@ func (r *rendered) loadServerConfig(w *Want) error {
 	if err != nil {
 		return err
 	}
+	r.serverYAML = doc
 	var cfg ServerConfig
 	if err := decodeStrict(doc, &cfg); err != nil {
 		return fmt.Errorf("server.yaml: %v", err)
@@ -542,6 +593,9 @@ func (r *rendered) loadServerConfig(w *Want) error {
 		return fmt.Errorf("server.yaml: %v", err)
 	}
 	r.server = &cfg
+	if err := checkServerWebhook(c, &cfg, w); err != nil {
+		return fmt.Errorf("server.yaml: %v", err)
+	}
 	var tcp []string
 	for _, a := range cfg.GRPC.Listen {
 		if !strings.HasPrefix(a, "unix://") {
@@ -584,6 +638,61 @@ func (r *rendered) loadServerConfig(w *Want) error {
 	return nil
 }
 
+// webhookListen is where the webhook must listen: loopback for the pod's own
+// kube-scheduler, all interfaces behind the extender Service.
+func webhookListen(w *Want) string {
+	if w.Scheduler {
+		return fmt.Sprintf("127.0.0.1:%d", w.ShimPort)
+	}
+	return fmt.Sprintf("0.0.0.0:%d", w.ShimPort)
+}
+
+// checkServerWebhook: in server mode the server's webhook block carries the
+// shim.* values (listen, prefix, limits, TLS files from the mounted Secret);
+// in shim mode there is none.
+func checkServerWebhook(c map[string]interface{}, cfg *ServerConfig, w *Want) error {
+	wh := cfg.Webhook
+	if w.Webhook == "shim" {
+		if wh != nil && wh.Listen != "" {
+			return fmt.Errorf("webhook.listen %q in shim mode: two processes would serve the webhook", wh.Listen)
+		}
+		return nil
+	}
+	if wh == nil || wh.Listen == "" {
+		return fmt.Errorf("no webhook.listen in server mode: nothing would answer kube-scheduler")
+	}
+	if want := webhookListen(w); wh.Listen != want {
+		return fmt.Errorf("webhook.listen %q, want %q", wh.Listen, want)
+	}
+	if wh.Prefix != "/" {
+		return fmt.Errorf("webhook.prefix %q, want /", wh.Prefix)
+	}
+	if wh.Threads != w.ShimThreads || wh.MaxBodyBytes != w.ShimMaxBodyBytes {
+		return fmt.Errorf("webhook threads %d maxBodyBytes %d, want shim.threads %d and shim.maxBodyBytes %d",
+			wh.Threads, wh.MaxBodyBytes, w.ShimThreads, w.ShimMaxBodyBytes)
+	}
+	if (wh.TLS != nil) != w.ShimTLS {
+		return fmt.Errorf("webhook.tls present %v, want %v", wh.TLS != nil, w.ShimTLS)
+	}
+	if w.ShimTLS {
+		if (wh.TLS.ClientCAFile != "") != w.ShimClientAuth {
+			return fmt.Errorf("webhook.tls.clientCAFile set %v, want %v", wh.TLS.ClientCAFile != "", w.ShimClientAuth)
+		}
+		if err := filesUnderMount(c, "webhook-tls", wh.TLS.CertFile, wh.TLS.KeyFile, wh.TLS.ClientCAFile); err != nil {
+			return err
+		}
+		for _, f := range []string{wh.TLS.CertFile, wh.TLS.KeyFile, wh.TLS.ClientCAFile} {
+			if f != "" && !map[string]bool{"tls.crt": true, "tls.key": true, "ca.crt": true}[path.Base(f)] {
+				return fmt.Errorf("webhook.tls file %s is not a key of a kubernetes.io/tls Secret", f)
+			}
+		}
+	}
+	if !isLoopback(wh.Listen) && (wh.TLS == nil || wh.TLS.ClientCAFile == "") {
+		return fmt.Errorf("the webhook listens on %s without client certificate verification", wh.Listen)
+	}
+	return nil
+}
+
 // filesUnderMount checks that each non-empty file lies under the mount of vol.
 func filesUnderMount(c map[string]interface{}, vol string, files ...string) error {
 	mp, ok := mount(c, vol)
@@ -608,6 +717,7 @@ func (r *rendered) loadShimConfig(w *Want) error {
 	if err != nil {
 		return err
 	}
+	r.shimYAML = doc
 	var cfg ShimConfig
 	if err := decodeStrict(doc, &cfg); err != nil {
 		return fmt.Errorf("shim.yaml: %v", err)
@@ -616,15 +726,14 @@ func (r *rendered) loadShimConfig(w *Want) error {
 		return fmt.Errorf("shim.yaml: %v", err)
 	}
 	r.shim = &cfg
-	wantListen := fmt.Sprintf("127.0.0.1:%d", w.ShimPort)
-	if !w.Scheduler {
-		wantListen = fmt.Sprintf("0.0.0.0:%d", w.ShimPort)
-	}
-	if cfg.Listen != wantListen {
+	if wantListen := webhookListen(w); cfg.Listen != wantListen {
 		return fmt.Errorf("listen %q, want %q", cfg.Listen, wantListen)
 	}
 	if cfg.Prefix != "/" {
 		return fmt.Errorf("prefix %q, want /", cfg.Prefix)
+	}
+	if int64(cfg.Threads) != w.ShimThreads || cfg.MaxBodyBytes != w.ShimMaxBodyBytes {
+		return fmt.Errorf("threads %d maxBodyBytes %d, want %d and %d", cfg.Threads, cfg.MaxBodyBytes, w.ShimThreads, w.ShimMaxBodyBytes)
 	}
 	if (cfg.TLS != nil) != w.ShimTLS {
 		return fmt.Errorf("tls present %v, want %v", cfg.TLS != nil, w.ShimTLS)
@@ -643,9 +752,11 @@ func (r *rendered) loadShimConfig(w *Want) error {
 	return nil
 }
 
+// checkSocketWiring: the server's Unix socket lies in the emptyDir "socket"
+// (its root filesystem is read-only), and in shim mode the shim dials it there.
 func checkSocketWiring(r *rendered) error {
-	if r.server == nil || r.shim == nil {
-		return fmt.Errorf("server or shim config missing")
+	if r.server == nil {
+		return fmt.Errorf("server config missing")
 	}
 	var sock string
 	for _, a := range r.server.GRPC.Listen {
@@ -656,11 +767,18 @@ func checkSocketWiring(r *rendered) error {
 	if sock == "" {
 		return fmt.Errorf("the server does not listen on a Unix socket")
 	}
-	if r.shim.Server != sock {
-		return fmt.Errorf("the shim dials %q, the server listens on %q", r.shim.Server, sock)
+	users := []string{"fitledger-server"}
+	if r.shim != nil {
+		if r.shim.Server != sock {
+			return fmt.Errorf("the shim dials %q, the server listens on %q", r.shim.Server, sock)
+		}
+		users = append(users, "fitledger-shim")
 	}
 	dir := path.Dir(strings.TrimPrefix(sock, "unix://"))
-	for _, n := range []string{"fitledger-server", "fitledger-shim"} {
+	if v := volumes(r.podSpec)["socket"]; get(v, "emptyDir") == nil {
+		return fmt.Errorf("no emptyDir volume named socket")
+	}
+	for _, n := range users {
 		mp, ok := mount(r.containers[n], "socket")
 		if !ok || mp != dir {
 			return fmt.Errorf("%s mounts the socket emptyDir at %q, want %q", n, mp, dir)
@@ -679,23 +797,64 @@ func containerPort(c map[string]interface{}, port int64) bool {
 }
 
 func checkPorts(r *rendered, w *Want) error {
-	if r.server == nil || r.shim == nil {
+	if r.server == nil || (w.Webhook == "shim" && r.shim == nil) {
 		return fmt.Errorf("server or shim config missing")
 	}
 	if got := portOf(r.server.Monitor.Listen); got != fmt.Sprint(w.ServerMonitorPort) {
 		return fmt.Errorf("server monitor on %s, want %d", got, w.ServerMonitorPort)
 	}
-	if got := portOf(r.shim.Monitor.Listen); got != fmt.Sprint(w.ShimMonitorPort) {
-		return fmt.Errorf("shim monitor on %s, want %d", got, w.ShimMonitorPort)
+	if isLoopback(r.server.Monitor.Listen) {
+		return fmt.Errorf("the server's monitor listens on loopback: the kubelet's probes could not reach it")
 	}
-	if isLoopback(r.server.Monitor.Listen) || isLoopback(r.shim.Monitor.Listen) {
-		return fmt.Errorf("a monitor listens on loopback: the kubelet's probes could not reach it")
+	if !containerPort(r.containers["fitledger-server"], w.ServerMonitorPort) {
+		return fmt.Errorf("the server's monitor port is not declared as a container port")
 	}
-	if !containerPort(r.containers["fitledger-server"], w.ServerMonitorPort) || !containerPort(r.containers["fitledger-shim"], w.ShimMonitorPort) {
-		return fmt.Errorf("monitor ports are not declared as container ports")
+	// Every listener of the pod, which shares one network namespace.
+	listeners := map[string]string{"server monitor": r.server.Monitor.Listen}
+	for i, a := range r.server.GRPC.Listen {
+		if !strings.HasPrefix(a, "unix://") {
+			listeners[fmt.Sprintf("server grpc.listen[%d]", i)] = a
+		}
+	}
+	webhookContainer := "fitledger-server"
+	if w.Webhook == "shim" {
+		webhookContainer = "fitledger-shim"
+		if got := portOf(r.shim.Monitor.Listen); got != fmt.Sprint(w.ShimMonitorPort) {
+			return fmt.Errorf("shim monitor on %s, want %d", got, w.ShimMonitorPort)
+		}
+		if isLoopback(r.shim.Monitor.Listen) {
+			return fmt.Errorf("the shim's monitor listens on loopback: the kubelet's probes could not reach it")
+		}
+		if !containerPort(r.containers["fitledger-shim"], w.ShimMonitorPort) {
+			return fmt.Errorf("the shim's monitor port is not declared as a container port")
+		}
+		listeners["shim monitor"], listeners["shim webhook"] = r.shim.Monitor.Listen, r.shim.Listen
+	} else {
+		if r.server.Webhook == nil {
+			return fmt.Errorf("server mode without a webhook block")
+		}
+		listeners["server webhook"] = r.server.Webhook.Listen
+	}
+	if w.Scheduler {
+		listeners["kube-scheduler"] = "0.0.0.0:10259"
+	}
+	byPort := map[string]string{}
+	for who, addr := range listeners {
+		if other, dup := byPort[portOf(addr)]; dup {
+			return fmt.Errorf("%s and %s both listen on port %s", who, other, portOf(addr))
+		}
+		byPort[portOf(addr)] = who
 	}
 	if containerPort(r.containers["fitledger-server"], w.GRPCPort) != w.GRPCTCP {
 		return fmt.Errorf("grpc container port %d declared %v, want %v", w.GRPCPort, !w.GRPCTCP, w.GRPCTCP)
+	}
+	// The webhook's port is declared (as "extender", the Service's target) only
+	// where something outside the pod calls it, by the container serving it.
+	for n, c := range r.containers {
+		declared := containerPort(c, w.ShimPort)
+		if want := n == webhookContainer && !w.Scheduler; declared != want {
+			return fmt.Errorf("%s declares the webhook port %d: %v, want %v", n, w.ShimPort, declared, want)
+		}
 	}
 	// Every declared port is unique across the pod.
 	seen := map[int64]string{}
@@ -710,6 +869,30 @@ func checkPorts(r *rendered, w *Want) error {
 				return fmt.Errorf("%s: port name %q is not an IANA service name", n, name)
 			}
 		}
+	}
+	return nil
+}
+
+// checkNoShim: in server mode nothing of fitledger-shim is rendered: no
+// container, no shim.yaml, no shim monitor port, no shim-tls volume.
+func checkNoShim(r *rendered, w *Want) error {
+	for n, c := range r.containers {
+		if n == "fitledger-shim" || strings.Contains(strings.Join(strList(c["command"]), " "), "fitledger-shim") {
+			return fmt.Errorf("container %s runs fitledger-shim", n)
+		}
+		for _, p := range list(c["ports"]) {
+			if str(get(p, "name")) == "shim-monitor" {
+				return fmt.Errorf("container %s declares shim-monitor", n)
+			}
+		}
+	}
+	if cm, ok := find(r.objs, "ConfigMap", w.Fullname); ok {
+		if _, has := mapOf(cm.M["data"])["shim.yaml"]; has {
+			return fmt.Errorf("ConfigMap %s carries shim.yaml, which nothing reads", w.Fullname)
+		}
+	}
+	if _, ok := volumes(r.podSpec)["shim-tls"]; ok {
+		return fmt.Errorf("volume shim-tls without a shim")
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 // Command check renders charts/fitledger through the render program for a set
 // of value sets and checks the rendered objects; it also checks
-// config/kube-scheduler/ and the Dockerfile. One line per check, then
-// "N passed, M failed"; exit status 1 when any check failed.
+// config/kube-scheduler/ and the Dockerfile, and runs the built fitledger-server
+// and fitledger-shim on the rendered configurations when given. One line per
+// check (SKIP lines for binaries that are not built), then "N passed, M
+// failed"; exit status 1 when any check failed.
 //
-//	check --render BIN --repo DIR --values DIR
+//	check --render BIN --repo DIR --values DIR [--server-bin BIN] [--shim-bin BIN]
 package main
 
 import (
@@ -19,6 +21,11 @@ import (
 // Checker counts and prints check outcomes.
 type Checker struct {
 	passed, failed int
+}
+
+// Skip records a check that could not run, and why; it counts neither way.
+func (c *Checker) Skip(name, reason string) {
+	fmt.Printf("SKIP %s: %s\n", name, reason)
 }
 
 // Check records one check: err == nil passes.
@@ -38,6 +45,9 @@ type Env struct {
 	repo      string
 	valuesDir string
 	chartDir  string
+	// The built binaries that load the rendered configurations; empty: skip.
+	serverBin, shimBin string
+	requireBinaries    bool
 }
 
 // RenderResult is one run of the renderer.
@@ -67,13 +77,16 @@ func main() {
 	render := flag.String("render", "", "path of the render binary")
 	repo := flag.String("repo", "", "repository root")
 	values := flag.String("values", "", "directory of the test value sets")
+	serverBin := flag.String("server-bin", "", "fitledger-server binary to load the rendered server.yaml with (skipped if empty or not built)")
+	requireBinaries := flag.Bool("require-binaries", false, "fail (instead of skipping) when --server-bin or --shim-bin is not built")
+	shimBin := flag.String("shim-bin", "", "fitledger-shim binary to load the rendered shim.yaml with (skipped if empty or not built)")
 	flag.Parse()
 	if *render == "" || *repo == "" || *values == "" {
 		fmt.Fprintln(os.Stderr, "usage: check --render BIN --repo DIR --values DIR")
 		os.Exit(2)
 	}
 	env := &Env{render: *render, repo: *repo, valuesDir: *values,
-		chartDir: filepath.Join(*repo, "charts", "fitledger")}
+		chartDir: filepath.Join(*repo, "charts", "fitledger"), serverBin: *serverBin, shimBin: *shimBin, requireBinaries: *requireBinaries}
 	c := &Checker{}
 
 	checkRenderer(c, env)

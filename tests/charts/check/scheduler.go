@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"path"
 	"reflect"
 	"strings"
@@ -38,8 +39,30 @@ func checkExtenderEntry(r *rendered, w *Want) error {
 	if err := checkLoopbackExtender(e, w.ShimPort, w.ShimTLS); err != nil {
 		return err
 	}
-	if r.shim != nil && portOf(r.shim.Listen) != fmt.Sprint(w.ShimPort) {
-		return fmt.Errorf("the shim listens on %s, the extender calls port %d", r.shim.Listen, w.ShimPort)
+	// The process serving the webhook listens where urlPrefix points, with
+	// the prefix and TLS the entry expects.
+	var listen, prefix string
+	var tls bool
+	switch {
+	case w.Webhook == "shim" && r.shim != nil:
+		listen, prefix, tls = r.shim.Listen, r.shim.Prefix, r.shim.TLS != nil
+	case w.Webhook != "shim" && r.server != nil && r.server.Webhook != nil:
+		listen, prefix, tls = r.server.Webhook.Listen, r.server.Webhook.Prefix, r.server.Webhook.TLS != nil
+	default:
+		return fmt.Errorf("no %s webhook configuration to compare the extender entry with", w.Webhook)
+	}
+	u, err := url.Parse(e.URLPrefix)
+	if err != nil {
+		return err
+	}
+	if listen != u.Host {
+		return fmt.Errorf("the %s webhook listens on %s, the extender calls %s", w.Webhook, listen, u.Host)
+	}
+	if strings.TrimRight(u.Path, "/") != strings.TrimRight(prefix, "/") {
+		return fmt.Errorf("the %s webhook's prefix is %q, the extender calls %q", w.Webhook, prefix, u.Path)
+	}
+	if tls != (u.Scheme == "https") {
+		return fmt.Errorf("the %s webhook serves TLS %v, the extender calls %s", w.Webhook, tls, u.Scheme)
 	}
 	if (e.PrioritizeVerb != "") != w.Prioritize {
 		return fmt.Errorf("prioritizeVerb %q, want prioritize=%v", e.PrioritizeVerb, w.Prioritize)
@@ -160,16 +183,37 @@ func checkStandalone(r *rendered, w *Want) error {
 	port, _ := num(get(ports[0], "port"))
 	target := str(get(ports[0], "targetPort"))
 	if port != w.ShimPort {
-		return fmt.Errorf("Service port %d, want the shim's %d", port, w.ShimPort)
+		return fmt.Errorf("Service port %d, want the webhook's %d", port, w.ShimPort)
+	}
+	// The named targetPort resolves in exactly one container: the one serving
+	// the webhook.
+	serving := "fitledger-server"
+	if w.Webhook == "shim" {
+		serving = "fitledger-shim"
 	}
 	var targetPort int64
-	for _, p := range list(r.containers["fitledger-shim"]["ports"]) {
-		if str(get(p, "name")) == target {
+	for n, c := range r.containers {
+		for _, p := range list(c["ports"]) {
+			if str(get(p, "name")) != target {
+				continue
+			}
+			if n != serving {
+				return fmt.Errorf("Service targetPort %q is declared by %s, want %s (it serves the webhook)", target, n, serving)
+			}
 			targetPort, _ = num(get(p, "containerPort"))
 		}
 	}
 	if targetPort != w.ShimPort {
-		return fmt.Errorf("Service targetPort %q does not resolve to the shim's port %d", target, w.ShimPort)
+		return fmt.Errorf("Service targetPort %q does not resolve to %s's webhook port %d", target, serving, w.ShimPort)
+	}
+	listen := ""
+	if w.Webhook == "shim" && r.shim != nil {
+		listen = r.shim.Listen
+	} else if r.server != nil && r.server.Webhook != nil {
+		listen = r.server.Webhook.Listen
+	}
+	if listen != fmt.Sprintf("0.0.0.0:%d", targetPort) {
+		return fmt.Errorf("%s's webhook listens on %q; the Service sends to port %d of the pod IP", serving, listen, targetPort)
 	}
 	return nil
 }
@@ -350,6 +394,11 @@ func checkNotes(e *Env, s goodSet, w *Want) error {
 		want = append(want, "schedulerName", w.SchedulerName, "get lease "+w.LeaseName, "rollout status deployment/"+w.Fullname)
 	} else {
 		want = append(want, w.Fullname+"-extender", "config/kube-scheduler/README.md")
+		if w.Webhook == "shim" {
+			want = append(want, "fitledger-shim")
+		} else {
+			want = append(want, "serving the extender webhook itself")
+		}
 	}
 	if w.GRPCTCP {
 		want = append(want, "port-forward", fmt.Sprintf("%d:%d", w.GRPCPort, w.GRPCPort), "grpcurl", "grpc.health.v1.Health/Check")

@@ -20,7 +20,12 @@ type Want struct {
 	SchedulerImage     string
 	KubectlImage       string
 
+	// Webhook is the process serving kube-scheduler's extender webhook:
+	// "server" (fitledger-server, no shim container) or "shim".
+	Webhook string
+
 	ShimPort, ShimMonitorPort, ServerMonitorPort int64
+	ShimThreads, ShimMaxBodyBytes                int64
 	GRPCTCP                                      bool
 	GRPCPort                                     int64
 	GRPCTLS, GRPCClientAuth                      bool
@@ -37,6 +42,9 @@ type Want struct {
 	// Secrets maps the pod's secret volumes to their Secrets.
 	Secrets map[string]string
 
+	// Resources of the containers (those the pod runs).
+	ServerResources, ShimResources, SchedulerResources map[string]interface{}
+
 	AntiAffinity string // soft | hard
 	PDB          bool
 	Test         bool
@@ -51,11 +59,40 @@ func defaults() Want {
 		Replicas: 2, Image: "fitledger:0.1.0",
 		SchedulerImage: "registry.k8s.io/kube-scheduler:v1.32.4",
 		KubectlImage:   "registry.k8s.io/kubectl:v1.32.4",
+		Webhook:        "server",
 		ShimPort:       8888, ShimMonitorPort: 8082, ServerMonitorPort: 8081,
+		ShimThreads: 64, ShimMaxBodyBytes: 16777216,
 		GRPCTCP: true, GRPCPort: 9090,
 		Prioritize: true, Weight: 1, Bind: true, Preempt: true, Extenders: 1,
 		AntiAffinity: "soft", PDB: true, Test: true,
+		ServerResources:    resources("100m", "128Mi", "1Gi"),
+		ShimResources:      resources("50m", "32Mi", "256Mi"),
+		SchedulerResources: resources("100m", "128Mi", "512Mi"),
 	}
+}
+
+// resources is a container's resources as the chart's values write them.
+func resources(cpu, memory, memoryLimit string) map[string]interface{} {
+	return map[string]interface{}{
+		"requests": map[string]interface{}{"cpu": cpu, "memory": memory},
+		"limits":   map[string]interface{}{"memory": memoryLimit},
+	}
+}
+
+// inShim is w with the webhook in a fitledger-shim container
+// (webhook.mode=shim): the webhook's TLS Secret is then the shim's volume.
+func inShim(w Want) Want {
+	w.Webhook = "shim"
+	if secret, ok := w.Secrets["webhook-tls"]; ok {
+		secrets := map[string]string{"shim-tls": secret}
+		for k, v := range w.Secrets {
+			if k != "webhook-tls" {
+				secrets[k] = v
+			}
+		}
+		w.Secrets = secrets
+	}
+	return w
 }
 
 type goodSet struct {
@@ -66,7 +103,21 @@ type goodSet struct {
 
 func goodSets(e *Env) []goodSet {
 	var sets []goodSet
+	shim := e.ValuesFile("webhook-shim.yaml")
 	sets = append(sets, goodSet{name: "defaults", want: defaults()})
+	// The webhook in a fitledger-shim container: the chart's layout before
+	// webhook.mode, kept as an option.
+	sets = append(sets, goodSet{name: "shim-mode", want: inShim(defaults()),
+		args: []string{"-f", shim}})
+	// webhook.mode missing, as after `helm upgrade --reuse-values` from a
+	// chart without it: the default, server.
+	sets = append(sets, goodSet{name: "webhook-mode-missing", want: defaults(),
+		args: []string{"--set", "webhook=null"}})
+	// The shim accepts one thread (fitledger-server's webhook needs two).
+	oneThread := inShim(defaults())
+	oneThread.ShimThreads = 1
+	sets = append(sets, goodSet{name: "shim-mode-one-thread", want: oneThread,
+		args: []string{"-f", shim, "--set", "shim.threads=1"}})
 
 	// A GPU-memory scheduler: managed extended resources, TLS on every
 	// listener, one pod per node, a second (non-binding) extender.
@@ -79,6 +130,7 @@ func goodSets(e *Env) []goodSet {
 	full.SchedulerImage = "registry.k8s.io/kube-scheduler:v1.31.8"
 	full.KubectlImage = "registry.k8s.io/kubectl:v1.31.8"
 	full.ShimPort, full.GRPCPort = 18888, 19090
+	full.ShimMaxBodyBytes = 33554432
 	full.GRPCTLS, full.GRPCClientAuth = true, true
 	full.ShimTLS, full.ShimClientAuth = true, true
 	full.Weight = 5
@@ -87,11 +139,13 @@ func goodSets(e *Env) []goodSet {
 		{Name: "nvidia.com/gpu"},
 	}
 	full.Extenders = 2
-	full.Secrets = map[string]string{"grpc-tls": "fitledger-grpc-tls", "shim-tls": "fitledger-shim-tls",
+	full.Secrets = map[string]string{"grpc-tls": "fitledger-grpc-tls", "webhook-tls": "fitledger-shim-tls",
 		"shim-ca": "fitledger-shim-tls", "shim-client-tls": "fitledger-scheduler-client-tls"}
 	full.AntiAffinity = "hard"
-	sets = append(sets, goodSet{name: "full", want: full,
-		args: []string{"--name", "gpu", "--namespace", "sched-system", "-f", e.ValuesFile("full.yaml")}})
+	fullArgs := []string{"--name", "gpu", "--namespace", "sched-system", "-f", e.ValuesFile("full.yaml")}
+	sets = append(sets, goodSet{name: "full", want: full, args: fullArgs})
+	sets = append(sets, goodSet{name: "full-shim-mode", want: inShim(full),
+		args: append(append([]string{}, fullArgs...), "-f", shim)})
 
 	// --set on top of defaults; int64 values from --set, not float64.
 	set := defaults()
@@ -99,9 +153,10 @@ func goodSets(e *Env) []goodSet {
 	set.SchedulerName, set.LeaseName = "other-scheduler", "other-scheduler"
 	set.Weight, set.Replicas = 3, 1
 	set.Preempt = false
+	set.ServerResources = resources("250m", "128Mi", "1Gi")
 	sets = append(sets, goodSet{name: "set-flags", want: set,
 		args: []string{"--name", "my-release", "--set", "scheduler.name=other-scheduler,extender.weight=3",
-			"--set", "replicaCount=1", "--set", "extender.preempt=false"}})
+			"--set", "replicaCount=1", "--set", "extender.preempt=false", "--set", "server.resources.requests.cpu=250m"}})
 
 	// Scoring off: weight 0 is then allowed, as kube-scheduler allows it.
 	noPrio := defaults()
@@ -129,9 +184,11 @@ func goodSets(e *Env) []goodSet {
 	alone.ShimTLS, alone.ShimClientAuth = true, true
 	alone.Managed = []ExtenderManagedResource{{Name: "example.com/gpu-mem", IgnoredByScheduler: true}}
 	alone.Extenders = 0
-	alone.Secrets = map[string]string{"shim-tls": "fitledger-extender-tls"}
-	sets = append(sets, goodSet{name: "standalone", want: alone,
-		args: []string{"--namespace", "fitledger", "-f", e.ValuesFile("standalone.yaml")}})
+	alone.Secrets = map[string]string{"webhook-tls": "fitledger-extender-tls"}
+	aloneArgs := []string{"--namespace", "fitledger", "-f", e.ValuesFile("standalone.yaml")}
+	sets = append(sets, goodSet{name: "standalone", want: alone, args: aloneArgs})
+	sets = append(sets, goodSet{name: "standalone-shim-mode", want: inShim(alone),
+		args: append(append([]string{}, aloneArgs...), "-f", shim)})
 	return sets
 }
 
@@ -174,7 +231,24 @@ func badSets(e *Env) []badSet {
 		{name: "extra extender managing fitledger's resource", args: []string{"-f", e.ValuesFile("bad-extra-duplicate.yaml")},
 			wantTemplate: "is already managed by another extender"},
 		{name: "standalone without TLS", args: []string{"--set", "scheduler.enabled=false"},
-			wantTemplate: "scheduler.enabled=false exposes the shim"},
+			wantTemplate: "scheduler.enabled=false exposes the extender webhook"},
+		{name: "standalone without TLS, shim mode", args: []string{"-f", e.ValuesFile("webhook-shim.yaml"), "--set", "scheduler.enabled=false"},
+			wantTemplate: "scheduler.enabled=false exposes the extender webhook"},
+		{name: "unknown webhook.mode (values file)", args: []string{"-f", e.ValuesFile("bad-webhook-mode.yaml")},
+			want:         `webhook.mode: webhook.mode must be one of the following: "server", "shim"`,
+			wantTemplate: `webhook.mode must be "server" (fitledger-server serves the extender webhook) or "shim" (a fitledger-shim container serves it); got "sidecar"`},
+		{name: "webhook.mode in the wrong case", args: []string{"--set", "webhook.mode=Server"},
+			want: "webhook.mode: webhook.mode must be one of the following", wantTemplate: `webhook.mode must be "server"`},
+		{name: "misspelled webhook value", args: []string{"--set", "webhook.mod=shim"},
+			want: "Additional property mod is not allowed"},
+		{name: "one webhook thread in server mode", args: []string{"--set", "shim.threads=1"},
+			want: "shim.threads: Must be greater than or equal to 2", wantTemplate: "shim.threads must be at least 2 with webhook.mode=server"},
+		{name: "webhook port on the server's monitor port", args: []string{"--set", "shim.port=8081"},
+			wantTemplate: "server.monitorPort and shim.port are both 8081"},
+		{name: "webhook port on kube-scheduler's port", args: []string{"--set", "shim.port=10259"},
+			wantTemplate: "shim.port and kube-scheduler's secure port are both 10259"},
+		{name: "shim monitor on the gRPC port, shim mode", args: []string{"-f", e.ValuesFile("webhook-shim.yaml"), "--set", "shim.monitorPort=9090"},
+			wantTemplate: "grpc.tcp.port and shim.monitorPort are both 9090"},
 		{name: "shim clientAuth without client secret", args: []string{"--set", "shim.tls.secretName=shim-tls,shim.tls.clientAuth=true"},
 			wantTemplate: "shim.tls.clientSecretName is required"},
 		{name: "existing ServiceAccount without a name", args: []string{"--set", "serviceAccount.create=false"},

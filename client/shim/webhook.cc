@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,23 @@ namespace {
 // block of each request's arena.
 struct Scratch {
   JsonDecoder decoder;
+  // Filter's and Prioritize's messages, reused call after call: Clear() keeps their strings and
+  // sub-messages allocated, so a call with 500 candidates allocates nothing for them after the
+  // first.
+  v1::ExtenderArgs args;
+  v1::ExtenderFilterResult filter_result;
+  v1::HostPriorityList priorities;
+
+  // What a huge request (full Node objects) allocated does not stay in every pool thread.
+  static constexpr size_t kKeepBodyBytes = 1 << 20;
+  auto ReleaseAfter(absl::string_view body) {
+    return absl::Cleanup([this, large = body.size() > kKeepBodyBytes] {
+      if (!large) return;
+      args = v1::ExtenderArgs();
+      filter_result = v1::ExtenderFilterResult();
+      priorities = v1::HostPriorityList();
+    });
+  }
   std::vector<absl::string_view> raw_nodes;
   std::vector<absl::string_view> passing_nodes;
   std::vector<char> arena_block = std::vector<char>(256 << 10);
@@ -175,13 +193,15 @@ void Webhook::ServerFailure(Verb verb, const grpc::Status& status, absl::string_
 
 void Webhook::Filter(const std::string& body, Reply* reply) const {
   Scratch& scratch = ThreadScratch();
-  google::protobuf::Arena arena(ArenaOptionsFor(scratch));
-  auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderArgs>(&arena);
+  v1::ExtenderArgs* args = &scratch.args;
+  v1::ExtenderFilterResult* result = &scratch.filter_result;
+  auto release = scratch.ReleaseAfter(body);
+  args->Clear();
+  result->Clear();
   if (absl::Status s = scratch.decoder.DecodeExtenderArgs(body, args, &scratch.raw_nodes);
       !s.ok()) {
     return BadRequest(Verb::kFilter, s, reply);
   }
-  auto* result = google::protobuf::Arena::CreateMessage<v1::ExtenderFilterResult>(&arena);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.server_timeout));
   if (grpc::Status s = extender_->Filter(&context, *args, result); !s.ok()) {
@@ -229,12 +249,14 @@ void Webhook::Filter(const std::string& body, Reply* reply) const {
 
 void Webhook::Prioritize(const std::string& body, Reply* reply) const {
   Scratch& scratch = ThreadScratch();
-  google::protobuf::Arena arena(ArenaOptionsFor(scratch));
-  auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderArgs>(&arena);
+  v1::ExtenderArgs* args = &scratch.args;
+  v1::HostPriorityList* result = &scratch.priorities;
+  auto release = scratch.ReleaseAfter(body);
+  args->Clear();
+  result->Clear();
   if (absl::Status s = scratch.decoder.DecodeExtenderArgs(body, args, nullptr); !s.ok()) {
     return BadRequest(Verb::kPrioritize, s, reply);
   }
-  auto* result = google::protobuf::Arena::CreateMessage<v1::HostPriorityList>(&arena);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.server_timeout));
   if (grpc::Status s = extender_->Prioritize(&context, *args, result); !s.ok()) {

@@ -60,7 +60,7 @@ FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
 }
 
 FilterResult Ledger::Filter(const Resources& requests,
-                            absl::Span<const std::string> node_names) const {
+                            absl::Span<const absl::string_view> node_names) const {
   FilterResult out;
   out.fits.reserve(node_names.size());
   ReaderMutexLock lock(&mu_);
@@ -104,7 +104,7 @@ std::pair<Resources, bool> Ledger::CountedRequests(const std::string& uid,
 }
 
 std::vector<int64_t> Ledger::Prioritize(const Resources& requests,
-                                        absl::Span<const std::string> node_names) const {
+                                        absl::Span<const absl::string_view> node_names) const {
   constexpr int64_t kMaxScore = 10;
   // Like NodeResourcesFit's scoring: cpu and memory with weight 1, and a pod that requests
   // nothing counts as 100m cpu / 200Mi memory so empty pods still spread.

@@ -140,7 +140,8 @@ class Ledger {
   // --- Scheduling ---
   // Candidate nodes for a pod with `requests`, counting confirmed + assumed pods. Unknown node
   // names are reported as failed ("node not found"), not dropped.
-  FilterResult Filter(const Resources& requests, absl::Span<const std::string> node_names) const;
+  FilterResult Filter(const Resources& requests,
+                      absl::Span<const absl::string_view> node_names) const;
   // The fit of `requests` on one node, for Explain. A pod already counted on that node under
   // `uid` (non-empty) is left out of the node's usage, so it is not counted twice. NotFound for
   // an unknown node.
@@ -152,7 +153,7 @@ class Ledger {
                                              const std::string& node_name) const;
   // Scores 0..10 per node, in the order given; unknown nodes score 0.
   std::vector<int64_t> Prioritize(const Resources& requests,
-                                  absl::Span<const std::string> node_names) const;
+                                  absl::Span<const absl::string_view> node_names) const;
   // Of `candidates` (node -> victim pod UIDs), the nodes where the pod fits once the victims
   // are gone, with the same victims. Unknown nodes are dropped.
   std::map<std::string, std::vector<std::string>> Preempt(

@@ -35,7 +35,7 @@ void Extender::Remember(const std::string& uid, const Resources& requests) {
 }
 
 absl::StatusOr<FilterResult> Extender::Filter(const Pod& pod,
-                                              absl::Span<const std::string> node_names) {
+                                              absl::Span<const absl::string_view> node_names) {
   if (!synced_()) return NotSynced();
   ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
   Remember(pod.uid, requests);
@@ -53,7 +53,7 @@ absl::StatusOr<FilterResult> Extender::Filter(const Pod& pod,
 }
 
 absl::StatusOr<std::vector<int64_t>> Extender::Prioritize(
-    const Pod& pod, absl::Span<const std::string> node_names) {
+    const Pod& pod, absl::Span<const absl::string_view> node_names) {
   if (!synced_()) return NotSynced();
   ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
   return ledger_->Prioritize(requests, node_names);

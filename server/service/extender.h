@@ -52,9 +52,10 @@ class Extender {
            std::function<bool()> synced);
 
   // Unavailable until synced; InvalidArgument for a pod with bad requests.
-  absl::StatusOr<FilterResult> Filter(const Pod& pod, absl::Span<const std::string> node_names);
+  absl::StatusOr<FilterResult> Filter(const Pod& pod,
+                                      absl::Span<const absl::string_view> node_names);
   absl::StatusOr<std::vector<int64_t>> Prioritize(const Pod& pod,
-                                                  absl::Span<const std::string> node_names);
+                                                  absl::Span<const absl::string_view> node_names);
   absl::StatusOr<std::map<std::string, std::vector<std::string>>> Preempt(
       const Pod& pod, const std::map<std::string, std::vector<std::string>>& victims);
 

@@ -44,13 +44,15 @@ class RpcScope {
   absl::Time start_;
 };
 
-std::vector<std::string> CandidateNames(const v1::ExtenderArgs& args) {
-  std::vector<std::string> names;
+// Views into `args`, which must outlive them.
+std::vector<absl::string_view> CandidateNames(const v1::ExtenderArgs& args) {
+  std::vector<absl::string_view> names;
   if (args.has_nodes()) {
     names.reserve(args.nodes().items_size());
     for (const v1::Node& node : args.nodes().items()) names.push_back(node.metadata().name());
   } else {
-    names.assign(args.node_names().begin(), args.node_names().end());
+    names.reserve(args.node_names_size());
+    for (const std::string& name : args.node_names()) names.push_back(name);
   }
   return names;
 }
@@ -89,19 +91,20 @@ grpc::Status ExtenderService::DoFilter(const v1::ExtenderArgs* args,
   RpcScope scope(metrics_, "Filter");
   absl::StatusOr<Pod> pod = RequirePod(args->pod());
   if (!pod.ok()) return scope.Done(pod.status());
-  std::vector<std::string> names = CandidateNames(*args);
+  std::vector<absl::string_view> names = CandidateNames(*args);
   absl::StatusOr<FilterResult> filtered = extender_->Filter(*pod, names);
   if (!filtered.ok()) return scope.Done(filtered.status());
   result->mutable_node_names()->Reserve(static_cast<int>(filtered->fits.size()));
   for (size_t i : filtered->fits) {
-    result->add_node_names(names[i]);
+    result->add_node_names(names[i].data(), names[i].size());
     if (args->has_nodes())
       *result->mutable_nodes()->add_items() = args->nodes().items(static_cast<int>(i));
   }
   if (args->has_nodes()) result->mutable_nodes();  // present, even if empty
-  for (const auto& [i, why] : filtered->failed) (*result->mutable_failed_nodes())[names[i]] = why;
+  for (const auto& [i, why] : filtered->failed)
+    (*result->mutable_failed_nodes())[std::string(names[i])] = why;
   for (const auto& [i, why] : filtered->unresolvable) {
-    (*result->mutable_failed_and_unresolvable_nodes())[names[i]] = why;
+    (*result->mutable_failed_and_unresolvable_nodes())[std::string(names[i])] = why;
   }
   return scope.Done(absl::OkStatus());
 }
@@ -111,12 +114,12 @@ grpc::Status ExtenderService::DoPrioritize(const v1::ExtenderArgs* args,
   RpcScope scope(metrics_, "Prioritize");
   absl::StatusOr<Pod> pod = RequirePod(args->pod());
   if (!pod.ok()) return scope.Done(pod.status());
-  std::vector<std::string> names = CandidateNames(*args);
+  std::vector<absl::string_view> names = CandidateNames(*args);
   absl::StatusOr<std::vector<int64_t>> scores = extender_->Prioritize(*pod, names);
   if (!scores.ok()) return scope.Done(scores.status());
   for (size_t i = 0; i < names.size(); ++i) {
     v1::HostPriority* host = result->add_items();
-    host->set_host(names[i]);
+    host->set_host(names[i].data(), names[i].size());
     host->set_score((*scores)[i]);
   }
   return scope.Done(absl::OkStatus());

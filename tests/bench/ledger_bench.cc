@@ -62,9 +62,10 @@ std::vector<std::string> Candidates(int seed) {
 void BM_Filter500Candidates(benchmark::State& state) {
   Ledger& ledger = BigLedger();
   std::vector<std::string> names = Candidates(7);
+  std::vector<absl::string_view> views(names.begin(), names.end());
   Resources r = Req(400, 128 << 20);
   for (auto _ : state) {
-    FilterResult result = ledger.Filter(r, names);
+    FilterResult result = ledger.Filter(r, views);
     benchmark::DoNotOptimize(result);
   }
   state.SetItemsProcessed(state.iterations() * kCandidates);
@@ -75,7 +76,8 @@ void BM_Prioritize500Candidates(benchmark::State& state) {
   Ledger& ledger = BigLedger();
   std::vector<std::string> names = Candidates(8);
   Resources r = Req(400, 128 << 20);
-  for (auto _ : state) benchmark::DoNotOptimize(ledger.Prioritize(r, names));
+  std::vector<absl::string_view> views(names.begin(), names.end());
+  for (auto _ : state) benchmark::DoNotOptimize(ledger.Prioritize(r, views));
 }
 BENCHMARK(BM_Prioritize500Candidates);
 

@@ -328,6 +328,57 @@ TEST_F(ShimHttpTest, KeepAliveServesManyRequestsOnOneConnection) {
   EXPECT_EQ(fake_.calls(), 20);
 }
 
+// One keep-alive connection is served by one pool thread, which reuses its request and reply
+// messages: nothing of one request may leak into the next.
+TEST_F(ShimHttpTest, ReusedMessagesCarryNothingFromOneRequestToTheNext) {
+  client_->set_keep_alive(true);
+  fake_.set_filter([](const v1::ExtenderArgs& args, v1::ExtenderFilterResult* result) {
+    if (args.has_nodes()) {
+      for (const v1::Node& node : args.nodes().items()) {
+        result->add_node_names(node.metadata().name());
+      }
+    } else {
+      for (const std::string& name : args.node_names()) result->add_node_names(name);
+    }
+    (*result->mutable_failed_nodes())[absl::StrCat("seen-", args.pod().metadata().name())] = "x";
+    return grpc::Status::OK;
+  });
+  fake_.set_prioritize([](const v1::ExtenderArgs& args, v1::HostPriorityList* result) {
+    for (const std::string& name : args.node_names()) {
+      v1::HostPriority* host = result->add_items();
+      host->set_host(name);
+      host->set_score(1);
+    }
+    return grpc::Status::OK;
+  });
+  const std::string full =
+      R"({"Pod":{"metadata":{"name":"full"}},"Nodes":{"items":[{"metadata":{"name":"n1"}}]}})";
+  const std::string names = R"({"Pod":{"metadata":{"name":"names","uid":"u"}},"NodeNames":["w9"]})";
+  for (int round = 0; round < 3; ++round) {
+    HttpReply reply = Post(*client_, "/filter", full);
+    EXPECT_EQ(reply.status, 200);
+    EXPECT_EQ(reply.body, R"({"Nodes":{"metadata":{},"items":[{"metadata":{"name":"n1"}}]},)"
+                          R"("FailedNodes":{"seen-full":"x"},"FailedAndUnresolvableNodes":{},)"
+                          R"("Error":""})");
+    reply = Post(*client_, "/filter", names);
+    EXPECT_EQ(reply.status, 200);
+    EXPECT_EQ(reply.body, R"({"NodeNames":["w9"],"FailedNodes":{"seen-names":"x"},)"
+                          R"("FailedAndUnresolvableNodes":{},"Error":""})");
+    EXPECT_FALSE(fake_.last_filter().has_nodes());
+    EXPECT_FALSE(fake_.last_filter().pod().metadata().uid().empty());
+    reply = Post(*client_, "/filter", R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":[1]})");
+    EXPECT_EQ(reply.status, 400);
+    reply = Post(*client_, "/prioritize", names);
+    EXPECT_EQ(reply.status, 200);
+    EXPECT_EQ(reply.body, R"([{"Host":"w9","Score":1}])");
+    reply = Post(*client_, "/filter", R"({"Pod":{"metadata":{"name":"bare"}},"NodeNames":[]})");
+    EXPECT_EQ(reply.status, 200);
+    EXPECT_EQ(reply.body, R"({"NodeNames":[],"FailedNodes":{"seen-bare":"x"},)"
+                          R"("FailedAndUnresolvableNodes":{},"Error":""})");
+    EXPECT_TRUE(fake_.last_filter().pod().metadata().uid().empty());
+  }
+}
+
 TEST_F(ShimHttpTest, PrefixMovesTheVerbs) {
   config::ShimConfig config;
   config.prefix = "/fitledger";

@@ -53,7 +53,8 @@ PodRecord Bound(std::string uid, std::string node, Resources requests) {
 // Names of nodes that fit.
 std::vector<std::string> Fits(const Ledger& ledger, const Resources& r,
                               const std::vector<std::string>& names) {
-  FilterResult result = ledger.Filter(r, names);
+  std::vector<absl::string_view> views(names.begin(), names.end());
+  FilterResult result = ledger.Filter(r, views);
   std::vector<std::string> out;
   for (size_t i : result.fits) out.push_back(names[i]);
   return out;

@@ -1,8 +1,11 @@
 #include "server/ledger/ledger.h"
 
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/status_matchers.h"
@@ -410,6 +413,57 @@ TEST_F(LedgerTest, FitLeavesThePodsOwnCountOut) {
   EXPECT_FALSE(other->fits);
   EXPECT_EQ(ledger_.CountedRequests("u1", "b").first.milli_cpu, 1500);
   EXPECT_TRUE(ledger_.CountedRequests("u1", "b").second);
+}
+
+// Filter decides the common case (everything accounted, no extended resources, it fits) on a
+// short path; it must agree with the full check (Fit) on every node, fitting or not. Amounts
+// are coarse so that requests often equal what is left exactly.
+TEST(LedgerFilterTest, AgreesWithTheFullCheckOnRandomNodes) {
+  std::mt19937 rng(42);
+  for (int policy = 0; policy < 2; ++policy) {
+    AccountingPolicy accounting;
+    if (policy == 1) {
+      accounting.all = false;
+      accounting.managed = {"example.com/gpu"};
+    }
+    Ledger ledger(accounting, ScoringStrategy::kLeastAllocated);
+    std::vector<std::string> names;
+    for (int n = 0; n < 40; ++n) {
+      NodeRecord node = Node(absl::StrCat("n", n), 1000 + 500 * (rng() % 8),
+                             (1 + rng() % 8) * 1024 * kMi, 1 + rng() % 4);
+      node.allocatable.ephemeral_storage_bytes = rng() % 3 == 0 ? 0 : 10 * 1024 * kMi;
+      if (n % 3 == 0) node.allocatable.Set("example.com/gpu", rng() % 3);
+      ledger.UpsertNode(node);
+      names.push_back(node.name);
+      for (int p = 0, count = rng() % 4; p < count; ++p) {
+        Resources r = Req(250 * (rng() % 6), (rng() % 3) * 1024 * kMi);
+        if (rng() % 4 == 0) r.Set("example.com/gpu", 1);
+        const std::string uid = absl::StrCat("u", n, "-", p);
+        if (rng() % 2 == 0) {
+          ledger.UpsertPod(Bound(uid, node.name, r));
+        } else {
+          (void)ledger.TryAssume(uid, "ns", uid, node.name, r, kT0);
+        }
+      }
+    }
+    names.push_back("absent");
+    for (int trial = 0; trial < 200; ++trial) {
+      Resources want = Req(250 * (rng() % 12), (rng() % 4) * 1024 * kMi);
+      if (trial % 5 == 0) want = Resources();  // requests nothing (the pod still counts)
+      if (trial % 7 == 0) want.ephemeral_storage_bytes = (rng() % 20) * 1024 * kMi;
+      if (trial % 4 == 0) want.Set("example.com/gpu", 1 + rng() % 2);
+      std::vector<absl::string_view> views(names.begin(), names.end());
+      FilterResult result = ledger.Filter(want, views);
+      std::set<size_t> fits(result.fits.begin(), result.fits.end());
+      for (size_t i = 0; i + 1 < names.size(); ++i) {
+        absl::StatusOr<FitResult> full = ledger.Fit(want, names[i]);
+        ASSERT_TRUE(full.ok()) << full.status();
+        EXPECT_EQ(fits.count(i) == 1, full->fits)
+            << "policy " << policy << ", trial " << trial << ", node " << names[i];
+      }
+      EXPECT_EQ(fits.count(names.size() - 1), 0u);
+    }
+  }
 }
 
 }  // namespace

@@ -287,7 +287,7 @@ void SimServer::Stop() {
 
 void SimServer::DropWatches() {
   ++watch_epoch_;
-  store_->signal().Notify();
+  store_->NotifyAll();
 }
 
 void SimServer::SleepUntil(absl::Time deadline) {
@@ -593,7 +593,7 @@ bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
     if (!out.empty() && !sink.write(out.data(), out.size())) return false;
     return true;
   }
-  const uint64_t generation = store_->signal().generation();
+  const uint64_t generation = store_->signal(state.filter.kind).generation();
   const absl::Time now = absl::Now();
   if (stopping_ || state.epoch != watch_epoch_.load() || now >= state.deadline) {
     sink.done();
@@ -639,7 +639,7 @@ bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
     state.next_bookmark = now + config_.bookmark_interval;
     wake = std::min(wake, state.next_bookmark);
   }
-  store_->signal().WaitForChange(generation, wake);
+  store_->signal(state.filter.kind).WaitForChange(generation, wake);
   return true;
 }
 
@@ -842,7 +842,7 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
       MutexLock lock(&mu_);
       bookmarks_only_ = *on;
     }
-    store_->signal().Notify();
+    store_->NotifyAll();
     return SendOk(res);
   }
   if (path == "/sim/faults/down" && post) {
@@ -883,7 +883,7 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
       MutexLock lock(&mu_);
       watch_lag_ = *lag;
     }
-    store_->signal().Notify();
+    store_->NotifyAll();
     return SendOk(res);
   }
   std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());

@@ -171,7 +171,7 @@ absl::Status ClusterStore::AddNode(const NodeSpec& spec) {
     MutexLock lock(&mu_);
     RETURN_IF_ERROR(AddNodeLocked(spec, /*record=*/true));
   }
-  signal_.Notify();
+  node_signal_.Notify();
   return absl::OkStatus();
 }
 
@@ -254,7 +254,7 @@ absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
     compacted_ = resource_version_;
     min_watch_start_ = resource_version_;
   }
-  signal_.Notify();
+  NotifyAll();
   return absl::OkStatus();
 }
 
@@ -366,7 +366,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
     pods_[Key(path_namespace, name)] = published;
     RecordLocked(EventType::kAdded, published, nullptr);
   }
-  signal_.Notify();
+  pod_signal_.Notify();
   return published;
 }
 
@@ -407,7 +407,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::DeletePod(absl::string_view namespace_na
     deleted = object;
     RecordLocked(EventType::kDeleted, deleted, old);
   }
-  signal_.Notify();
+  pod_signal_.Notify();
   return deleted;
 }
 
@@ -453,7 +453,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
         std::move(fields));
     ++bindings_;
   }
-  signal_.Notify();
+  pod_signal_.Notify();
   return published;
 }
 
@@ -518,7 +518,7 @@ std::optional<Admission> ClusterStore::AdmitPod(absl::string_view namespace_name
         std::move(fields));
     result = std::move(admission);
   }
-  signal_.Notify();
+  pod_signal_.Notify();
   return result;
 }
 
@@ -553,7 +553,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::SetPodPhase(absl::string_view namespace_
     }
     published = ReplacePodLocked(old, pod);
   }
-  signal_.Notify();
+  pod_signal_.Notify();
   return published;
 }
 
@@ -677,7 +677,7 @@ void ClusterStore::ExpireHistory() {
     min_watch_start_ = resource_version_;
     snapshots_.clear();
   }
-  signal_.Notify();
+  NotifyAll();
 }
 
 void ClusterStore::ForgetHistory() {
@@ -688,7 +688,7 @@ void ClusterStore::ForgetHistory() {
     min_watch_start_ = resource_version_;
     snapshots_.clear();
   }
-  signal_.Notify();
+  NotifyAll();
 }
 
 uint64_t ClusterStore::resource_version() const {

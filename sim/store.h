@@ -172,7 +172,14 @@ class ClusterStore {
 
   uint64_t resource_version() const;
   StoreStats Stats() const;
-  ChangeSignal& signal() { return signal_; }
+  // Bumped after every change to objects of `kind` (a pod watch does not wake for node
+  // changes, nor the other way round).
+  ChangeSignal& signal(Kind kind) { return kind == Kind::kPod ? pod_signal_ : node_signal_; }
+  // Wakes every watcher (a fault switch, a history change).
+  void NotifyAll() {
+    pod_signal_.Notify();
+    node_signal_.Notify();
+  }
 
  private:
   struct Event {
@@ -209,7 +216,8 @@ class ClusterStore {
   // Constant after construction.
   const Options options_;
 
-  ChangeSignal signal_;
+  ChangeSignal pod_signal_;
+  ChangeSignal node_signal_;
   mutable Mutex mu_;
   // Guarded by mu_.
   uint64_t resource_version_ ABSL_GUARDED_BY(mu_) = 0;

@@ -9,7 +9,7 @@
 #
 # --inprocess: also measure fitledger-server serving the webhook itself (--webhook-listen: the
 # shim's code in the server's process, no gRPC hop); --inprocess-server BIN: the same with another
-# server binary. Side by side on the same sim (rows marked "in-process webhook (prototype)").
+# server binary. Side by side on the same sim (rows marked "Server webhook (in-process...)").
 # Full: 3 repeats of 8 s load runs, ~5.5 min (~7 with --inprocess-server). --quick: 1 repeat of
 # 3 s runs, ~1 min. Both after the build.
 # Needs: wrk, python3, Go 1.19 (/usr/lib/go-1.19/bin/go), a build dir configured with
@@ -236,15 +236,19 @@ done
 
 SHIM_DIR="$OUT/shim"
 mkdir -p "$SHIM_DIR"
-"$SHIM_BIN" --listen 127.0.0.1:0 --server "unix://$SERVER_SOCK" --port-file "$SHIM_DIR/port" \
-  > "$SHIM_DIR/shim.log" 2>&1 &
-SHIM_PID=$!
-PIDS+=("$SHIM_PID")
-wait_file "$SHIM_DIR/port" 30
-SHIM_PORT="$(cat "$SHIM_DIR/port")"
-check_filter shim "$SHIM_PORT"
+start_shim() {  # fitledger-shim in front of the current fitledger-server
+  rm -f "$SHIM_DIR/port"
+  "$SHIM_BIN" --listen 127.0.0.1:0 --server "unix://$SERVER_SOCK" --port-file "$SHIM_DIR/port" \
+    >> "$SHIM_DIR/shim.log" 2>&1 &
+  SHIM_PID=$!
+  PIDS+=("$SHIM_PID")
+  wait_file "$SHIM_DIR/port" 30
+  SHIM_PORT="$(cat "$SHIM_DIR/port")"
+  check_filter shim "$SHIM_PORT"
+}
+start_shim
 check_filter go "$GO_PORT"
-# The prototype runs only during its own measurements (a second server watching the sim would
+# The webhook-serving server runs only during its own measurements (a second server watching the sim would
 # otherwise spend CPU on the other's cycles).
 INPROC_PID=""
 start_inprocess() {
@@ -314,11 +318,17 @@ for r in $(seq 1 "$REPEATS"); do
   cycle_run cycle "$SHIM_PORT" "$SERVER_PID" "$SHIM_PID" "$r"
 done
 if [[ -n "$INPROCESS_BIN" ]]; then
+  # Alone on the sim, as in the chart: the shim's server would otherwise decode every watch
+  # event of these cycles on the same 2 cores. Both come back (a fresh sync) afterwards.
+  stop "$SHIM_PID"
+  stop "$SERVER_PID"
   start_inprocess
   for r in $(seq 1 "$REPEATS"); do
     cycle_run cycle_inprocess "$INPROC_PORT" "$INPROC_PID" "$INPROC_PID" "$r"
   done
   stop "$INPROC_PID"
+  start_server after-cycles
+  start_shim
 fi
 
 # --- 5. Memory per assumed pod (process level): binds held Assumed by a long watch lag ---

@@ -68,19 +68,19 @@ def main() -> int:
     if select("inprocess"):
         i1_p50, i1_p99 = med("inprocess", "p50_us", clients=1), med("inprocess", "p99_us", clients=1)
         in_rps, in_p99 = med("inprocess", "rps", clients=n), med("inprocess", "p99_us", clients=n)
-        row("PROTOTYPE in-process webhook, 1 client: p50 (us)", i1_p50, g1_p50, ratio(g1_p50, i1_p50),
+        row("Server webhook (in-process, the chart default), 1 client: p50 (us)", i1_p50, g1_p50, ratio(g1_p50, i1_p50),
             "<= 150", i1_p50 is not None and i1_p50 <= 150)
-        row("PROTOTYPE in-process webhook, 1 client: p99 (us)", i1_p99, g1_p99, ratio(g1_p99, i1_p99),
+        row("Server webhook (in-process, the chart default), 1 client: p99 (us)", i1_p99, g1_p99, ratio(g1_p99, i1_p99),
             "<= 500; <= 1/3 of Go", i1_p99 is not None and i1_p99 <= 500 and
             (g1_p99 is None or i1_p99 * 3 <= g1_p99))
-        row(f"PROTOTYPE in-process webhook, {n} clients: calls/s", in_rps, gn_rps, ratio(in_rps, gn_rps),
+        row(f"Server webhook (in-process, the chart default), {n} clients: calls/s", in_rps, gn_rps, ratio(in_rps, gn_rps),
             ">= 10,000; >= 3x Go", in_rps is not None and in_rps >= 10000 and
             (gn_rps is None or in_rps >= 3 * gn_rps))
-        row(f"PROTOTYPE in-process webhook, {n} clients: p99 (us)", in_p99, gn_p99, ratio(gn_p99, in_p99),
+        row(f"Server webhook (in-process, the chart default), {n} clients: p99 (us)", in_p99, gn_p99, ratio(gn_p99, in_p99),
             "<= 1/3 of Go", in_p99 is not None and gn_p99 is not None and in_p99 * 3 <= gn_p99)
         for c in (1, n):
             ours, base = med("inprocess", "cpu_us_per_call", clients=c), med("go", "cpu_us_per_call", clients=c)
-            row(f"PROTOTYPE CPU per Filter call, {c} client(s): server vs Go process (us)", ours, base,
+            row(f"Server webhook: CPU per Filter call, {c} client(s): server vs Go process (us)", ours, base,
                 ratio(base, ours))
     if select("noise"):
         row("Noise floor: GET /healthz on the shim (no gRPC), 1 client: p50 / p99 (us)",
@@ -108,9 +108,9 @@ def main() -> int:
                    f" / {f0(med('cycle', 'cpu_us_per_pod_shim'))} | | | | |")
     if select("cycle_inprocess"):
         cip = med("cycle_inprocess", "pods_per_s")
-        row("PROTOTYPE in-process webhook: filter + bind cycle, pods/s", cip, None, None, ">= 3,000",
+        row("Server webhook (in-process, the chart default): filter + bind cycle, pods/s", cip, None, None, ">= 3,000",
             cip is not None and cip >= 3000)
-        out.append(f"| PROTOTYPE in the cycle: filter p50 / p99, bind p50 / p99 (us); CPU per pod sim / server (us) | "
+        out.append(f"| Server webhook, in the cycle: filter p50 / p99, bind p50 / p99 (us); CPU per pod sim / server (us) | "
                    f"{f0(med('cycle_inprocess', 'filter_p50_us'))} / {f0(med('cycle_inprocess', 'filter_p99_us'))}, "
                    f"{f0(med('cycle_inprocess', 'bind_p50_us'))} / {f0(med('cycle_inprocess', 'bind_p99_us'))}; "
                    f"{f0(med('cycle_inprocess', 'cpu_us_per_pod_sim'))} / {f0(med('cycle_inprocess', 'cpu_us_per_pod_server'))} | | | | |")

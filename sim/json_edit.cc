@@ -174,8 +174,9 @@ std::string SetMembers(absl::string_view object,
                        const std::vector<std::pair<absl::string_view, std::string>>& members) {
   std::vector<MemberEdit> edits;
   edits.reserve(members.size());
-  for (const auto& [key, value] : members) {
-    edits.push_back({key, [&value](std::optional<absl::string_view>) { return value; }});
+  for (const std::pair<absl::string_view, std::string>& member : members) {
+    const std::string& value = member.second;
+    edits.push_back({member.first, [&value](std::optional<absl::string_view>) { return value; }});
   }
   return EditMembers(object, edits);
 }

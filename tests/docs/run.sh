@@ -252,9 +252,9 @@ if ! command -v grpcurl >/dev/null 2>&1; then
     'target server does not expose service "fitledger.v1.Nope"' -plaintext "$tcp" fitledger.v1.Nope/Get
   standin_check "an unknown flag is a usage error (exit 2)" 2 'flag provided but not defined: -bogus' \
     -bogus -plaintext "$tcp" list
-  standin_check "TLS flags are refused as not implemented (exit 2)" 2 "-cacert flag is not implemented" \
+  standin_check "TLS flags are refused as outside the subset (exit 2)" 2 "-cacert flag is outside the subset" \
     -cacert ca.crt "$tcp" list
-  standin_check "without -plaintext (TLS) it refuses (exit 2)" 2 'TLS (grpcurl without -plaintext) is not implemented' \
+  standin_check "without -plaintext (TLS) it refuses (exit 2)" 2 'TLS (grpcurl without -plaintext) is outside the subset' \
     "$tcp" list
   standin_check "too many arguments (exit 2)" 2 'Too many arguments.' -plaintext "$tcp" list a b
   standin_check "a socket that is not there fails the dial (exit 1)" 1 \

@@ -12,7 +12,7 @@
 //   grpcurl [flags] ADDRESS SERVICE/METHOD        a unary call; request and response in the
 //                                                 protobuf JSON mapping
 //
-//   flags: -plaintext (required: TLS is not implemented), -unix (ADDRESS is a socket path),
+//   flags: -plaintext (required: TLS is outside the subset), -unix (ADDRESS is a socket path),
 //          -d DATA ("@": read stdin), -allow-unknown-fields, -max-time SECONDS,
 //          -connect-timeout SECONDS, -help, -version.
 //
@@ -47,10 +47,12 @@ function fail(cause, msg) {
   process.stderr.write(`${msg}\nTry '${kProg} -help' for more details.\n`);
   process.exit(2);
 }
-// A grpcurl feature this stand-in does not have: a usage error that says so.
-function notImplemented(what) {
-  process.stderr.write(`grpcurl stand-in (tests/tools/grpcurl): ${what} is not implemented; it ` +
-                       'implements only the subset of grpcurl that the docs use (see its header).\n');
+// A grpcurl feature outside the subset the docs use, which this stand-in deliberately leaves
+// out: a usage error that says so (use the real grpcurl for it).
+function outsideSubset(what) {
+  process.stderr.write(`grpcurl stand-in (tests/tools/grpcurl): ${what} is outside the subset of ` +
+                       'grpcurl that the docs use, which is all it covers (see its header); use ' +
+                       'the real grpcurl for it.\n');
   process.exit(2);
 }
 function warn(msg) { process.stderr.write(`Warning: ${msg}\n`); }
@@ -108,7 +110,7 @@ function parseFlags(argv) {
     const eq = name.indexOf('=');
     if (eq >= 0) { value = name.slice(eq + 1); name = name.slice(0, eq); }
     if (name === 'h') name = 'help';
-    if (kGrpcurlOnlyFlags.has(name)) notImplemented(`grpcurl's -${name} flag`);
+    if (kGrpcurlOnlyFlags.has(name)) outsideSubset(`grpcurl's -${name} flag`);
     const kind = kFlags.get(name);
     if (kind === undefined) fail(null, `flag provided but not defined: -${name}`);
     if (kind === 'bool') {
@@ -158,7 +160,7 @@ Available flags:
   -d DATA                Request contents in JSON; '@' reads them from stdin.
   -help                  Print usage instructions and exit.
   -max-time SECS         The maximum total time the operation can take.
-  -plaintext             Use plain-text HTTP/2 (no TLS). Required: TLS is not implemented.
+  -plaintext             Use plain-text HTTP/2 (no TLS). Required: TLS is outside the subset.
   -unix                  The address is the path to a Unix domain socket.
   -version               Print version.
 `);
@@ -459,7 +461,7 @@ class RequestConverter {
   message(fqn, node) {
     const entry = this.pool.lookup(fqn);
     if (fqn.replace(/^\./, '').startsWith('google.protobuf.')) {
-      notImplemented(`the JSON form of well-known type ${entry.fqn}`);
+      outsideSubset(`the JSON form of well-known type ${entry.fqn}`);
     }
     if (node.t === 'null') return null;
     if (node.t !== 'object') {
@@ -607,7 +609,7 @@ class ResponseFormatter {
   // fields (even empty), non-empty lists and maps, scalars that differ from their default.
   message(fqn, obj) {
     const entry = this.pool.lookup(fqn);
-    if (entry.fqn.startsWith('google.protobuf.')) notImplemented(`the JSON form of well-known type ${entry.fqn}`);
+    if (entry.fqn.startsWith('google.protobuf.')) outsideSubset(`the JSON form of well-known type ${entry.fqn}`);
     const pairs = [];
     for (const field of sortedFields(entry.proto)) {
       if (!Object.prototype.hasOwnProperty.call(obj, field.name)) continue;
@@ -851,7 +853,7 @@ async function invoke(source, channel, symbol, flags, deadline) {
   const method = (service.proto.method || []).find((m) => m.name === mth);
   if (!method) failInvoke(`service "${svc}" does not include a method named "${mth}"`);
   const methodFqn = `${service.fqn}.${method.name}`;
-  if (method.clientStreaming || method.serverStreaming) notImplemented(`calling streaming method ${methodFqn}`);
+  if (method.clientStreaming || method.serverStreaming) outsideSubset(`calling streaming method ${methodFqn}`);
 
   // The request: the first JSON value of the data (none: an empty message); a second is an error.
   const pool = source.pool;
@@ -926,7 +928,7 @@ async function main() {
   if (rest.length > 0) fail(null, 'Too many arguments.');
   if (verb === 'invoke' && target === '') fail(null, 'No host:port specified.');
   if (target === '') fail(null, 'No host:port specified, no protoset specified, and no proto sources specified.');
-  if (!flags.plaintext) notImplemented('TLS (grpcurl without -plaintext)');
+  if (!flags.plaintext) outsideSubset('TLS (grpcurl without -plaintext)');
 
   const start = Date.now();
   const deadline = flags['max-time'] > 0 ? start + flags['max-time'] * 1000 : null;

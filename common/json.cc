@@ -67,4 +67,10 @@ void AppendJsonString(absl::string_view s, std::string* out) {
   out->push_back('"');
 }
 
+std::string JsonString(absl::string_view s) {
+  std::string out;
+  AppendJsonString(s, &out);
+  return out;
+}
+
 }  // namespace fitledger

@@ -11,6 +11,8 @@ namespace fitledger {
 // Appends `s` to `out` as a JSON string literal (quotes included): '"', '\\' and control
 // characters escaped, everything else (UTF-8 included) copied as is.
 void AppendJsonString(absl::string_view s, std::string* out);
+// The same, as a new string.
+std::string JsonString(absl::string_view s);
 
 }  // namespace fitledger
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 
 namespace fitledger::sim {
 
@@ -96,41 +97,51 @@ json BuildNode(const NodeSpec& spec, absl::string_view uid, uint64_t resource_ve
                   {"systemUUID", uid}}}}}};
 }
 
-void SetRunningStatus(json& pod, absl::string_view host_ip, absl::string_view pod_ip,
-                      absl::Time now) {
-  std::string ts = FormatTimestamp(now);
-  json& status = pod["status"];
-  if (!status.is_object()) status = json::object();
-  status["phase"] = "Running";
-  status["hostIP"] = host_ip;
-  status["podIP"] = pod_ip;
-  status["startTime"] = ts;
-  json conditions = json::array();
+ContainerImages ContainersOf(const json& pod) {
+  ContainerImages out;
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return out;
+  auto containers = spec->find("containers");
+  if (containers == spec->end() || !containers->is_array()) return out;
+  for (const json& c : *containers) {
+    const auto field = [&c](const char* key) -> std::string {
+      if (!c.is_object()) return "";
+      auto it = c.find(key);
+      return it != c.end() && it->is_string() ? it->get<std::string>() : "";
+    };
+    std::string name = field("name");
+    if (name.empty()) name = absl::StrCat("c", out.size());
+    out.emplace_back(std::move(name), field("image"));
+  }
+  return out;
+}
+
+std::vector<std::pair<absl::string_view, std::string>> RunningStatusMembers(
+    absl::string_view host_ip, absl::string_view pod_ip, absl::string_view timestamp,
+    const ContainerImages& containers) {
+  const std::string ts = JsonString(timestamp);
+  std::string conditions = "[";
   for (const char* type : {"Initialized", "Ready", "ContainersReady", "PodScheduled"}) {
-    conditions.push_back({{"type", type}, {"status", "True"}, {"lastTransitionTime", ts}});
+    if (conditions.size() > 1) conditions.push_back(',');
+    absl::StrAppend(&conditions, "{\"lastTransitionTime\":", ts, ",\"status\":\"True\",\"type\":\"",
+                    type, "\"}");
   }
-  status["conditions"] = conditions;
-  json statuses = json::array();
-  const json& spec = pod["spec"];
-  if (spec.is_object() && spec.contains("containers") && spec["containers"].is_array()) {
-    int i = 0;
-    for (const json& c : spec["containers"]) {
-      std::string name = c.is_object() && c.contains("name") && c["name"].is_string()
-                             ? c["name"].get<std::string>()
-                             : absl::StrCat("c", i);
-      std::string image = c.is_object() && c.contains("image") && c["image"].is_string()
-                              ? c["image"].get<std::string>()
-                              : "";
-      statuses.push_back({{"name", name},
-                          {"image", image},
-                          {"ready", true},
-                          {"started", true},
-                          {"restartCount", 0},
-                          {"state", {{"running", {{"startedAt", ts}}}}}});
-      ++i;
-    }
+  conditions.push_back(']');
+  std::string statuses = "[";
+  for (const auto& [name, image] : containers) {
+    if (statuses.size() > 1) statuses.push_back(',');
+    absl::StrAppend(&statuses, "{\"image\":", JsonString(image), ",\"name\":", JsonString(name),
+                    ",\"ready\":true,\"restartCount\":0,\"started\":true,"
+                    "\"state\":{\"running\":{\"startedAt\":",
+                    ts, "}}}");
   }
-  status["containerStatuses"] = statuses;
+  statuses.push_back(']');
+  return {{"phase", "\"Running\""},
+          {"hostIP", JsonString(host_ip)},
+          {"podIP", JsonString(pod_ip)},
+          {"startTime", ts},
+          {"conditions", std::move(conditions)},
+          {"containerStatuses", std::move(statuses)}};
 }
 
 std::string GeneratedPodTemplate(const StringPairs& requests) {
@@ -179,14 +190,13 @@ std::string GeneratedPodTemplate(const StringPairs& requests) {
                                       {"effect", "NoExecute"},
                                       {"tolerationSeconds", 300}}})}}},
       {"status", json::object()}};
-  SetRunningStatus(pod, "@HOSTIP@", "@PODIP@", absl::UnixEpoch());
-  std::string epoch = FormatTimestamp(absl::UnixEpoch());
-  pod["status"]["qosClass"] = "Burstable";
-  std::string out = Dump(pod);
   // The status timestamps are the creation time too.
-  size_t pos = 0;
-  while ((pos = out.find(epoch, pos)) != std::string::npos) out.replace(pos, epoch.size(), "@TS@");
-  return out;
+  for (const auto& [key, value] :
+       RunningStatusMembers("@HOSTIP@", "@PODIP@", "@TS@", ContainersOf(pod))) {
+    pod["status"][std::string(key)] = json::parse(value);
+  }
+  pod["status"]["qosClass"] = "Burstable";
+  return Dump(pod);
 }
 
 ObjectFields FieldsOf(const json& object) {

@@ -5,6 +5,8 @@
 #define FITLEDGER_SIM_OBJECTS_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -31,10 +33,16 @@ nlohmann::json BuildNode(const NodeSpec& spec, absl::string_view uid, uint64_t r
 // @NAME@ @NS@ @UID@ @RV@ @NODE@ @HOSTIP@ @PODIP@ @TS@ for the generator to fill in.
 std::string GeneratedPodTemplate(const StringPairs& requests);
 
-// Marks `pod` Running as the kubelet would: phase, hostIP, podIP(s), startTime, Initialized /
-// Ready / ContainersReady / PodScheduled conditions, a running status per container.
-void SetRunningStatus(nlohmann::json& pod, absl::string_view host_ip, absl::string_view pod_ip,
-                      absl::Time now);
+// spec.containers' (name, image) of a pod; a container without a name is "c<index>".
+using ContainerImages = std::vector<std::pair<std::string, std::string>>;
+ContainerImages ContainersOf(const nlohmann::json& pod);
+
+// The status members the kubelet sets when it starts a pod, as (key, JSON text): phase Running,
+// hostIP, podIP, startTime, Initialized / Ready / ContainersReady / PodScheduled conditions, a
+// running status per container. `timestamp` is put in as is (RFC 3339, or a placeholder).
+std::vector<std::pair<absl::string_view, std::string>> RunningStatusMembers(
+    absl::string_view host_ip, absl::string_view pod_ip, absl::string_view timestamp,
+    const ContainerImages& containers);
 
 // The indexed fields of a (validated) pod or node object.
 ObjectFields FieldsOf(const nlohmann::json& object);

@@ -76,12 +76,6 @@ std::string StringField(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-std::string JsonString(absl::string_view s) {
-  std::string out;
-  AppendJsonString(s, &out);
-  return out;
-}
-
 // An edit that sets `members` inside an object member (which becomes `{}` if absent or not an
 // object).
 MemberEdit Nested(absl::string_view key,
@@ -89,21 +83,6 @@ MemberEdit Nested(absl::string_view key,
   return {key, [&members](std::optional<absl::string_view> current) {
             return SetMembers(current.value_or("{}"), members);
           }};
-}
-
-// spec.containers' (name, image) of a pod object; a container without a name is "c<index>".
-std::vector<std::pair<std::string, std::string>> ContainersOf(const json& pod) {
-  std::vector<std::pair<std::string, std::string>> out;
-  auto spec = pod.find("spec");
-  if (spec == pod.end() || !spec->is_object()) return out;
-  auto containers = spec->find("containers");
-  if (containers == spec->end() || !containers->is_array()) return out;
-  for (const json& c : *containers) {
-    std::string name = StringField(c, "name");
-    if (name.empty()) name = absl::StrCat("c", out.size());
-    out.emplace_back(std::move(name), StringField(c, "image"));
-  }
-  return out;
 }
 
 bool IsPhase(absl::string_view phase) {
@@ -156,14 +135,7 @@ ObjectPtr ClusterStore::ReplacePodTextLocked(const ObjectPtr& old, std::string t
 }
 
 ObjectPtr ClusterStore::ReplacePodLocked(const ObjectPtr& old, const json& pod) {
-  auto object = std::make_shared<StoredObject>(*old);
-  object->json = Dump(pod);
-  object->resource_version = resource_version_;
-  object->fields = FieldsOf(pod);
-  ObjectPtr published = object;
-  pods_[Key(old->fields.namespace_name, old->fields.name)] = published;
-  RecordLocked(EventType::kModified, published, old);
-  return published;
+  return ReplacePodTextLocked(old, Dump(pod), FieldsOf(pod));
 }
 
 absl::Status ClusterStore::AddNode(const NodeSpec& spec) {
@@ -204,6 +176,8 @@ absl::Status ClusterStore::AddNodeLocked(const NodeSpec& spec, bool record) {
 absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
   if (spec.nodes <= 0) return absl::OkStatus();
   std::string pod_template = GeneratedPodTemplate(spec.pod_requests);
+  const auto containers =
+      std::make_shared<const ContainerImages>(ContainersOf(json::parse(pod_template)));
   {
     MutexLock lock(&mu_);
     Resources requests;
@@ -239,6 +213,7 @@ absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
           ASSIGN_OR_RETURN(requests, PodRequests(pod, RequestBasis::kSpec));
         }
         object->requests = requests;
+        object->containers = containers;
         object->fields.namespace_name = spec.pod_namespace;
         object->fields.name = name;
         object->fields.node_name = node.name;
@@ -359,8 +334,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
     }
     object->requests = *requests;
     object->fields = FieldsOf(pod);
-    object->containers =
-        std::make_shared<const std::vector<std::pair<std::string, std::string>>>(ContainersOf(pod));
+    object->containers = std::make_shared<const ContainerImages>(ContainersOf(pod));
     object->resource_version = ++resource_version_;
     published = object;
     pods_[Key(path_namespace, name)] = published;
@@ -470,46 +444,21 @@ std::optional<Admission> ClusterStore::AdmitPod(absl::string_view namespace_name
     if (node.empty() || phase != "Pending" || !kubelet_.HasNode(node)) return std::nullopt;
     Admission admission = kubelet_.Admit(node, old->uid, old->requests);
     ++resource_version_;
-    const std::string ts = absl::StrCat("\"", FormatTimestamp(options_.clock()), "\"");
+    const absl::Time now = options_.clock();
     const std::vector<std::pair<absl::string_view, std::string>> metadata = {
         {"resourceVersion", absl::StrCat("\"", resource_version_, "\"")}};
     std::vector<std::pair<absl::string_view, std::string>> status;
     ObjectFields fields = old->fields;
     if (admission.admitted) {
       const int index = node_index_[node];
-      std::string conditions = "[";
-      for (const char* type : {"Initialized", "Ready", "ContainersReady", "PodScheduled"}) {
-        if (conditions.size() > 1) conditions.push_back(',');
-        absl::StrAppend(&conditions, "{\"lastTransitionTime\":", ts,
-                        ",\"status\":\"True\",\"type\":\"", type, "\"}");
-      }
-      conditions.push_back(']');
-      std::string statuses = "[";
-      const auto containers =
-          old->containers != nullptr
-              ? old->containers
-              : std::make_shared<const std::vector<std::pair<std::string, std::string>>>(
-                    ContainersOf(json::parse(old->json, nullptr, /*allow_exceptions=*/false)));
-      for (const auto& [name, image] : *containers) {
-        if (statuses.size() > 1) statuses.push_back(',');
-        absl::StrAppend(&statuses, "{\"image\":", JsonString(image), ",\"name\":", JsonString(name),
-                        ",\"ready\":true,\"restartCount\":0,\"started\":true,"
-                        "\"state\":{\"running\":{\"startedAt\":",
-                        ts, "}}}");
-      }
-      statuses.push_back(']');
-      status = {{"phase", "\"Running\""},
-                {"hostIP", JsonString(NodeIp(index))},
-                {"podIP", JsonString(PodIp(index, pods_started_[node]++))},
-                {"startTime", ts},
-                {"conditions", std::move(conditions)},
-                {"containerStatuses", std::move(statuses)}};
+      status = RunningStatusMembers(NodeIp(index), PodIp(index, pods_started_[node]++),
+                                    FormatTimestamp(now), *old->containers);
       fields.phase = "Running";
     } else {
       status = {{"phase", "\"Failed\""},
                 {"reason", JsonString(admission.reason)},
                 {"message", JsonString(admission.message)},
-                {"startTime", ts}};
+                {"startTime", JsonString(FormatTimestamp(now))}};
       fields.phase = "Failed";
       ++rejections_[admission.reason];
     }

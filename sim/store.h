@@ -35,6 +35,7 @@
 #include "sim/change_signal.h"
 #include "sim/config.h"
 #include "sim/kubelet.h"
+#include "sim/objects.h"
 #include "sim/selectors.h"
 
 namespace fitledger::sim {
@@ -50,7 +51,7 @@ struct StoredObject {
   Resources requests;  // pods: PodRequests(kSpec); nodes: allocatable
   // Pods: spec.containers' (name, image), which never change; the kubelet's container statuses
   // are built from them. Shared by every version of the pod; null for nodes.
-  std::shared_ptr<const std::vector<std::pair<std::string, std::string>>> containers;
+  std::shared_ptr<const ContainerImages> containers;
 };
 using ObjectPtr = std::shared_ptr<const StoredObject>;
 

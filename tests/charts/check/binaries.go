@@ -41,34 +41,29 @@ import (
 // shim mode fitledger-shim on shim.yaml. Skipped when the binary is absent,
 // unless --require-binaries (ctest sets it): then an absent binary fails.
 func checkBinaries(c *Checker, e *Env, name func(string) string, r *rendered, w *Want) {
-	what := name("fitledger-server binary loads server.yaml and serves (webhook, TLS, metrics)")
-	switch {
-	case e.serverBin == "":
-		c.Skip(what, "no --server-bin")
-	case !isExecutable(e.serverBin) && e.requireBinaries:
-		c.Check(what, fmt.Errorf("%s is not built (--require-binaries)", e.serverBin))
-	case !isExecutable(e.serverBin):
-		c.Skip(what, e.serverBin+" is not built")
-	case r.serverYAML == "":
-		c.Check(what, fmt.Errorf("no server.yaml was rendered"))
-	default:
-		c.Check(what, runServer(e.serverBin, r, w))
-	}
+	checkBinary(c, e, name("fitledger-server binary loads server.yaml and serves (webhook, TLS, metrics)"),
+		"--server-bin", e.serverBin, "server.yaml", r.serverYAML, func() error { return runServer(e.serverBin, r, w) })
 	if w.Webhook != "shim" {
 		return
 	}
-	what = name("fitledger-shim binary loads shim.yaml and serves (TLS)")
+	checkBinary(c, e, name("fitledger-shim binary loads shim.yaml and serves (TLS)"),
+		"--shim-bin", e.shimBin, "shim.yaml", r.shimYAML, func() error { return runShim(e.shimBin, r, w) })
+}
+
+// checkBinary runs `run` as check `what`, or skips / fails it when `bin` (given by `flag`) or
+// the rendered `file` is missing.
+func checkBinary(c *Checker, e *Env, what, flag, bin, file, rendered string, run func() error) {
 	switch {
-	case e.shimBin == "":
-		c.Skip(what, "no --shim-bin")
-	case !isExecutable(e.shimBin) && e.requireBinaries:
-		c.Check(what, fmt.Errorf("%s is not built (--require-binaries)", e.shimBin))
-	case !isExecutable(e.shimBin):
-		c.Skip(what, e.shimBin+" is not built")
-	case r.shimYAML == "":
-		c.Check(what, fmt.Errorf("no shim.yaml was rendered"))
+	case bin == "":
+		c.Skip(what, "no "+flag)
+	case !isExecutable(bin) && e.requireBinaries:
+		c.Check(what, fmt.Errorf("%s is not built (--require-binaries)", bin))
+	case !isExecutable(bin):
+		c.Skip(what, bin+" is not built")
+	case rendered == "":
+		c.Check(what, fmt.Errorf("no %s was rendered", file))
 	default:
-		c.Check(what, runShim(e.shimBin, r, w))
+		c.Check(what, run())
 	}
 }
 

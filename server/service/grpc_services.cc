@@ -68,7 +68,10 @@ absl::StatusOr<Pod> RequirePod(const v1::Pod& pod) {
 }  // namespace
 
 ExtenderService::ExtenderService(Extender* extender, RpcMetrics* metrics)
-    : extender_(extender), metrics_(metrics) {}
+    : extender_(extender), metrics_(metrics) {
+  SetMessageAllocatorFor_Filter(&filter_messages_);
+  SetMessageAllocatorFor_Prioritize(&prioritize_messages_);
+}
 
 grpc::ServerUnaryReactor* ExtenderService::Filter(grpc::CallbackServerContext* context,
                                                   const v1::ExtenderArgs* args,

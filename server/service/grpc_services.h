@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/kube/watcher.h"
 #include "server/service/extender.h"
+#include "server/service/message_pool.h"
 
 namespace fitledger {
 
@@ -28,8 +29,9 @@ struct RpcMetrics {
 
 // Thread-safe (stateless over Extender).
 // Filter and Prioritize never block (one reader lock, microseconds): they run inline on gRPC's
-// callback threads, without the sync server's hand-off to a worker thread. Bind (an API call)
-// and Preempt stay on the sync thread pool.
+// callback threads, without the sync server's hand-off to a worker thread, and reuse pooled
+// request/response messages (MessagePool). Bind (an API call) and Preempt stay on the sync
+// thread pool.
 class ExtenderService final
     : public v1::Extender::WithCallbackMethod_Filter<
           v1::Extender::WithCallbackMethod_Prioritize<v1::Extender::Service>> {
@@ -55,6 +57,8 @@ class ExtenderService final
  private:
   Extender* const extender_;
   RpcMetrics* const metrics_;
+  MessagePool<v1::ExtenderArgs, v1::ExtenderFilterResult> filter_messages_;
+  MessagePool<v1::ExtenderArgs, v1::HostPriorityList> prioritize_messages_;
 };
 
 // Read-only. Thread-safe.

@@ -1,5 +1,7 @@
 // Bind outcomes end to end, with fitledger-sim's fault switches.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -9,6 +11,7 @@
 namespace fitledger::testing {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
@@ -184,6 +187,53 @@ TEST(BindE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsAnswering) {
   absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "300m");
   ASSERT_TRUE(pod.ok());
   EXPECT_EQ((*c)->FilterAndBind(*pod, "n1").value_or("?"), "");
+}
+
+// The server reuses Filter's and Prioritize's messages from call to call (MessagePool): no call may
+// see anything of the one before it.
+TEST(BindE2eTest, GrpcCallsOnReusedMessagesAnswerEachCallAlone) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, ""});
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto args_for = [](std::vector<std::string> names, const std::string& cpu) {
+    v1::ExtenderArgs args;
+    args.mutable_pod()->mutable_metadata()->set_name("probe");
+    args.mutable_pod()->mutable_metadata()->set_namespace_("default");
+    auto* container = args.mutable_pod()->mutable_spec()->add_containers();
+    container->set_name("c");
+    (*container->mutable_resources()->mutable_requests())["cpu"] = cpu;
+    for (const std::string& name : names) args.add_node_names(name);
+    return args;
+  };
+  auto failed = [](const v1::ExtenderFilterResult& r) {
+    std::vector<std::string> keys;
+    for (const auto& [name, why] : r.failed_nodes()) keys.push_back(name);
+    for (const auto& [name, why] : r.failed_and_unresolvable_nodes()) keys.push_back(name);
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  };
+  auto* stub = (*c)->extender().extender.get();
+  for (int i = 0; i < 10; ++i) {
+    SCOPED_TRACE(i);
+    v1::ExtenderFilterResult wide;
+    grpc::ClientContext ctx1;
+    ASSERT_TRUE(stub->Filter(&ctx1, args_for({"n1", "gone-1", "gone-2"}, "300m"), &wide).ok());
+    EXPECT_THAT(wide.node_names(), ElementsAre("n1"));
+    EXPECT_THAT(failed(wide), ElementsAre("gone-1", "gone-2"));
+    v1::ExtenderFilterResult narrow;
+    grpc::ClientContext ctx2;
+    ASSERT_TRUE(stub->Filter(&ctx2, args_for({"n1"}, "2"), &narrow).ok());
+    EXPECT_THAT(narrow.node_names(), IsEmpty());
+    EXPECT_THAT(failed(narrow), ElementsAre("n1"));
+    v1::HostPriorityList two;
+    grpc::ClientContext ctx3;
+    ASSERT_TRUE(stub->Prioritize(&ctx3, args_for({"n1", "gone-1"}, "300m"), &two).ok());
+    EXPECT_EQ(two.items_size(), 2);
+    v1::HostPriorityList one;
+    grpc::ClientContext ctx4;
+    ASSERT_TRUE(stub->Prioritize(&ctx4, args_for({"n1"}, "300m"), &one).ok());
+    ASSERT_EQ(one.items_size(), 1);
+    EXPECT_EQ(one.items(0).host(), "n1");
+  }
 }
 
 TEST(BindE2eTest, SigtermShutsDownCleanly) {

@@ -3,6 +3,9 @@
 //
 //   grpc_filter_load --target 127.0.0.1:PORT --body filter.json --clients 1 --seconds 10
 //
+// `--write_frame FILE` instead writes the request as one gRPC-framed message, h2load's body for
+// the same call (tests/perf/run.sh measures direct gRPC with both clients).
+//
 // `--body` is an ExtenderArgs JSON document (the very body kube-scheduler POSTs; parsed once
 // with protobuf's JSON parser, unknown Kubernetes fields ignored). Each client thread has its own
 // channel (its own HTTP/2 connection) and issues one call at a time. Prints the latency
@@ -30,6 +33,9 @@ ABSL_FLAG(std::string, body, "", "ExtenderArgs JSON file (kube-scheduler's Filte
 ABSL_FLAG(int, clients, 1, "concurrent closed-loop clients (one channel each)");
 ABSL_FLAG(double, seconds, 10, "measured duration");
 ABSL_FLAG(double, warmup_seconds, 1, "unmeasured warm-up before the measurement");
+ABSL_FLAG(std::string, write_frame, "",
+          "write the request as one gRPC length-prefixed message to this file and exit (a body "
+          "for h2load -d)");
 
 namespace fitledger::bench {
 namespace {
@@ -58,7 +64,7 @@ int Run() {
   const std::string target = absl::GetFlag(FLAGS_target);
   const std::string body_path = absl::GetFlag(FLAGS_body);
   const int clients = std::max(1, absl::GetFlag(FLAGS_clients));
-  if (target.empty() || body_path.empty()) {
+  if ((target.empty() && absl::GetFlag(FLAGS_write_frame).empty()) || body_path.empty()) {
     std::fprintf(stderr, "usage: grpc_filter_load --target ADDR --body FILE [--clients N]\n");
     return 2;
   }
@@ -73,6 +79,21 @@ int Run() {
     return 2;
   }
 
+  if (const std::string frame_path = absl::GetFlag(FLAGS_write_frame); !frame_path.empty()) {
+    // gRPC's framing: a compressed flag (0) and a 4-byte big-endian length, then the message.
+    const std::string message = args.SerializeAsString();
+    const uint32_t n = static_cast<uint32_t>(message.size());
+    const char prefix[5] = {0, static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                            static_cast<char>(n >> 8), static_cast<char>(n)};
+    std::ofstream out(frame_path, std::ios::binary);
+    out.write(prefix, sizeof(prefix));
+    out.write(message.data(), static_cast<std::streamsize>(message.size()));
+    if (!out) {
+      std::fprintf(stderr, "cannot write %s\n", frame_path.c_str());
+      return 2;
+    }
+    return 0;
+  }
   std::atomic<bool> measuring{false};
   std::atomic<bool> stop{false};
   std::vector<ClientResult> results(static_cast<size_t>(clients));

@@ -12,7 +12,8 @@
 # server binary. Side by side on the same sim (rows marked "Server webhook (in-process...)").
 # Full: 3 repeats of 8 s load runs, ~5.5 min (~7 with --inprocess-server). --quick: 1 repeat of
 # 3 s runs, ~1 min. Both after the build.
-# Needs: wrk, python3, Go 1.19 (/usr/lib/go-1.19/bin/go), a build dir configured with
+# Needs: wrk, h2load (nghttp2-client), python3, Go 1.19 (/usr/lib/go-1.19/bin/go), a build dir
+# configured with
 # -DCMAKE_BUILD_TYPE=Release -DFITLEDGER_BUILD_TESTS=ON (default build-perf; configured if absent).
 # Only processes this script starts are stopped, by pid.
 set -euo pipefail
@@ -50,6 +51,12 @@ mkdir -p "$OUT"
 RESULTS="$OUT/results.jsonl"
 : > "$RESULTS"
 GO=/usr/lib/go-1.19/bin/go
+for tool in wrk h2load python3 "$GO"; do
+  command -v "$tool" >/dev/null || {
+    echo "tests/perf/run.sh needs $tool (wrk: apt-get install wrk; h2load: apt-get install nghttp2-client; Go: golang-1.19-go)" >&2
+    exit 2
+  }
+done
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -93,6 +100,8 @@ SHIM_BIN="$BUILD/client/shim/fitledger-shim"
 BENCH="$BUILD/tests/bench"
 
 python3 "$PERF/make_body.py" > "$OUT/filter_500.json"
+# The same request as one gRPC-framed message: h2load's body for direct gRPC calls.
+"$BENCH/grpc_filter_load" --body "$OUT/filter_500.json" --write_frame "$OUT/filter_500.grpc"
 log "filter body: $(wc -c < "$OUT/filter_500.json") bytes (500 NodeNames, $(python3 -c \
   "import json;print(len(json.dumps(json.load(open('$PERF/pod_4k.json')),separators=(',',':'))))") byte pod)"
 
@@ -194,17 +203,52 @@ wrk_run() {  # wrk_run KIND PORT CONNECTIONS PID...: the PIDs are the serving pr
   log "$kind c=$conns: $(tail -1 "$RESULTS")"
 }
 
-grpc_run() {  # grpc_run CLIENTS
-  local line before after requests
-  before="$(cpu_ticks "$SERVER_PID")"
-  line="$("$BENCH/grpc_filter_load" --target "127.0.0.1:$SERVER_GRPC_PORT" --body "$OUT/filter_500.json" \
-          --clients "$1" --seconds "$SECONDS_PER_RUN" --warmup_seconds 0.5 | tee -a "$OUT/grpc.log" \
+grpc_run() {  # grpc_run KIND PORT CLIENTS PID: the C++ gRPC client (grpc_filter_load)
+  local kind="$1" port="$2" clients="$3" pid="$4" line before after requests
+  before="$(cpu_ticks "$pid")"
+  line="$("$BENCH/grpc_filter_load" --target "127.0.0.1:$port" --body "$OUT/filter_500.json" \
+          --clients "$clients" --seconds "$SECONDS_PER_RUN" --warmup_seconds 0.5 | tee -a "$OUT/grpc.log" \
           | sed -n 's/^GRPC_JSON //p')"
-  after="$(cpu_ticks "$SERVER_PID")"
+  after="$(cpu_ticks "$pid")"
   # The warm-up's calls are not counted in "requests": scale by the measured share of the time.
   requests="$(python3 -c "import json; r=json.loads('$line'); print(int(r['requests'] * (r['seconds'] + 0.5) / r['seconds']))")"
-  record grpc "{\"cpu_us_per_call\":$(cpu_per_call "$before" "$after" "$requests"),${line#\{}"
-  log "grpc c=$1: $(tail -1 "$RESULTS")"
+  record "$kind" "{\"cpu_us_per_call\":$(cpu_per_call "$before" "$after" "$requests"),${line#\{}"
+  log "$kind c=$clients: $(tail -1 "$RESULTS")"
+}
+
+# h2load (nghttp2's HTTP/2 load generator) sends the same framed request: a lighter client than
+# gRPC's own, so its latency is closer to what the server adds. It sees only HTTP statuses, so
+# each reply's size is checked too (500 names come back, ~5 KB; an error reply has none).
+h2load_run() {  # h2load_run KIND PORT CLIENTS PID
+  local kind="$1" port="$2" clients="$3" pid="$4" before after log="$OUT/h2load-$1-$3.log" line
+  rm -f "$log"
+  before="$(cpu_ticks "$pid")"
+  h2load -D "$SECONDS_PER_RUN" --warm-up-time=1 -t 1 -c "$clients" -m 1 -d "$OUT/filter_500.grpc" \
+    -H 'content-type: application/grpc' -H 'te: trailers' --log-file="$log" \
+    "http://127.0.0.1:$port/fitledger.v1.Extender/Filter" > "$OUT/h2load.out" 2>&1
+  after="$(cpu_ticks "$pid")"
+  cat "$OUT/h2load.out" >> "$OUT/h2load-all.log"
+  line="$(python3 - "$log" "$OUT/h2load.out" "$SECONDS_PER_RUN" "$clients" <<'PY'
+import json, re, sys
+log, out, seconds, clients = sys.argv[1], open(sys.argv[2]).read(), float(sys.argv[3]), int(sys.argv[4])
+rows = [l.split() for l in open(log) if l.strip()]
+lat = sorted(int(r[2]) for r in rows)
+bad = sum(1 for r in rows if r[1] != "200")
+data = re.search(r"traffic: .*\(([0-9]+)\) data", out)  # "..., 30.82MB (32316520) data"
+data_bytes = int(data.group(1)) if data else 0
+pct = lambda p: lat[min(len(lat) - 1, int(p / 100 * (len(lat) - 1) + 0.5))] if lat else 0
+print(json.dumps({"clients": clients, "requests": len(lat), "seconds": seconds,
+                  "rps": round(len(lat) / seconds, 1), "errors": bad,
+                  "reply_bytes": int(data_bytes / max(1, len(lat))),
+                  "p50_us": pct(50), "p90_us": pct(90), "p99_us": pct(99),
+                  "max_us": lat[-1] if lat else 0}))
+PY
+)"
+  python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r['requests'] > 0 and r['errors'] == 0 and r['reply_bytes'] > 4000 else 1)" "$line" \
+    || { echo "$kind: h2load saw errors or short replies: $line" >&2; tail -20 "$OUT/h2load.out" >&2; exit 1; }
+  requests="$(python3 -c "import json; r=json.loads('$line'); print(int(r['requests'] * (r['seconds'] + 1) / r['seconds']))")"
+  record "$kind" "{\"cpu_us_per_call\":$(cpu_per_call "$before" "$after" "$requests"),${line#\{}"
+  log "$kind c=$clients: $(tail -1 "$RESULTS")"
 }
 
 # --- 1. Baseline memory: the same 5,000 nodes with no pods ---
@@ -264,6 +308,12 @@ start_inprocess() {
   check_filter inprocess "$INPROC_PORT"
 }
 if [[ -n "$INPROCESS_BIN" ]]; then start_inprocess; fi
+rm -f "$OUT/echo.port"
+"$BENCH/grpc_echo_server" --port_file "$OUT/echo.port" > "$OUT/echo.log" 2>&1 &
+ECHO_PID=$!
+PIDS+=("$ECHO_PID")
+wait_file "$OUT/echo.port" 30
+ECHO_PORT="$(cat "$OUT/echo.port")"
 
 # The machine's noise floor: a trivial GET (the shim's /healthz, no gRPC) at 1 client.
 noise_run() {
@@ -286,9 +336,15 @@ for r in $(seq 1 "$REPEATS"); do
     wrk_run inprocess "$INPROC_PORT" "$CLIENTS" "$INPROC_PID"
   fi
   noise_run
-  grpc_run 1
-  grpc_run "$CLIENTS"
+  grpc_run grpc "$SERVER_GRPC_PORT" 1 "$SERVER_PID"
+  grpc_run grpc "$SERVER_GRPC_PORT" "$CLIENTS" "$SERVER_PID"
+  h2load_run grpc_h2load "$SERVER_GRPC_PORT" 1 "$SERVER_PID"
+  h2load_run grpc_h2load "$SERVER_GRPC_PORT" "$CLIENTS" "$SERVER_PID"
+  # The floor of the hop: the same calls answered by a server that does no work.
+  grpc_run echo_grpc "$ECHO_PORT" 1 "$ECHO_PID"
+  h2load_run echo_h2load "$ECHO_PORT" 1 "$ECHO_PID"
 done
+stop "$ECHO_PID"
 stop "$GO_PID"
 if [[ -n "$INPROC_PID" ]]; then stop "$INPROC_PID"; fi
 

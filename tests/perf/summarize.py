@@ -95,6 +95,22 @@ def main() -> int:
     for c in (1, n):
         row(f"CPU per direct gRPC Filter call, {c} client(s): server (us)",
             med("grpc", "cpu_us_per_call", clients=c))
+    if select("grpc_h2load"):
+        h1_p99 = med("grpc_h2load", "p99_us", clients=1)
+        row("Filter, direct gRPC from h2load, 1 client: p50 (us)", med("grpc_h2load", "p50_us", clients=1))
+        row("Filter, direct gRPC from h2load, 1 client: p99 (us)", h1_p99, None, None,
+            "<= 200", (h1_p99 or 1e9) <= 200)
+        row(f"Filter, direct gRPC from h2load, {n} clients: calls/s", med("grpc_h2load", "rps", clients=n))
+        row(f"Filter, direct gRPC from h2load, {n} clients: p99 (us)", med("grpc_h2load", "p99_us", clients=n))
+        for c in (1, n):
+            row(f"CPU per h2load gRPC Filter call, {c} client(s): server (us)",
+                med("grpc_h2load", "cpu_us_per_call", clients=c))
+    for kind, client in (("echo_grpc", "the C++ gRPC client"), ("echo_h2load", "h2load")):
+        if select(kind):
+            out.append(f"| Floor of the hop: the same Filter answered by grpc_echo_server (no work), "
+                       f"from {client}, 1 client: p50 / p99 (us); server CPU per call (us) | "
+                       f"{f0(med(kind, 'p50_us', clients=1))} / {f0(med(kind, 'p99_us', clients=1))}; "
+                       f"{f0(med(kind, 'cpu_us_per_call', clients=1))} | | | | |")
     cyc = med("cycle", "pods_per_s")
     row("Filter + bind cycle (serial filter, 16 binders): pods/s", cyc, None, None, ">= 3,000",
         cyc is not None and cyc >= 3000)

@@ -1,0 +1,70 @@
+// grpc_echo_server: the floor of a gRPC Filter hop on this machine. It serves fitledger's
+// Extender/Filter the way fitledger-server does (callback method, pooled messages) but does no
+// work: every candidate passes, with no pod decoding and no ledger. What a client measures
+// against it is the cost of gRPC itself (framing, HTTP/2, threads, the socket) for the same
+// messages; tests/perf/run.sh reports it beside fitledger-server's own numbers.
+//
+//   grpc_echo_server --port_file FILE     (listens on 127.0.0.1, a port picked by the kernel)
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "fitledger/v1/extender.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "server/service/message_pool.h"
+
+ABSL_FLAG(std::string, port_file, "", "write the listening port here once serving");
+
+namespace fitledger::bench {
+namespace {
+
+class EchoExtender final : public v1::Extender::CallbackService {
+ public:
+  EchoExtender() { SetMessageAllocatorFor_Filter(&messages_); }
+  grpc::ServerUnaryReactor* Filter(grpc::CallbackServerContext* context,
+                                   const v1::ExtenderArgs* args,
+                                   v1::ExtenderFilterResult* result) override {
+    result->mutable_node_names()->Reserve(args->node_names_size());
+    for (const std::string& name : args->node_names()) result->add_node_names(name);
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+ private:
+  MessagePool<v1::ExtenderArgs, v1::ExtenderFilterResult> messages_;
+};
+
+int Run() {
+  EchoExtender service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::fprintf(stderr, "grpc_echo_server: cannot listen on 127.0.0.1\n");
+    return 1;
+  }
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    // Written whole, then renamed: a reader never sees a partial port.
+    std::ofstream(port_file + ".tmp") << port << "\n";
+    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  } else {
+    std::printf("%d\n", port);
+    std::fflush(stdout);
+  }
+  server->Wait();
+  return 0;
+}
+
+}  // namespace
+}  // namespace fitledger::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return fitledger::bench::Run();
+}

@@ -33,6 +33,7 @@ namespace {
 using ::fitledger::shim::testing::FakeExtender;
 using ::fitledger::shim::testing::FakeServer;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 std::string ReadFixture(const std::string& name) {
@@ -317,6 +318,20 @@ TEST_F(ShimHttpTest, OversizedBodyIs413AndTheNextRequestWorks) {
   EXPECT_EQ(reply.body,
             R"({"Error":"request body too large: the limit (maxBodyBytes) is 4096 bytes"})");
   EXPECT_EQ(Post(*client, "/filter", kFilterArgs).status, 200);
+}
+
+// cpp-httplib refuses a form-encoded body over 8 KiB itself; the error must say why (curl
+// --data-binary without -H sends that type) instead of blaming maxBodyBytes.
+TEST_F(ShimHttpTest, AFormEncodedBodyOver8KiBIsRefusedWithTheReason) {
+  const std::string body = absl::StrCat(R"({"NodeNames":[")", std::string(9000, 'x'), R"("]})");
+  auto res = client_->Post("/filter", body, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 413);
+  EXPECT_THAT(res->body, HasSubstr("Content-Type: application/json"));
+  EXPECT_THAT(res->body, Not(HasSubstr("maxBodyBytes")));
+  // The same bytes as JSON reach the webhook (a bad pod, but not a 413).
+  EXPECT_NE(Post(*client_, "/filter", body).status, 413);
+  EXPECT_EQ(Post(*client_, "/filter", kFilterArgs).status, 200);
 }
 
 TEST_F(ShimHttpTest, KeepAliveServesManyRequestsOnOneConnection) {

@@ -116,6 +116,7 @@ start_sim() {  # start_sim NAME YAML
   local dir="$OUT/sim-$1"
   mkdir -p "$dir"
   printf '%s\n' "$2" > "$dir/sim.yaml"
+  rm -f "$dir/kubeconfig"  # a reused --out DIR must not hand out a dead sim's address
   "$SIM_BIN" --config "$dir/sim.yaml" --listen 127.0.0.1:0 --kubeconfig-out "$dir/kubeconfig" \
     > "$dir/sim.log" 2>&1 &
   SIM_PID=$!
@@ -131,6 +132,7 @@ start_server() {  # start_server NAME: starts fitledger-server, measures its syn
   local dir="$OUT/server-$1"
   mkdir -p "$dir"
   SERVER_SOCK="$dir/server.sock"
+  rm -f "$dir/ready"
   local start_ns
   start_ns="$(date +%s%N)"
   "$SERVER_BIN" --config "$OUT/server.yaml" --kubeconfig "$SIM_KUBECONFIG" \
@@ -148,6 +150,7 @@ GO_PORT=""
 start_go() {  # start_go NAME: starts the Go baseline; its port file appears once it has synced
   local dir="$OUT/go-$1"
   mkdir -p "$dir"
+  rm -f "$dir/port"
   local start_ns
   start_ns="$(date +%s%N)"
   "$OUT/go-baseline" --api "http://127.0.0.1:$SIM_PORT" --listen 127.0.0.1:0 \

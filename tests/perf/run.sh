@@ -10,7 +10,7 @@
 # --inprocess: also measure fitledger-server serving the webhook itself (--webhook-listen: the
 # shim's code in the server's process, no gRPC hop); --inprocess-server BIN: the same with another
 # server binary. Side by side on the same sim (rows marked "Server webhook (in-process...)").
-# Full: 3 repeats of 8 s load runs, ~5.5 min (~7 with --inprocess-server). --quick: 1 repeat of
+# Full: 3 repeats of 8 s load runs, ~6 min (~7 with --inprocess). --quick: 1 repeat of
 # 3 s runs, ~1 min. Both after the build.
 # Needs: wrk, h2load (nghttp2-client), python3, Go 1.19 (/usr/lib/go-1.19/bin/go), a build dir
 # configured with

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
@@ -151,17 +152,23 @@ struct ShimServer::Impl {
     server.set_error_handler(httplib::Server::HandlerWithResponse(
         [max_body](const httplib::Request& req, httplib::Response& res) {
           if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          // cpp-httplib refuses a form-encoded body over 8 KiB (its compiled-in
+          // CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH) before any handler runs, after its
+          // maxBodyBytes check passed. kube-scheduler sends JSON; `curl --data-binary` without
+          // -H sends this type.
+          constexpr int64_t kFormLimit = 8192;
+          int64_t length = -1;
+          if (!absl::SimpleAtoi(req.get_header_value("Content-Length"), &length)) length = -1;
           if (res.status == 413 &&
-              absl::StartsWithIgnoreCase(req.get_header_value("Content-Type"),
-                                         "application/x-www-form-urlencoded")) {
-            // cpp-httplib refuses a form-encoded body over 8 KiB (its compiled-in
-            // CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH) before any handler runs, whatever
-            // maxBodyBytes says. kube-scheduler sends JSON; `curl --data-binary` without -H
-            // sends this type.
+              absl::StartsWith(req.get_header_value("Content-Type"),
+                               "application/x-www-form-urlencoded") &&
+              length > kFormLimit && length <= max_body) {
             SetJsonError(res, 413,
-                         "request body sent as application/x-www-form-urlencoded, which is "
-                         "refused over 8192 bytes: send it with Content-Type: application/json "
-                         "(as kube-scheduler does)");
+                         absl::StrCat("request body sent as application/x-www-form-urlencoded, "
+                                      "which is refused over ",
+                                      kFormLimit,
+                                      " bytes: send it with Content-Type: application/json (as "
+                                      "kube-scheduler does)"));
           } else if (res.status == 413) {
             SetJsonError(res, 413,
                          absl::StrCat("request body too large: the limit (maxBodyBytes) is ",

@@ -332,6 +332,15 @@ TEST_F(ShimHttpTest, AFormEncodedBodyOver8KiBIsRefusedWithTheReason) {
   // The same bytes as JSON reach the webhook (a bad pod, but not a 413).
   EXPECT_NE(Post(*client_, "/filter", body).status, 413);
   EXPECT_EQ(Post(*client_, "/filter", kFilterArgs).status, 200);
+  // Over maxBodyBytes, a form body is told about maxBodyBytes: JSON would not help.
+  config::ShimConfig config;
+  config.max_body_bytes = 4096;
+  Shim small(server_->target(), config);
+  ASSERT_TRUE(small.status().ok()) << small.status();
+  auto res_small = small.Client()->Post("/filter", body, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(res_small) << httplib::to_string(res_small.error());
+  EXPECT_EQ(res_small->status, 413);
+  EXPECT_THAT(res_small->body, HasSubstr("maxBodyBytes"));
 }
 
 TEST_F(ShimHttpTest, KeepAliveServesManyRequestsOnOneConnection) {

@@ -136,13 +136,14 @@ start_server() {  # start_server NAME: starts fitledger-server, measures its syn
   local start_ns
   start_ns="$(date +%s%N)"
   "$SERVER_BIN" --config "$OUT/server.yaml" --kubeconfig "$SIM_KUBECONFIG" \
-    --grpc-listen "unix://$SERVER_SOCK,127.0.0.1:0" --ready-file "$dir/ready" \
+    --grpc-listen "unix://$SERVER_SOCK,127.0.0.1:0" --monitor-listen 127.0.0.1:0 --ready-file "$dir/ready" \
     > "$dir/server.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
   "$BENCH/sync_probe" --pid "$SERVER_PID" --ready_file "$dir/ready" --start_ns "$start_ns" \
     --settle_seconds 2 > "$dir/sync.txt"
   SERVER_GRPC_PORT="$(python3 -c "import json;print(json.load(open('$dir/ready'))['grpc_ports'][0])")"
+  SERVER_MONITOR_PORT="$(python3 -c "import json;print(json.load(open('$dir/ready'))['monitor_port'])")"
 }
 
 GO_PID=""
@@ -220,15 +221,24 @@ grpc_run() {  # grpc_run KIND PORT CLIENTS PID: the C++ gRPC client (grpc_filter
 }
 
 # h2load (nghttp2's HTTP/2 load generator) sends the same framed request: a lighter client than
-# gRPC's own, so its latency is closer to what the server adds. It sees only HTTP statuses, so
-# each reply's size is checked too (500 names come back, ~5 KB; an error reply has none).
-h2load_run() {  # h2load_run KIND PORT CLIENTS PID
-  local kind="$1" port="$2" clients="$3" pid="$4" before after log="$OUT/h2load-$1-$3.log" line
+# gRPC's own, so its latency is closer to what the server adds. It sees only HTTP statuses, and a
+# gRPC error travels in an HTTP 200's trailers, so: every reply must be 200 and carry data
+# (> 4,000 bytes per reply on average: the 500 names), and with METRICS_PORT the server's own
+# count of failed Filter calls must not move during the run. grpc_echo_server cannot fail a call.
+failed_filters() {  # failed_filters MONITOR_PORT: fitledger-server's non-OK Filter calls so far
+  curl -sS "http://127.0.0.1:$1/metrics" |
+    awk '/^fitledger_server_requests_total\{/ && /method="Filter"/ && !/code="OK"/ {s += $NF} END {print s + 0}'
+}
+h2load_run() {  # h2load_run KIND PORT CLIENTS PID [METRICS_PORT]
+  local kind="$1" port="$2" clients="$3" pid="$4" metrics="${5:-}" before after failed_before=0
+  local log="$OUT/h2load-$1-$3.log" line
   rm -f "$log"
+  if [[ -n "$metrics" ]]; then failed_before="$(failed_filters "$metrics")"; fi
   before="$(cpu_ticks "$pid")"
   h2load -D "$SECONDS_PER_RUN" --warm-up-time=1 -t 1 -c "$clients" -m 1 -d "$OUT/filter_500.grpc" \
     -H 'content-type: application/grpc' -H 'te: trailers' --log-file="$log" \
-    "http://127.0.0.1:$port/fitledger.v1.Extender/Filter" > "$OUT/h2load.out" 2>&1
+    "http://127.0.0.1:$port/fitledger.v1.Extender/Filter" > "$OUT/h2load.out" 2>&1 \
+    || { echo "$kind: h2load failed" >&2; tail -20 "$OUT/h2load.out" >&2; exit 1; }
   after="$(cpu_ticks "$pid")"
   cat "$OUT/h2load.out" >> "$OUT/h2load-all.log"
   line="$(python3 - "$log" "$OUT/h2load.out" "$SECONDS_PER_RUN" "$clients" <<'PY'
@@ -249,6 +259,10 @@ PY
 )"
   python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r['requests'] > 0 and r['errors'] == 0 and r['reply_bytes'] > 4000 else 1)" "$line" \
     || { echo "$kind: h2load saw errors or short replies: $line" >&2; tail -20 "$OUT/h2load.out" >&2; exit 1; }
+  if [[ -n "$metrics" ]] && (( $(failed_filters "$metrics") != failed_before )); then
+    echo "$kind: fitledger-server failed Filter calls during the h2load run (see its /metrics)" >&2
+    exit 1
+  fi
   requests="$(python3 -c "import json; r=json.loads('$line'); print(int(r['requests'] * (r['seconds'] + 1) / r['seconds']))")"
   record "$kind" "{\"cpu_us_per_call\":$(cpu_per_call "$before" "$after" "$requests"),${line#\{}"
   log "$kind c=$clients: $(tail -1 "$RESULTS")"
@@ -341,8 +355,8 @@ for r in $(seq 1 "$REPEATS"); do
   noise_run
   grpc_run grpc "$SERVER_GRPC_PORT" 1 "$SERVER_PID"
   grpc_run grpc "$SERVER_GRPC_PORT" "$CLIENTS" "$SERVER_PID"
-  h2load_run grpc_h2load "$SERVER_GRPC_PORT" 1 "$SERVER_PID"
-  h2load_run grpc_h2load "$SERVER_GRPC_PORT" "$CLIENTS" "$SERVER_PID"
+  h2load_run grpc_h2load "$SERVER_GRPC_PORT" 1 "$SERVER_PID" "$SERVER_MONITOR_PORT"
+  h2load_run grpc_h2load "$SERVER_GRPC_PORT" "$CLIENTS" "$SERVER_PID" "$SERVER_MONITOR_PORT"
   # The floor of the hop: the same calls answered by a server that does no work.
   grpc_run echo_grpc "$ECHO_PORT" 1 "$ECHO_PID"
   h2load_run echo_h2load "$ECHO_PORT" 1 "$ECHO_PID"

@@ -73,6 +73,10 @@ ExtenderService::ExtenderService(Extender* extender, RpcMetrics* metrics)
   SetMessageAllocatorFor_Prioritize(&prioritize_messages_);
 }
 
+bool ExtenderService::KeepPooled(const v1::ExtenderArgs& args) {
+  return !args.has_nodes() && args.node_names_size() <= kPooledCandidateNames;
+}
+
 grpc::ServerUnaryReactor* ExtenderService::Filter(grpc::CallbackServerContext* context,
                                                   const v1::ExtenderArgs* args,
                                                   v1::ExtenderFilterResult* result) {

@@ -54,11 +54,17 @@ class ExtenderService final
   grpc::Status DoFilter(const v1::ExtenderArgs* args, v1::ExtenderFilterResult* result);
   grpc::Status DoPrioritize(const v1::ExtenderArgs* args, v1::HostPriorityList* result);
 
+  // Whether a finished call's messages go back to the pool: not when the request carried full
+  // Node objects or a huge candidate list, so one large call does not pin its memory. O(1): it
+  // runs on every Filter and Prioritize.
+  static constexpr int kPooledCandidateNames = 20000;
+  static bool KeepPooled(const v1::ExtenderArgs& args);
+
  private:
   Extender* const extender_;
   RpcMetrics* const metrics_;
-  MessagePool<v1::ExtenderArgs, v1::ExtenderFilterResult> filter_messages_;
-  MessagePool<v1::ExtenderArgs, v1::HostPriorityList> prioritize_messages_;
+  MessagePool<v1::ExtenderArgs, v1::ExtenderFilterResult> filter_messages_{64, KeepPooled};
+  MessagePool<v1::ExtenderArgs, v1::HostPriorityList> prioritize_messages_{64, KeepPooled};
 };
 
 // Read-only. Thread-safe.

@@ -63,6 +63,18 @@ TEST(MessagePoolTest, ALargeRequestIsFreedNotPooled) {
   EXPECT_EQ(pool.idle(), 1u);
 }
 
+TEST(MessagePoolTest, AKeepRuleDecidesWhatIsPooled) {
+  FilterPool pool(/*max_pooled=*/8, [](const v1::ExtenderArgs& args) { return !args.has_nodes(); });
+  auto* full = pool.AllocateMessages();
+  full->request()->mutable_nodes()->add_items();
+  full->Release();
+  EXPECT_EQ(pool.idle(), 0u);
+  auto* names = pool.AllocateMessages();
+  names->request()->add_node_names("n1");
+  names->Release();
+  EXPECT_EQ(pool.idle(), 1u);
+}
+
 TEST(MessagePoolTest, KeepsAtMostMaxPooledIdlePairs) {
   FilterPool pool(/*max_pooled=*/2);
   std::vector<grpc::MessageHolder<v1::ExtenderArgs, v1::ExtenderFilterResult>*> held;

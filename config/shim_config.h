@@ -38,14 +38,14 @@ struct ShimConfig {
   absl::Duration server_timeout = absl::Seconds(4);
   // maxBodyBytes: larger request bodies are answered 413.
   int64_t max_body_bytes = 16 << 20;
-  // threads: HTTP worker threads. Each open keep-alive connection holds one, so this must stay
-  // above the number of connections kube-scheduler keeps.
+  // threads: the most requests handled at once, a worker thread each (a request holds its
+  // thread while it waits on the gRPC call). Idle keep-alive connections hold no thread.
   int threads = 64;
   // readTimeout / writeTimeout: per socket read / write while a request is in flight.
   absl::Duration read_timeout = absl::Seconds(5);
   absl::Duration write_timeout = absl::Seconds(5);
-  // idleTimeout: an idle keep-alive connection is closed after this (whole seconds, at least 1).
-  // Shutdown waits for idle connections up to this long.
+  // idleTimeout: an idle keep-alive connection is closed after this. Shutdown closes idle
+  // connections at once.
   absl::Duration idle_timeout = absl::Seconds(10);
   // keepAliveMaxRequests: a connection is closed after this many requests.
   int keep_alive_max_requests = 10000;

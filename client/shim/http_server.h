@@ -1,4 +1,4 @@
-// The shim's HTTP(S) listeners (cpp-httplib):
+// The shim's HTTP(S) listeners (client/shim/http1.h):
 //   main:    POST <prefix>/{filter,prioritize,bind,preempt} -> Webhook; GET /healthz, /readyz.
 //            Other paths 404, other methods on a verb 405, bodies over maxBodyBytes 413, all
 //            with a JSON body {"Error":"..."}.

@@ -270,6 +270,25 @@ TEST_F(ShimTlsTest, ClientWithCertificateSignedByTheCaIsServed) {
   EXPECT_THAT(res->body, ::testing::StartsWith(R"({"NodeNames":["w1","w2"])"));
 }
 
+// One TLS connection carries many requests, and a body far larger than one TLS record (16 KiB)
+// or one read (64 KiB) arrives whole.
+TEST_F(ShimTlsTest, KeepAliveAndALargeBodyOverTls) {
+  auto client = Client("client.crt", "client.key");
+  client->set_keep_alive(true);
+  std::string names;
+  for (int i = 0; i < 20000; ++i) absl::StrAppend(&names, ",\"extra-node-", i, "\"");
+  std::string big = kFilterArgs;
+  big.insert(big.rfind(']'), names);
+  ASSERT_GT(big.size(), 300000u);
+  for (int i = 0; i < 5; ++i) {
+    httplib::Result res =
+        client->Post("/filter", i % 2 == 0 ? big : kFilterArgs, "application/json");
+    ASSERT_TRUE(res) << static_cast<int>(res.error());
+    EXPECT_EQ(res->status, 200) << res->body;
+  }
+  EXPECT_EQ(fake_.calls(), 5);
+}
+
 TEST_F(ShimTlsTest, ClientWithoutCertificateIsRefused) {
   auto client = Client("", "");
   httplib::Result res = client->Post("/filter", kFilterArgs, "application/json");

@@ -1,5 +1,6 @@
 #include "client/shim/http1.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -660,38 +661,39 @@ struct HttpServer::Impl {
       }
       const int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      auto* c = new Conn;
-      c->fd = fd;
-      if (ctx != nullptr) {
-        c->ssl = SSL_new(ctx);
-        if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1) {
-          if (c->ssl != nullptr) SSL_free(c->ssl);
-          close(fd);
-          delete c;
-          continue;
-        }
-        SSL_set_accept_state(c->ssl);
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      if (stopping.load()) {  // Stop() has shut the idle connections already
-        if (c->ssl != nullptr) SSL_free(c->ssl);
-        close(fd);
-        delete c;
-        return;
-      }
-      c->idle = true;
-      c->last_active = absl::Now();
-      conns.insert(c);
-      epoll_event ev{};
-      ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
-      ev.data.ptr = c;
-      if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        conns.erase(c);
-        if (c->ssl != nullptr) SSL_free(c->ssl);
-        close(fd);
-        delete c;
-      }
+      if (!Add(fd)) return;
     }
+  }
+
+  // Serves the connected, non-blocking socket `fd` from now on (or closes it). False once
+  // the server is stopping.
+  bool Add(int fd) {
+    auto* c = new Conn;
+    c->fd = fd;
+    if (ctx != nullptr) {
+      c->ssl = SSL_new(ctx);
+      if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1) {
+        Destroy(c);
+        return true;
+      }
+      SSL_set_accept_state(c->ssl);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (stopping.load()) {  // Stop() has shut the idle connections already
+      Destroy(c);
+      return false;
+    }
+    c->idle = true;
+    c->last_active = absl::Now();
+    conns.insert(c);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+    ev.data.ptr = c;
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      conns.erase(c);
+      Destroy(c);
+    }
+    return true;
   }
 
   // Shuts idle connections older than idleTimeout; a worker then sees the hang-up and closes.
@@ -845,6 +847,21 @@ absl::StatusOr<int> HttpServer::Start(const std::string& host, int port) {
   }
   d.acceptor = std::thread([&d] { d.Acceptor(); });
   return *bound;
+}
+
+absl::Status HttpServer::Adopt(int fd) {
+  Impl& d = *impl_;
+  if (!d.started || d.stopped) {
+    close(fd);
+    return absl::FailedPreconditionError("the server is not running");
+  }
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("fd ", fd, ": ", std::strerror(errno)));
+  }
+  if (!d.Add(fd)) return absl::FailedPreconditionError("the server is stopping");
+  return absl::OkStatus();
 }
 
 void HttpServer::Stop() {

@@ -73,6 +73,9 @@ class HttpServer {
   // Binds host:port (port 0 picks one) and starts serving; returns the bound port.
   // InvalidArgument for unusable TLS files, Unavailable when the address cannot be bound.
   absl::StatusOr<int> Start(const std::string& host, int port);
+  // Serves an already connected stream socket `fd` (taking ownership) as if accepted; for
+  // tests and fuzzing over a socketpair. FailedPrecondition unless running.
+  absl::Status Adopt(int fd);
   // Stops accepting, closes idle connections, lets requests in flight finish (each bounded by
   // the read and write timeouts), joins the threads. Idempotent.
   void Stop();

@@ -490,6 +490,30 @@ TEST_F(Http1Test, StopFinishesRequestsInFlightAndClosesIdleConnections) {
   EXPECT_FALSE(Raw(port_).ok());  // no longer listening
 }
 
+// Adopt() serves an already connected socket (the fuzzer's way in) until Stop().
+TEST_F(Http1Test, AdoptServesAConnectedSocket) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  ASSERT_TRUE(server_->Adopt(sv[0]).ok());
+  const std::string request = Post("/echo", "paired");
+  ASSERT_EQ(send(sv[1], request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  std::string reply;
+  char buf[4096];
+  while (reply.find("paired") == std::string::npos) {
+    pollfd p{sv[1], POLLIN, 0};
+    ASSERT_GT(poll(&p, 1, 20000), 0);
+    const ssize_t n = recv(sv[1], buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0);
+    reply.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_THAT(reply, StartsWith("HTTP/1.1 200 OK\r\n"));
+  close(sv[1]);
+  server_->Stop();
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(server_->Adopt(sv[0])));
+  close(sv[1]);
+}
+
 TEST(Http1StartTest, ABusyPortIsUnavailableAndBadTlsFilesAreInvalid) {
   const auto handler = [](const HttpRequest&, HttpResponse&) {};
   const auto on_error = [](HttpResponse&, int, absl::string_view) {};

@@ -83,6 +83,22 @@ bool IsToken(absl::string_view s) {
   return true;
 }
 
+// No CR, LF or NUL: what may stand inside one line of a request head.
+bool CleanLine(absl::string_view line) {
+  return line.find_first_of(absl::string_view("\r\n\0", 3)) == absl::string_view::npos;
+}
+
+// CR only in CRLF, LF only after CR, no NUL.
+bool CleanHead(absl::string_view head) {
+  static constexpr absl::string_view kSpecial("\r\n\0", 3);
+  for (size_t i = head.find_first_of(kSpecial); i != absl::string_view::npos;
+       i = head.find_first_of(kSpecial, i + 1)) {
+    if (head[i] != '\r' || i + 1 == head.size() || head[i + 1] != '\n') return false;
+    ++i;  // the LF of this CRLF
+  }
+  return true;
+}
+
 // Whether a comma-separated header value lists `token` (case-insensitive).
 bool ListsToken(const std::string* value, absl::string_view token) {
   if (value == nullptr) return false;
@@ -98,9 +114,8 @@ int Millis(absl::Duration d) {
       absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1))), 0, 1 << 30));
 }
 
-// Waits for `events` on `fd` up to `timeout`: kOk, kTimeout or kError.
-Io Wait(int fd, short events, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+// Waits for `events` on `fd` until `deadline`: kOk, kTimeout or kError.
+Io Wait(int fd, short events, absl::Time deadline) {
   for (;;) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return Io::kTimeout;
@@ -119,6 +134,8 @@ struct Conn {
   std::unique_ptr<char[]> in;
   size_t cap = 0, begin = 0, end = 0;
   int served = 0;
+  // Reads of the request in progress fail after this (its first byte + readTimeout).
+  absl::Time deadline;
   // Guarded by the server's mutex.
   bool idle = false;  // waiting in the epoll set for a next request
   bool shut = false;
@@ -180,7 +197,7 @@ struct HttpServer::Impl {
         }
       }
       if (!wait) return Io::kAgain;
-      if (Io w = Wait(c.fd, want, options.read_timeout); w != Io::kOk) return w;
+      if (Io w = Wait(c.fd, want, c.deadline); w != Io::kOk) return w;
     }
   }
 
@@ -208,6 +225,7 @@ struct HttpServer::Impl {
   }
 
   bool WriteAll(Conn& c, absl::string_view a, absl::string_view b) const {
+    const absl::Time deadline = absl::Now() + options.write_timeout;
     if (c.ssl != nullptr) {
       if (!b.empty()) {
         c.out.append(b.data(), b.size());  // a is c.out
@@ -231,7 +249,7 @@ struct HttpServer::Impl {
         } else {
           return false;
         }
-        if (Wait(c.fd, want, options.write_timeout) != Io::kOk) return false;
+        if (Wait(c.fd, want, deadline) != Io::kOk) return false;
       }
       return true;
     }
@@ -245,7 +263,7 @@ struct HttpServer::Impl {
       if (r < 0) {
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
-        if (Wait(c.fd, POLLOUT, options.write_timeout) != Io::kOk) return false;
+        if (Wait(c.fd, POLLOUT, deadline) != Io::kOk) return false;
         continue;
       }
       size_t n = static_cast<size_t>(r);
@@ -277,7 +295,7 @@ struct HttpServer::Impl {
       } else {
         return false;
       }
-      if (absl::Now() >= deadline || Wait(c.fd, want, deadline - absl::Now()) != Io::kOk) {
+      if (Wait(c.fd, want, deadline) != Io::kOk) {
         return false;
       }
     }
@@ -306,12 +324,22 @@ struct HttpServer::Impl {
     return ok && !close;
   }
 
-  // Refuses the request on `c` with `status` and closes the connection.
+  // Refuses the request on `c` with `status` and closes the connection. Unread request bytes
+  // are drained for a moment first: closing with them unread would send a reset, which can
+  // reach the client before the reply does.
   bool Refuse(Conn& c, int status, absl::string_view message, absl::Time start) const {
     c.res = HttpResponse();
     c.res.status = status;
     on_error(c.res, status, message);
-    Reply(c, false, /*close=*/true, false, start);
+    if (!Reply(c, false, /*close=*/true, false, start) && c.ssl == nullptr) {
+      shutdown(c.fd, SHUT_WR);
+      c.deadline = std::min(c.deadline, absl::Now() + absl::Seconds(1));
+      char sink[16384];
+      size_t got = 0;
+      for (size_t drained = 0; drained < (1 << 20); drained += got) {
+        if (ReadSome(c, sink, sizeof(sink), &got, true) != Io::kOk) break;
+      }
+    }
     return false;
   }
 
@@ -331,11 +359,15 @@ struct HttpServer::Impl {
     c.begin += take;
     size_t have = body.size();
     const size_t want = have + (n - take);
-    if (want == have) return Io::kOk;
-    body.resize(want);
     while (have < want) {
+      // Grow with the bytes that came, not the length announced.
+      if (body.size() == have) body.resize(have + std::min(want - have, kReadChunk * 4));
       size_t got = 0;
-      if (Io r = ReadSome(c, body.data() + have, want - have, &got, true); r != Io::kOk) return r;
+      const Io r = ReadSome(c, body.data() + have, body.size() - have, &got, true);
+      if (r != Io::kOk) {
+        body.resize(have);
+        return r;
+      }
       have += got;
     }
     return Io::kOk;
@@ -363,6 +395,10 @@ struct HttpServer::Impl {
     for (;;) {
       absl::string_view size_line;
       if (int s = line(&size_line); s != 0) return s;
+      if (!CleanLine(size_line)) {
+        *why = "chunked body: a bare CR, LF or NUL in a chunk-size line";
+        return 400;
+      }
       size_t size = 0;
       size_t i = 0;
       for (; i < size_line.size() && absl::ascii_isxdigit(size_line[i]); ++i) {
@@ -381,6 +417,10 @@ struct HttpServer::Impl {
           absl::string_view trailer;
           if (int s = line(&trailer); s != 0) return s;
           if (trailer.empty()) return 0;
+          if (!CleanLine(trailer)) {
+            *why = "chunked body: a bare CR, LF or NUL in a trailer field";
+            return 400;
+          }
           trailer_bytes += static_cast<int64_t>(trailer.size());
           if (trailer_bytes > options.max_header_bytes) {
             *why = "chunked body: trailer fields too large";
@@ -409,6 +449,7 @@ struct HttpServer::Impl {
     while (c.begin < c.end && (c.in[c.begin] == '\r' || c.in[c.begin] == '\n')) ++c.begin;
     if (c.begin == c.end) return true;  // empty lines before a request are ignored
     const absl::Time start = absl::Now();
+    c.deadline = start + options.read_timeout;  // for the whole request, head and body
     HttpRequest& req = c.req;
     req.method.clear();
     req.path.clear();
@@ -443,6 +484,8 @@ struct HttpServer::Impl {
     // Request line.
     const size_t eol = std::min(head.find("\r\n"), head.size());
     const absl::string_view request_line = head.substr(0, eol);
+    // RFC 9110 5.5: a bare CR or LF, or a NUL, is refused, not read one way or another.
+    if (!CleanHead(head)) return Refuse(c, 400, "a bare CR, LF or NUL in the request head", start);
     const std::vector<absl::string_view> parts = absl::StrSplit(request_line, ' ');
     if (parts.size() != 3 || !IsToken(parts[0]) || parts[1].empty()) {
       return Refuse(c, 400, "malformed HTTP request line", start);
@@ -578,6 +621,19 @@ struct HttpServer::Impl {
 
   // ---- threads ----
 
+  // Lets an idle connection go of its buffers (the 64 KiB read buffer, and what a large
+  // request or reply left behind), so that open connections cost little memory.
+  static void Trim(Conn& c) {
+    if (c.begin == c.end) {
+      c.in.reset();
+      c.cap = c.begin = c.end = 0;
+    }
+    constexpr size_t kKeep = 1 << 20;
+    if (c.req.body.capacity() > kKeep) std::string().swap(c.req.body);
+    if (c.res.body.capacity() > kKeep) std::string().swap(c.res.body);
+    if (c.out.capacity() > kKeep) std::string().swap(c.out);
+  }
+
   // Frees a connection already removed from `conns`.
   static void Destroy(Conn* c) {
     if (c->ssl != nullptr) {
@@ -631,6 +687,7 @@ struct HttpServer::Impl {
       c->idle = false;
       lock.unlock();
       const bool keep = Serve(*c);
+      if (keep) Trim(*c);
       lock.lock();
       if (keep && !stopping.load() && !c->shut) {
         c->idle = true;
@@ -726,6 +783,11 @@ struct HttpServer::Impl {
     ctx = SSL_CTX_new(TLS_server_method());
     if (ctx == nullptr) return absl::InternalError("tls: cannot create an OpenSSL context");
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+    // Without a session id context, a TLS 1.2 client resuming a session fails the handshake
+    // when client certificates are verified.
+    static constexpr unsigned char kSessionContext[] = "fitledger-webhook";
+    SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof(kSessionContext) - 1);
     bool ok = SSL_CTX_use_certificate_chain_file(ctx, options.cert_file.c_str()) == 1 &&
               SSL_CTX_use_PrivateKey_file(ctx, options.key_file.c_str(), SSL_FILETYPE_PEM) == 1 &&
               SSL_CTX_check_private_key(ctx) == 1;
@@ -795,8 +857,8 @@ struct HttpServer::Impl {
   int max_pollers = 2;
   std::thread acceptor;
   std::vector<std::thread> workers;
-  bool started = false;
-  bool stopped = false;
+  std::atomic<bool> started{false};
+  std::atomic<bool> stopped{false};
 
   // std::mutex, not absl::Mutex: TSan cannot see Debian's uninstrumented absl (common/mutex.h).
   std::mutex mu;
@@ -841,7 +903,8 @@ absl::StatusOr<int> HttpServer::Start(const std::string& host, int port) {
   d.max_pollers =
       d.options.pollers > 0
           ? std::min(d.options.pollers, threads)
-          : std::clamp(2 * static_cast<int>(std::thread::hardware_concurrency()), 2, threads);
+          : std::min(threads,
+                     std::max(2, 2 * static_cast<int>(std::thread::hardware_concurrency())));
   for (int i = 0; i < std::max(1, d.options.threads); ++i) {
     d.workers.emplace_back([&d] { d.Worker(); });
   }

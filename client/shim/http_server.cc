@@ -85,6 +85,13 @@ struct ShimServer::Impl {
 
   // Everything that is not a POST to a verb or a probe.
   void Other(const HttpRequest& req, HttpResponse& res) const {
+    if (req.path == "/healthz" || req.path == "/readyz") {
+      SetJsonError(
+          res, 405,
+          absl::StrCat("method ", req.method, " is not allowed on ", req.path, ": use GET"));
+      res.headers.emplace_back("Allow", "GET, HEAD");
+      return;
+    }
     if (VerbAt(req.path) != nullptr) {
       SetJsonError(
           res, 405,
@@ -118,7 +125,7 @@ struct ShimServer::Impl {
         [this](const HttpRequest& req, HttpResponse& res) {
           if (req.method == "POST") {
             const Verb* verb = VerbAt(req.path);
-            if (verb == nullptr) return NotFound(req, res);
+            if (verb == nullptr) return Other(req, res);
             Reply reply;
             webhook->Handle(*verb, req.body, &reply);
             res.status = reply.status;

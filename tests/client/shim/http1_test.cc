@@ -110,6 +110,12 @@ class Raw {
 
   void set_skip_body(bool skip) { skip_body_ = skip; }
 
+  // Whether the server has sent something (or closed) by now.
+  bool Readable() {
+    pollfd p{fd_, POLLIN, 0};
+    return poll(&p, 1, 0) > 0;
+  }
+
  private:
   int fd_ = -1;
   bool ok_ = false;
@@ -314,6 +320,12 @@ TEST_F(Http1Test, MalformedRequestsAreRefusedAndClosed) {
       {"POST /a HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
        "both Transfer-Encoding and Content-Length"},
       {"POST /a HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, "not supported"},
+      // A proxy that ends lines at LF would see a chunked body here; this server refuses it.
+      {"POST /a HTTP/1.1\r\nX: a\nTransfer-Encoding: chunked\r\n\r\n", 400, "bare CR, LF or NUL"},
+      {"GET /a HTTP/1.1\r\nX: a\rb\r\n\r\n", 400, "bare CR, LF or NUL"},
+      {std::string("GET /a HTTP/1.1\r\nX: a\0b\r\n\r\n", 28), 400, "bare CR, LF or NUL"},
+      {"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;a\nb\r\nhello\r\n0\r\n\r\n", 400,
+       "chunk-size line"},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.request);
@@ -355,6 +367,14 @@ TEST_F(Http1Test, OversizedHeadersAndBodiesAreRefused) {
     EXPECT_THAT(r.body, HasSubstr("the limit (maxBodyBytes) is 100 bytes"));
   }
   {
+    // The body was sent before the refusal: the server drains it, so the client reads the
+    // 413 instead of a connection reset.
+    Raw c(port_);
+    ASSERT_TRUE(c.Send(absl::StrCat("POST /a HTTP/1.1\r\nContent-Length: 200000\r\n\r\n",
+                                    std::string(200000, 'b'))));
+    EXPECT_EQ(c.Read().status, 413);
+  }
+  {
     Raw c(port_);
     ASSERT_TRUE(c.Send(absl::StrCat("POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
                                     "40\r\n", std::string(64, 'a'), "\r\n40\r\n")));
@@ -379,6 +399,7 @@ TEST_F(Http1Test, AHandlerThatThrowsGets500AndTheServerServesOn) {
 TEST_F(Http1Test, KeepAliveMaxRequestsClosesTheConnection) {
   server_.reset();
   HttpOptions options;
+  options.threads = 1;  // the smallest pool works too
   options.keep_alive_max_requests = 3;
   StartServer(options);
   Raw c(port_);
@@ -402,6 +423,29 @@ TEST_F(Http1Test, APartialRequestTimesOutWith408) {
   EXPECT_EQ(r.status, 408);
   EXPECT_TRUE(c.Closed());
   EXPECT_EQ(handled_.load(), 0);
+}
+
+// readTimeout bounds the whole request from its first byte: a client trickling a byte at a
+// time cannot hold a worker for longer.
+TEST_F(Http1Test, ATrickledRequestTimesOutAsAWhole) {
+  server_.reset();
+  HttpOptions options;
+  options.read_timeout = absl::Milliseconds(500);
+  StartServer(options);
+  Raw c(port_);
+  const std::string head = "POST /a HTTP/1.1\r\nX-Slow: " + std::string(200, 'v');
+  const absl::Time start = absl::Now();
+  // A byte every 50 ms (well inside readTimeout for each read) for up to 4 s, until the
+  // server answers.
+  for (size_t i = 0; i < head.size() && absl::Now() - start < absl::Seconds(4); ++i) {
+    if (c.Readable() || !c.Send(head.substr(i, 1))) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  // It answered while the client was still sending: ~500 ms, not 500 ms after the last byte.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  Raw::Response r = c.Read();
+  EXPECT_EQ(r.status, 408);
+  EXPECT_TRUE(c.Closed());
 }
 
 TEST_F(Http1Test, IdleConnectionsAreClosedAfterIdleTimeout) {

@@ -306,6 +306,18 @@ TEST_F(ShimHttpTest, BadInputGetsExactCodesAndTheShimKeepsServing) {
   EXPECT_EQ(fake_.calls(), 1);
 }
 
+TEST_F(ShimHttpTest, ProbesAllowGetAndHeadOnly) {
+  httplib::Result res = client_->Post("/healthz", "{}", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 405);
+  EXPECT_EQ(res->get_header_value("Allow"), "GET, HEAD");
+  EXPECT_THAT(res->body, HasSubstr("method POST is not allowed on /healthz: use GET"));
+  res = client_->Head("/healthz");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(Get(*client_, "/healthz").status, 200);
+}
+
 TEST_F(ShimHttpTest, OversizedBodyIs413AndTheNextRequestWorks) {
   config::ShimConfig config;
   config.max_body_bytes = 4096;

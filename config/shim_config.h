@@ -41,7 +41,8 @@ struct ShimConfig {
   // threads: the most requests handled at once, a worker thread each (a request holds its
   // thread while it waits on the gRPC call). Idle keep-alive connections hold no thread.
   int threads = 64;
-  // readTimeout / writeTimeout: per socket read / write while a request is in flight.
+  // readTimeout: a request (head and body) must arrive within this of its first byte, else
+  // 408. writeTimeout: a reply must be written within this, else the connection closes.
   absl::Duration read_timeout = absl::Seconds(5);
   absl::Duration write_timeout = absl::Seconds(5);
   // idleTimeout: an idle keep-alive connection is closed after this. Shutdown closes idle

@@ -615,7 +615,7 @@ struct HttpServer::Impl {
         if (r != Io::kOk) return false;
       }
       if (!ServeOne(c)) return false;
-      if (c.begin == c.end && (c.ssl == nullptr || SSL_pending(c.ssl) == 0)) return true;
+      if (c.begin == c.end && (c.ssl == nullptr || SSL_has_pending(c.ssl) == 0)) return true;
     }
   }
 

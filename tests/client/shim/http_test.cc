@@ -538,9 +538,8 @@ TEST(ShimOutageTest, ServerDownThenBack) {
 }
 
 // Slow clients (a request whose body never finishes) cannot hold the pool: each holds a thread
-// at most readTimeout (the body read fails, 400) plus idleTimeout (cpp-httplib then waits that
-// long for a next request on the connection before closing it), and a normal request queued
-// behind three pools' worth of them is answered.
+// at most readTimeout from its first byte (then 408 and the connection closes), and a normal
+// request queued behind three pools' worth of them is answered.
 TEST(ShimSlowClientTest, SlowClientsCannotHoldThePool) {
   constexpr int kSlowClients = 12;
   FakeExtender fake;
@@ -578,7 +577,7 @@ TEST(ShimSlowClientTest, SlowClientsCannotHoldThePool) {
   HttpReply reply = Post(*client, "/filter", kFilterArgs);
   EXPECT_EQ(reply.status, 200) << reply.body;
   EXPECT_EQ(reply.body.find("\"NodeNames\":[\"w1\"]") != std::string::npos, true) << reply.body;
-  // Bounded by (readTimeout + idleTimeout) per round of slow clients, not by their patience.
+  // Bounded by readTimeout per round of slow clients (3 rounds of 1 s), not by their patience.
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
   for (int fd : slow) close(fd);
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/shim/http1.h"
 #include "client/shim/http_server.h"
 #include "client/shim/logger.h"
 #include "client/shim/metrics.h"
@@ -22,7 +23,6 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "httplib.h"
 #include "server/kube/api_client.h"
 #include "server/kube/binder.h"
 #include "server/kube/watcher.h"
@@ -215,10 +215,7 @@ class ServerAppImpl : public ServerApp {
     reconciler_.Stop();
     watcher_.Stop();
     LogDebug("shutdown: watcher stopped");
-    if (monitor_ != nullptr) {
-      monitor_->stop();
-      if (monitor_thread_.joinable()) monitor_thread_.join();
-    }
+    if (monitor_ != nullptr) monitor_->Stop();
     for (const std::string& address : config_.grpc_listen) {
       if (absl::StartsWith(address, "unix://")) unlink(address.substr(strlen("unix://")).c_str());
     }
@@ -313,27 +310,50 @@ class ServerAppImpl : public ServerApp {
           absl::StrCat("monitor.listen: \"", config_.monitor_listen, "\" is not host:port"));
     }
     std::string host = config_.monitor_listen.substr(0, colon);
-    monitor_ = std::make_unique<httplib::Server>();
-    monitor_->set_tcp_nodelay(true);
-    monitor_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content("ok\n", "text/plain");
-    });
-    monitor_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-      bool ready = watcher_.synced() && !shut_down_;
-      res.status = ready ? 200 : 503;
-      res.set_content(ready ? "ok\n" : "not synced\n", "text/plain");
-    });
-    monitor_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      std::string text = metrics_.Render();
-      if (webhook_server_ != nullptr) text += webhook_metrics_.Render();
-      res.set_content(text, "text/plain; version=0.0.4");
-    });
-    monitor_port_ = port == 0 ? monitor_->bind_to_any_port(host)
-                              : (monitor_->bind_to_port(host, port) ? port : -1);
-    if (monitor_port_ <= 0) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.monitor_listen));
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
     }
-    monitor_thread_ = std::thread([this] { monitor_->listen_after_bind(); });
+    shim::HttpOptions options;
+    options.threads = 4;
+    options.max_body_bytes = 64 << 10;
+    monitor_ = std::make_unique<shim::HttpServer>(
+        options,
+        [this](const shim::HttpRequest& req, shim::HttpResponse& res) {
+          res.content_type = "text/plain; charset=utf-8";
+          const bool known =
+              req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics";
+          if (!known) {
+            res.status = 404;
+            res.body = absl::StrCat("no such path \"", req.path,
+                                    "\": the monitor serves /healthz, /readyz, /metrics\n");
+          } else if (req.method != "GET" && req.method != "HEAD") {
+            res.status = 405;
+            res.body = absl::StrCat("method ", req.method, " is not allowed: use GET\n");
+            res.headers.emplace_back("Allow", "GET, HEAD");
+          } else if (req.path == "/healthz") {
+            res.body = "ok\n";
+          } else if (req.path == "/readyz") {
+            const bool ready = watcher_.synced() && !shut_down_;
+            res.status = ready ? 200 : 503;
+            res.body = ready ? "ok\n" : "not synced\n";
+          } else {
+            res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+            res.body = metrics_.Render();
+            if (webhook_server_ != nullptr) res.body += webhook_metrics_.Render();
+          }
+        },
+        [](shim::HttpResponse& res, int status, absl::string_view message) {
+          res.status = status;
+          res.content_type = "text/plain; charset=utf-8";
+          res.body = absl::StrCat(message, "\n");
+        },
+        nullptr);
+    absl::StatusOr<int> bound = monitor_->Start(host, port);
+    if (!bound.ok()) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.monitor_listen, ": ",
+                                                 bound.status().message()));
+    }
+    monitor_port_ = *bound;
     return absl::OkStatus();
   }
 
@@ -446,8 +466,7 @@ class ServerAppImpl : public ServerApp {
   std::unique_ptr<shim::ShimServer> webhook_server_;
   grpc::HealthCheckServiceInterface* health_ = nullptr;
   std::vector<int> grpc_ports_;
-  std::unique_ptr<httplib::Server> monitor_;
-  std::thread monitor_thread_;
+  std::unique_ptr<shim::HttpServer> monitor_;
   int monitor_port_ = 0;
   std::thread health_thread_;
   std::atomic<bool> stop_health_{false};

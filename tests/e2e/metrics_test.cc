@@ -74,6 +74,18 @@ kubelet: {enabled: true}
   auto ready = client.Get("/readyz");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 200);
+  auto live = client.Head("/healthz");
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->status, 200);
+  // Anything else is refused with a reason.
+  auto unknown = client.Get("/nope");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_THAT(unknown->body, HasSubstr("/healthz, /readyz, /metrics"));
+  auto post = client.Post("/metrics", "x", "text/plain");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 405);
+  EXPECT_EQ(post->get_header_value("Allow"), "GET, HEAD");
 }
 
 }  // namespace

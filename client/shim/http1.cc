@@ -83,12 +83,8 @@ bool IsToken(absl::string_view s) {
   return true;
 }
 
-// No CR, LF or NUL: what may stand inside one line of a request head.
-bool CleanLine(absl::string_view line) {
-  return line.find_first_of(absl::string_view("\r\n\0", 3)) == absl::string_view::npos;
-}
-
-// CR only in CRLF, LF only after CR, no NUL.
+// CR only in CRLF, LF only after CR, no NUL (RFC 9110 5.5). For a single line (no CRLF in
+// it): no CR, LF or NUL at all.
 bool CleanHead(absl::string_view head) {
   static constexpr absl::string_view kSpecial("\r\n\0", 3);
   for (size_t i = head.find_first_of(kSpecial); i != absl::string_view::npos;
@@ -331,7 +327,8 @@ struct HttpServer::Impl {
     c.res = HttpResponse();
     c.res.status = status;
     on_error(c.res, status, message);
-    if (!Reply(c, false, /*close=*/true, false, start) && c.ssl == nullptr) {
+    Reply(c, false, /*close=*/true, false, start);
+    if (c.ssl == nullptr) {
       shutdown(c.fd, SHUT_WR);
       c.deadline = std::min(c.deadline, absl::Now() + absl::Seconds(1));
       char sink[16384];
@@ -395,7 +392,7 @@ struct HttpServer::Impl {
     for (;;) {
       absl::string_view size_line;
       if (int s = line(&size_line); s != 0) return s;
-      if (!CleanLine(size_line)) {
+      if (!CleanHead(size_line)) {
         *why = "chunked body: a bare CR, LF or NUL in a chunk-size line";
         return 400;
       }
@@ -417,7 +414,7 @@ struct HttpServer::Impl {
           absl::string_view trailer;
           if (int s = line(&trailer); s != 0) return s;
           if (trailer.empty()) return 0;
-          if (!CleanLine(trailer)) {
+          if (!CleanHead(trailer)) {
             *why = "chunked body: a bare CR, LF or NUL in a trailer field";
             return 400;
           }
@@ -621,10 +618,11 @@ struct HttpServer::Impl {
 
   // ---- threads ----
 
-  // Lets an idle connection go of its buffers (the 64 KiB read buffer, and what a large
-  // request or reply left behind), so that open connections cost little memory.
+  // Lets an idle connection go of what a large request or reply left behind: a read buffer
+  // grown past 64 KiB by a long head, and request / reply buffers over 1 MiB. The standard
+  // 64 KiB read buffer stays, so a keep-alive request allocates nothing.
   static void Trim(Conn& c) {
-    if (c.begin == c.end) {
+    if (c.begin == c.end && c.cap > kReadChunk) {
       c.in.reset();
       c.cap = c.begin = c.end = 0;
     }

@@ -2,11 +2,8 @@
 
 #include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "absl/time/clock.h"
 #include "client/shim/http1.h"
 #include "client/shim/json_codec.h"
 #include "client/shim/logger.h"

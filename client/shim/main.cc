@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "client/shim/grpc_h2.h"
 #include "client/shim/http_server.h"
 #include "client/shim/logger.h"
 #include "client/shim/metrics.h"
@@ -79,6 +80,11 @@ int Run(int argc, char** argv) {
     boot_logger.Log(LogLevel::kError, "bad config", {{"error", s.message()}});
     return 2;
   }
+  if (absl::Status s = GrpcH2Client::CheckTarget(config.server); !s.ok()) {
+    boot_logger.Log(LogLevel::kError, "bad config",
+                    {{"error", absl::StrCat("key server: ", s.message())}});
+    return 2;
+  }
 
   // Block the stop signals in every thread; the main thread waits for them below.
   sigset_t stop_signals;
@@ -90,8 +96,10 @@ int Run(int argc, char** argv) {
 
   const Logger logger(*ParseLogLevel(config.log_level));
   Metrics metrics;
-  std::shared_ptr<grpc::Channel> channel = DialServer(config.server);
-  Webhook webhook(v1::Extender::NewStub(channel), grpc::health::v1::Health::NewStub(channel),
+  // fitledger-server is called through the shim's own unary gRPC client (grpc_h2.h: a
+  // connection per call in flight, no thread hand-off).
+  auto client = std::make_shared<GrpcH2Client>(config.server);
+  Webhook webhook(std::make_unique<H2ExtenderStub>(client), std::make_unique<H2HealthStub>(client),
                   Webhook::Options{.server_timeout = config.server_timeout}, &metrics, &logger);
   ShimServer server(config, &webhook, &metrics, &logger);
   if (absl::Status s = server.Start(); !s.ok()) {

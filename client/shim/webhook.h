@@ -39,6 +39,48 @@ struct Reply {
 // reconnects quickly (backoff 100 ms .. 1 s) when the server comes back.
 std::shared_ptr<grpc::Channel> DialServer(const std::string& address);
 
+// A base for Extender stubs that answer only the synchronous calls, which are all the webhook
+// makes: the asynchronous forms return nullptr.
+class SyncExtenderStub : public v1::Extender::StubInterface {
+ private:
+  using FilterReader = grpc::ClientAsyncResponseReaderInterface<v1::ExtenderFilterResult>;
+  using PrioritizeReader = grpc::ClientAsyncResponseReaderInterface<v1::HostPriorityList>;
+  using BindReader = grpc::ClientAsyncResponseReaderInterface<v1::ExtenderBindingResult>;
+  using PreemptReader = grpc::ClientAsyncResponseReaderInterface<v1::ExtenderPreemptionResult>;
+  FilterReader* AsyncFilterRaw(grpc::ClientContext*, const v1::ExtenderArgs&,
+                               grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  FilterReader* PrepareAsyncFilterRaw(grpc::ClientContext*, const v1::ExtenderArgs&,
+                                      grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  PrioritizeReader* AsyncPrioritizeRaw(grpc::ClientContext*, const v1::ExtenderArgs&,
+                                       grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  PrioritizeReader* PrepareAsyncPrioritizeRaw(grpc::ClientContext*, const v1::ExtenderArgs&,
+                                              grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  BindReader* AsyncBindRaw(grpc::ClientContext*, const v1::ExtenderBindingArgs&,
+                           grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  BindReader* PrepareAsyncBindRaw(grpc::ClientContext*, const v1::ExtenderBindingArgs&,
+                                  grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  PreemptReader* AsyncPreemptRaw(grpc::ClientContext*, const v1::ExtenderPreemptionArgs&,
+                                 grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+  PreemptReader* PrepareAsyncPreemptRaw(grpc::ClientContext*, const v1::ExtenderPreemptionArgs&,
+                                        grpc::CompletionQueue*) override {
+    return nullptr;
+  }
+};
+
 // Thread-safe: the stubs are thread-safe, the rest is constant after construction (plus an
 // atomic log-rate limiter). Decoding buffers are per thread.
 class Webhook {

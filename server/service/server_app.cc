@@ -43,7 +43,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 // The webhook's Extender stub, answered in process by the ExtenderService: no serialization,
 // no socket, no thread hand-off. The webhook uses only the synchronous methods, so the
 // asynchronous ones are not provided (they return nullptr and are never called).
-class InProcessExtender final : public v1::Extender::StubInterface {
+class InProcessExtender final : public shim::SyncExtenderStub {
  public:
   explicit InProcessExtender(ExtenderService* service) : service_(service) {}
   grpc::Status Filter(grpc::ClientContext*, const v1::ExtenderArgs& request,
@@ -64,43 +64,6 @@ class InProcessExtender final : public v1::Extender::StubInterface {
   }
 
  private:
-  using FilterReader = grpc::ClientAsyncResponseReaderInterface<v1::ExtenderFilterResult>;
-  using PrioritizeReader = grpc::ClientAsyncResponseReaderInterface<v1::HostPriorityList>;
-  using BindReader = grpc::ClientAsyncResponseReaderInterface<v1::ExtenderBindingResult>;
-  using PreemptReader = grpc::ClientAsyncResponseReaderInterface<v1::ExtenderPreemptionResult>;
-  FilterReader* AsyncFilterRaw(grpc::ClientContext*, const v1::ExtenderArgs&,
-                               grpc::CompletionQueue*) override {
-    return nullptr;
-  }
-  FilterReader* PrepareAsyncFilterRaw(grpc::ClientContext*, const v1::ExtenderArgs&,
-                                      grpc::CompletionQueue*) override {
-    return nullptr;
-  }
-  PrioritizeReader* AsyncPrioritizeRaw(grpc::ClientContext*, const v1::ExtenderArgs&,
-                                       grpc::CompletionQueue*) override {
-    return nullptr;
-  }
-  PrioritizeReader* PrepareAsyncPrioritizeRaw(grpc::ClientContext*, const v1::ExtenderArgs&,
-                                              grpc::CompletionQueue*) override {
-    return nullptr;
-  }
-  BindReader* AsyncBindRaw(grpc::ClientContext*, const v1::ExtenderBindingArgs&,
-                           grpc::CompletionQueue*) override {
-    return nullptr;
-  }
-  BindReader* PrepareAsyncBindRaw(grpc::ClientContext*, const v1::ExtenderBindingArgs&,
-                                  grpc::CompletionQueue*) override {
-    return nullptr;
-  }
-  PreemptReader* AsyncPreemptRaw(grpc::ClientContext*, const v1::ExtenderPreemptionArgs&,
-                                 grpc::CompletionQueue*) override {
-    return nullptr;
-  }
-  PreemptReader* PrepareAsyncPreemptRaw(grpc::ClientContext*, const v1::ExtenderPreemptionArgs&,
-                                        grpc::CompletionQueue*) override {
-    return nullptr;
-  }
-
   ExtenderService* const service_;
 };
 

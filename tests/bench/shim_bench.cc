@@ -1,6 +1,6 @@
 // Shim benchmarks (they replace speed probes that were once disabled tests): the JSON codec on a
 // Filter body with 500 NodeNames and the ~5 KB fixture pod, and one keep-alive HTTP client
-// through the real shim (cpp-httplib server, webhook, gRPC client) to an in-process fake server
+// through the real shim (its HTTP server, webhook, gRPC client) to an in-process fake server
 // that passes every candidate — the shim's own cost, with no ledger behind it.
 #include <fstream>
 #include <memory>
@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
+#include "client/shim/grpc_h2.h"
 #include "client/shim/http_server.h"
 #include "client/shim/json_codec.h"
 #include "client/shim/logger.h"
@@ -89,14 +90,23 @@ void BM_ProtoSerializeParseExtenderArgs(benchmark::State& state) {
 BENCHMARK(BM_ProtoSerializeParseExtenderArgs);
 
 // One keep-alive client, one request at a time: the shim's round trip with a fake server.
+// Argument 1: the shim's own gRPC client (grpc_h2.h, what fitledger-shim uses); 0: gRPC's C++
+// client, for comparison.
 void BM_ShimFilter500NodeNamesFakeServer(benchmark::State& state) {
   testing::FakeExtender fake;
   std::unique_ptr<testing::FakeServer> server = testing::FakeServer::Start(&fake, "127.0.0.1:0");
   if (server == nullptr) return state.SkipWithError("fake server");
   Metrics metrics;
   Logger logger(LogLevel::kError);
-  std::shared_ptr<grpc::Channel> channel = DialServer(server->target());
-  Webhook webhook(v1::Extender::NewStub(channel), grpc::health::v1::Health::NewStub(channel),
+  std::unique_ptr<v1::Extender::StubInterface> stub;
+  if (state.range(0) == 1) {
+    stub = std::make_unique<H2ExtenderStub>(std::make_shared<GrpcH2Client>(server->target()));
+    state.SetLabel("own gRPC client");
+  } else {
+    stub = v1::Extender::NewStub(DialServer(server->target()));
+    state.SetLabel("gRPC C++ client");
+  }
+  Webhook webhook(std::move(stub), grpc::health::v1::Health::NewStub(DialServer(server->target())),
                   Webhook::Options{.server_timeout = absl::Seconds(3)}, &metrics, &logger);
   config::ShimConfig config;
   config.listen = "127.0.0.1:0";
@@ -117,7 +127,11 @@ void BM_ShimFilter500NodeNamesFakeServer(benchmark::State& state) {
   }
   shim.Stop();
 }
-BENCHMARK(BM_ShimFilter500NodeNamesFakeServer)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ShimFilter500NodeNamesFakeServer)
+    ->Arg(0)
+    ->Arg(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace fitledger::shim

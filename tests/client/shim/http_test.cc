@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/shim/grpc_h2.h"
 #include "client/shim/http_server.h"
 #include "client/shim/logger.h"
 #include "client/shim/metrics.h"
@@ -51,9 +52,9 @@ class Shim {
     config.listen = "127.0.0.1:0";
     config.monitor_listen = "127.0.0.1:0";
     config.server = server_target;
-    std::shared_ptr<grpc::Channel> channel = DialServer(server_target);
+    auto client = std::make_shared<GrpcH2Client>(server_target);
     webhook_ = std::make_unique<Webhook>(
-        v1::Extender::NewStub(channel), grpc::health::v1::Health::NewStub(channel),
+        std::make_unique<H2ExtenderStub>(client), std::make_unique<H2HealthStub>(client),
         Webhook::Options{.server_timeout = absl::Seconds(3)}, &metrics_, &logger_);
     server_ = std::make_unique<ShimServer>(config, webhook_.get(), &metrics_, &logger_);
     status_ = server_->Start();

@@ -188,6 +188,15 @@ TEST(ShimProcessTest, BadConfigExitsTwoNamingKeyAndLine) {
               HasSubstr(absl::StrCat(dir.File("shim.yaml"), ":2: key serverTimeout: ")));
 }
 
+TEST(ShimProcessTest, AServerAddressItCannotDialExitsTwo) {
+  TempDir dir;
+  Process shim({FITLEDGER_SHIM_BINARY, "--listen", "127.0.0.1:0", "--server", "fitledger-server"},
+               dir.File("stderr"));
+  EXPECT_EQ(shim.Wait(), 2);
+  EXPECT_THAT(ReadFile(dir.File("stderr")),
+              HasSubstr("key server: expected unix:///path or host:port"));
+}
+
 TEST(ShimProcessTest, HelpListsTheFlags) {
   TempDir dir;
   Process shim({FITLEDGER_SHIM_BINARY, "--help"}, dir.File("stderr"));

@@ -555,15 +555,30 @@ std::unique_ptr<H2Connection> GrpcH2Client::Take(grpc::Status* status, absl::Tim
                      absl::StrCat("bad server address ", target_, ": ", target.status().message()));
     return nullptr;
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const absl::Time now = absl::Now(); now < retry_after_) {
+      *status = grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("cannot connect to ", target_, ": ", last_dial_error_, " (next attempt in ",
+                       absl::ToInt64Milliseconds(retry_after_ - now), " ms)"));
+      return nullptr;
+    }
+  }
   std::string error;
   std::unique_ptr<H2Connection> c = H2Connection::Open(*target, deadline, &error);
+  std::lock_guard<std::mutex> lock(mu_);
   if (c == nullptr) {
+    backoff_ = std::clamp(backoff_ * 2, options_.initial_backoff, options_.max_backoff);
+    retry_after_ = absl::Now() + backoff_;
+    last_dial_error_ = error;
     *status = grpc::Status(absl::Now() >= deadline ? grpc::StatusCode::DEADLINE_EXCEEDED
                                                    : grpc::StatusCode::UNAVAILABLE,
                            absl::StrCat("cannot connect to ", target_, ": ", error));
     return nullptr;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  backoff_ = absl::ZeroDuration();
+  retry_after_ = absl::InfinitePast();
   ++dialled_;
   return c;
 }

@@ -13,7 +13,8 @@
 // (trailers, or trailers-only), HTTP status and RST_STREAM mapped to gRPC codes as gRPC does.
 // A connection is closed after any transport error or a missed deadline; an idle connection the
 // server closed or sent GOAWAY on is dropped before use, so a server restart costs no call.
-// Not spoken: TLS, streaming, compression, retries of a request that was sent.
+// After a failed dial, new dials wait a backoff (100 ms doubling to 1 s), calls failing at once
+// meanwhile. Not spoken: TLS, streaming, compression, retries of a request that was sent.
 #ifndef FITLEDGER_CLIENT_SHIM_GRPC_H2_H_
 #define FITLEDGER_CLIENT_SHIM_GRPC_H2_H_
 
@@ -43,6 +44,11 @@ class GrpcH2Client {
     size_t max_response_bytes = 64 << 20;
     // Idle connections kept for reuse; more are closed when they come back.
     int max_idle_connections = 64;
+    // After a failed dial, calls that need a new connection fail at once (UNAVAILABLE) for this
+    // long, doubling per failure up to max_backoff, so an unreachable server costs each call
+    // nothing rather than its deadline (gRPC's channel backs off the same way).
+    absl::Duration initial_backoff = absl::Milliseconds(100);
+    absl::Duration max_backoff = absl::Seconds(1);
   };
 
   // `target`: "unix:///path", "unix:path", "host:port" or "[v6]:port" (plaintext). Nothing is
@@ -80,6 +86,10 @@ class GrpcH2Client {
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<H2Connection>> idle_;  // guarded by mu_; back = most recent
   int dialled_ = 0;                                  // guarded by mu_
+  // After a failed dial (guarded by mu_): no new dial before retry_after_.
+  absl::Duration backoff_ = absl::ZeroDuration();
+  absl::Time retry_after_ = absl::InfinitePast();
+  std::string last_dial_error_;
 };
 
 // The Extender stub fitledger-shim's Webhook calls, on a GrpcH2Client. The deadline is the

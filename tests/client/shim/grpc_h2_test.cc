@@ -231,7 +231,9 @@ TEST(GrpcH2ClientTest, AMissedDeadlineIsDeadlineExceededAndTheNextCallWorks) {
 
 TEST(GrpcH2ClientTest, NoServerIsUnavailableThenAServerRestartCostsNoCall) {
   TempDir dir;
-  GrpcH2Client client(dir.Socket());
+  // No backoff after the failed dials, so "the first call after it" is not backed off.
+  GrpcH2Client client(dir.Socket(), GrpcH2Client::Options{.initial_backoff = absl::ZeroDuration(),
+                                                          .max_backoff = absl::ZeroDuration()});
   v1::ExtenderFilterResult result;
   grpc::Status s = client.Call(kFilter, ArgsFor("p", 1), &result, Soon());
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
@@ -260,6 +262,29 @@ TEST(GrpcH2ClientTest, NoServerIsUnavailableThenAServerRestartCostsNoCall) {
   s = client.Call(kFilter, ArgsFor("p", 1), &result, Soon());
   EXPECT_TRUE(s.ok()) << s.error_message();
   server.reset();
+}
+
+// After a failed dial, calls fail at once until the backoff has passed, even if the server is
+// back meanwhile; then the next call dials.
+TEST(GrpcH2ClientTest, AFailedDialBacksOff) {
+  TempDir dir;
+  GrpcH2Client client(dir.Socket(), GrpcH2Client::Options{.initial_backoff = absl::Seconds(600),
+                                                          .max_backoff = absl::Seconds(600)});
+  v1::ExtenderFilterResult result;
+  grpc::Status s = client.Call(kFilter, ArgsFor("p", 1), &result, Soon());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr("next attempt")));
+  FakeExtender fake;
+  std::unique_ptr<FakeServer> server = FakeServer::Start(&fake, dir.Socket());
+  ASSERT_NE(server, nullptr);
+  s = client.Call(kFilter, ArgsFor("p", 1), &result, Soon());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), HasSubstr("next attempt in"));
+  EXPECT_EQ(fake.calls(), 0);
+
+  GrpcH2Client fresh(dir.Socket());
+  s = fresh.Call(kFilter, ArgsFor("p", 1), &result, Soon());
+  EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
 TEST(GrpcH2ClientTest, ConcurrentCallsEachGetTheirOwnReply) {

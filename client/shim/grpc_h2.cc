@@ -29,6 +29,9 @@ namespace {
 constexpr size_t kReadChunk = 64 << 10;
 // A reply buffer that grew past this is given back after the call.
 constexpr size_t kKeepBufferBytes = 1 << 20;
+// A connect cut short by the caller's deadline with less time than this is not held against the
+// server (no backoff).
+constexpr absl::Duration kMinConnectBudget = absl::Milliseconds(250);
 
 struct Target {
   bool unix_socket = false;
@@ -110,7 +113,8 @@ int ConnectOne(int family, const sockaddr* address, socklen_t length, absl::Time
     return -1;
   }
   if (connect(fd, address, length) != 0) {
-    if (errno != EINPROGRESS && errno != EAGAIN) {
+    // EAGAIN (a Unix socket's full backlog) is a failure: only EINPROGRESS is pending.
+    if (errno != EINPROGRESS) {
       *error = absl::StrCat("connect: ", strerror(errno));
       close(fd);
       return -1;
@@ -251,7 +255,7 @@ class H2Connection {
 
   // Reads whatever the server sent while the connection was idle (SETTINGS, PING, GOAWAY) and
   // answers it. False when the connection cannot take a call.
-  bool Refresh() {
+  bool Refresh(absl::Time deadline) {
     if (!healthy()) return false;
     std::string& buffer = ReadBuffer();
     for (;;) {
@@ -268,7 +272,7 @@ class H2Connection {
       if (n < 0 && errno == EINTR) continue;
       break;
     }
-    if (healthy() && !Flush(absl::Now() + absl::Seconds(1))) broken_ = true;
+    if (healthy() && !Flush(deadline)) broken_ = true;
     return healthy() && nghttp2_session_want_read(session_) != 0;
   }
 
@@ -314,6 +318,9 @@ class H2Connection {
     }
     std::string& buffer = ReadBuffer();
     for (;;) {
+      // A reply that keeps arriving (or one over the limit, read only to be dropped) does not
+      // keep the call past its deadline.
+      if (absl::Now() >= deadline) return Lost(deadline, "deadline exceeded");
       if (!Flush(deadline)) {
         *retryable = !wrote_;
         return Lost(deadline, "cannot write to the server");
@@ -466,6 +473,7 @@ class H2Connection {
     if (stream_id != c->stream_id_ || c->too_large_) return 0;
     if (c->body_->size() + length > c->max_body_ + 5) {
       c->too_large_ = true;
+      nghttp2_submit_rst_stream(c->session_, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_CANCEL);
       c->body_->clear();
       return 0;
     }
@@ -509,7 +517,11 @@ class H2Connection {
 };
 
 GrpcH2Client::GrpcH2Client(std::string target, Options options)
-    : target_(std::move(target)), options_(options) {}
+    : target_(std::move(target)), options_([&] {
+        options.initial_backoff = std::max(options.initial_backoff, absl::ZeroDuration());
+        options.max_backoff = std::max(options.max_backoff, options.initial_backoff);
+        return options;
+      }()) {}
 
 GrpcH2Client::~GrpcH2Client() = default;
 
@@ -530,7 +542,7 @@ int GrpcH2Client::RefreshIdle() {
   }
   int left = 0;
   for (auto& c : idle) {
-    if (!c->Refresh()) continue;
+    if (!c->Refresh(absl::Now() + absl::Seconds(1))) continue;
     ++left;
     Give(std::move(c));
   }
@@ -546,7 +558,7 @@ std::unique_ptr<H2Connection> GrpcH2Client::Take(grpc::Status* status, absl::Tim
       c = std::move(idle_.back());
       idle_.pop_back();
     }
-    if (c->Refresh()) return c;
+    if (c->Refresh(deadline)) return c;
   }
   absl::StatusOr<Target> target = ParseTarget(target_);
   if (!target.ok()) {
@@ -555,8 +567,10 @@ std::unique_ptr<H2Connection> GrpcH2Client::Take(grpc::Status* status, absl::Tim
                      absl::StrCat("bad server address ", target_, ": ", target.status().message()));
     return nullptr;
   }
+  int64_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    generation = dial_generation_;
     if (const absl::Time now = absl::Now(); now < retry_after_) {
       *status = grpc::Status(
           grpc::StatusCode::UNAVAILABLE,
@@ -566,12 +580,20 @@ std::unique_ptr<H2Connection> GrpcH2Client::Take(grpc::Status* status, absl::Tim
     }
   }
   std::string error;
+  const absl::Time start = absl::Now();
   std::unique_ptr<H2Connection> c = H2Connection::Open(*target, deadline, &error);
   std::lock_guard<std::mutex> lock(mu_);
   if (c == nullptr) {
-    backoff_ = std::clamp(backoff_ * 2, options_.initial_backoff, options_.max_backoff);
-    retry_after_ = absl::Now() + backoff_;
-    last_dial_error_ = error;
+    const absl::Time now = absl::Now();
+    // A dial counts against the server unless the caller's deadline cut it short before it had
+    // a fair chance, or another dial has succeeded since it began; failures at once double the
+    // backoff once.
+    const bool fair = now < deadline || deadline - start >= kMinConnectBudget;
+    if (fair && generation == dial_generation_ && now >= retry_after_) {
+      backoff_ = std::clamp(backoff_ * 2, options_.initial_backoff, options_.max_backoff);
+      retry_after_ = now + backoff_;
+      last_dial_error_ = error;
+    }
     *status = grpc::Status(absl::Now() >= deadline ? grpc::StatusCode::DEADLINE_EXCEEDED
                                                    : grpc::StatusCode::UNAVAILABLE,
                            absl::StrCat("cannot connect to ", target_, ": ", error));
@@ -579,6 +601,7 @@ std::unique_ptr<H2Connection> GrpcH2Client::Take(grpc::Status* status, absl::Tim
   }
   backoff_ = absl::ZeroDuration();
   retry_after_ = absl::InfinitePast();
+  ++dial_generation_;
   ++dialled_;
   return c;
 }
@@ -610,6 +633,12 @@ grpc::Status GrpcH2Client::Call(absl::string_view method,
   std::string& body = ThreadBody();
   grpc::Status status;
   for (int attempt = 0; attempt < 2; ++attempt) {
+    if (absl::Now() >= deadline) {
+      // Not sent: a request the caller has given up on never reaches the server.
+      if (attempt == 0)
+        status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded");
+      break;
+    }
     std::unique_ptr<H2Connection> c = Take(&status, deadline);
     if (c == nullptr) break;
     bool retryable = false;

@@ -12,12 +12,16 @@
 // compression, `grpc-timeout` from the deadline, status from `grpc-status` / `grpc-message`
 // (trailers, or trailers-only), HTTP status and RST_STREAM mapped to gRPC codes as gRPC does.
 // A connection is closed after any transport error or a missed deadline; an idle connection the
-// server closed or sent GOAWAY on is dropped before use, so a server restart costs no call.
+// server closed or sent GOAWAY on before the call is dropped unused, so a server restart between
+// calls costs none (a close that races the call fails that call: it may have been seen).
+// A call whose deadline has passed is not sent. Host names are resolved with getaddrinfo, which
+// does not honour the deadline (the chart uses a Unix socket).
 // After a failed dial, new dials wait a backoff (100 ms doubling to 1 s), calls failing at once
 // meanwhile. Not spoken: TLS, streaming, compression, retries of a request that was sent.
 #ifndef FITLEDGER_CLIENT_SHIM_GRPC_H2_H_
 #define FITLEDGER_CLIENT_SHIM_GRPC_H2_H_
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -71,8 +75,8 @@ class GrpcH2Client {
   // Connections dialled so far (for tests: reuse means this stays small).
   int connections_dialled() const;
 
-  // Reads what the server sent on the idle connections, drops those it closed or is closing
-  // (GOAWAY), and returns how many are left.
+  // For tests: reads what the server sent on the idle connections, drops those it closed or is
+  // closing (GOAWAY), and returns how many are left. Calls meanwhile find the pool empty.
   int RefreshIdle();
 
  private:
@@ -86,6 +90,7 @@ class GrpcH2Client {
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<H2Connection>> idle_;  // guarded by mu_; back = most recent
   int dialled_ = 0;                                  // guarded by mu_
+  int64_t dial_generation_ = 0;                      // guarded by mu_; counts successful dials
   // After a failed dial (guarded by mu_): no new dial before retry_after_.
   absl::Duration backoff_ = absl::ZeroDuration();
   absl::Time retry_after_ = absl::InfinitePast();

@@ -229,6 +229,22 @@ TEST(GrpcH2ClientTest, AMissedDeadlineIsDeadlineExceededAndTheNextCallWorks) {
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
+TEST(GrpcH2ClientTest, ACallPastItsDeadlineIsNotSent) {
+  FakeExtender fake;
+  std::unique_ptr<FakeServer> server = FakeServer::Start(&fake, "127.0.0.1:0");
+  ASSERT_NE(server, nullptr);
+  GrpcH2Client client(server->target());
+  v1::ExtenderFilterResult result;
+  grpc::Status s =
+      client.Call(kFilter, ArgsFor("late", 1), &result, absl::Now() - absl::Milliseconds(1));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  s = client.Call(kFilter, ArgsFor("on-time", 1), &result, Soon());
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(fake.calls(), 1);
+  EXPECT_EQ(fake.last_filter().pod().metadata().name(), "on-time");
+  EXPECT_EQ(client.connections_dialled(), 1);
+}
+
 TEST(GrpcH2ClientTest, NoServerIsUnavailableThenAServerRestartCostsNoCall) {
   TempDir dir;
   // No backoff after the failed dials, so "the first call after it" is not backed off.

@@ -24,6 +24,16 @@
 #include "grpcpp/client_context.h"
 
 namespace fitledger::shim {
+
+// A parsed server address.
+struct H2Target {
+  bool unix_socket = false;
+  std::string path;  // unix
+  std::string host;  // tcp
+  std::string port;  // tcp
+  std::string authority;
+};
+
 namespace {
 
 constexpr size_t kReadChunk = 64 << 10;
@@ -33,17 +43,9 @@ constexpr size_t kKeepBufferBytes = 1 << 20;
 // server (no backoff).
 constexpr absl::Duration kMinConnectBudget = absl::Milliseconds(250);
 
-struct Target {
-  bool unix_socket = false;
-  std::string path;  // unix
-  std::string host;  // tcp
-  std::string port;  // tcp
-  std::string authority;
-};
-
 // "unix:///path", "unix:path", "dns:///host:port", "host:port", "[v6]:port".
-absl::StatusOr<Target> ParseTarget(absl::string_view target) {
-  Target t;
+absl::StatusOr<H2Target> ParseTarget(absl::string_view target) {
+  H2Target t;
   if (absl::ConsumePrefix(&target, "unix://")) {
     if (!absl::StartsWith(target, "/")) {
       return absl::InvalidArgumentError("unix:// needs an absolute path (unix:///path)");
@@ -140,7 +142,7 @@ int ConnectOne(int family, const sockaddr* address, socklen_t length, absl::Time
   return fd;
 }
 
-int Dial(const Target& target, absl::Time deadline, std::string* error) {
+int Dial(const H2Target& target, absl::Time deadline, std::string* error) {
   if (target.unix_socket) {
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
@@ -239,7 +241,7 @@ class H2Connection {
     if (fd_ >= 0) close(fd_);
   }
 
-  static std::unique_ptr<H2Connection> Open(const Target& target, absl::Time deadline,
+  static std::unique_ptr<H2Connection> Open(const H2Target& target, absl::Time deadline,
                                             std::string* error) {
     const int fd = Dial(target, deadline, error);
     if (fd < 0) return nullptr;
@@ -330,7 +332,7 @@ class H2Connection {
         broken_ = true;
         return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server ended the connection");
       }
-      if (!Wait(fd_, POLLIN, deadline)) return Lost(deadline, "");
+      if (!Wait(fd_, POLLIN, deadline)) return Lost(deadline, "deadline exceeded");
       const ssize_t n = recv(fd_, buffer.data(), buffer.size(), 0);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
       if (n <= 0) return Lost(deadline, "connection closed by the server");
@@ -517,7 +519,13 @@ class H2Connection {
 };
 
 GrpcH2Client::GrpcH2Client(std::string target, Options options)
-    : target_(std::move(target)), options_([&] {
+    : target_(std::move(target)),
+      parsed_([this]() -> std::unique_ptr<const H2Target> {
+        absl::StatusOr<H2Target> parsed = ParseTarget(target_);
+        if (!parsed.ok()) return nullptr;
+        return std::make_unique<const H2Target>(*std::move(parsed));
+      }()),
+      options_([&] {
         options.initial_backoff = std::max(options.initial_backoff, absl::ZeroDuration());
         options.max_backoff = std::max(options.max_backoff, options.initial_backoff);
         return options;
@@ -560,11 +568,10 @@ std::unique_ptr<H2Connection> GrpcH2Client::Take(grpc::Status* status, absl::Tim
     }
     if (c->Refresh(deadline)) return c;
   }
-  absl::StatusOr<Target> target = ParseTarget(target_);
-  if (!target.ok()) {
-    *status =
-        grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                     absl::StrCat("bad server address ", target_, ": ", target.status().message()));
+  if (parsed_ == nullptr) {
+    *status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                           absl::StrCat("bad server address ", target_, ": ",
+                                        ParseTarget(target_).status().message()));
     return nullptr;
   }
   int64_t generation = 0;
@@ -581,7 +588,7 @@ std::unique_ptr<H2Connection> GrpcH2Client::Take(grpc::Status* status, absl::Tim
   }
   std::string error;
   const absl::Time start = absl::Now();
-  std::unique_ptr<H2Connection> c = H2Connection::Open(*target, deadline, &error);
+  std::unique_ptr<H2Connection> c = H2Connection::Open(*parsed_, deadline, &error);
   std::lock_guard<std::mutex> lock(mu_);
   if (c == nullptr) {
     const absl::Time now = absl::Now();

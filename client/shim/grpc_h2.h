@@ -39,6 +39,7 @@
 namespace fitledger::shim {
 
 class H2Connection;  // grpc_h2.cc
+struct H2Target;     // grpc_h2.cc
 
 // Thread-safe: any number of threads call at once, each on its own connection.
 class GrpcH2Client {
@@ -86,6 +87,7 @@ class GrpcH2Client {
   void Give(std::unique_ptr<H2Connection> connection);
 
   const std::string target_;
+  const std::unique_ptr<const H2Target> parsed_;  // null: a bad address (CheckTarget says why)
   const Options options_;
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<H2Connection>> idle_;  // guarded by mu_; back = most recent

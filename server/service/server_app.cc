@@ -41,8 +41,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 // The webhook's Extender stub, answered in process by the ExtenderService: no serialization,
-// no socket, no thread hand-off. The webhook uses only the synchronous methods, so the
-// asynchronous ones are not provided (they return nullptr and are never called).
+// no socket, no thread hand-off.
 class InProcessExtender final : public shim::SyncExtenderStub {
  public:
   explicit InProcessExtender(ExtenderService* service) : service_(service) {}

@@ -24,6 +24,7 @@ absl::Status Read(Fields& root, ServerConfig* c) {
   }));
   RETURN_IF_ERROR(root.Map("grpc", [&](Fields& f) -> absl::Status {
     RETURN_IF_ERROR(f.StringList("listen", &c->grpc_listen));
+    RETURN_IF_ERROR(f.StringList("unaryListen", &c->grpc_unary_listen));
     return f.Map("tls", [&](Fields& t) { return ReadTls(t, &c->grpc_tls); });
   }));
   RETURN_IF_ERROR(
@@ -106,29 +107,50 @@ bool IsLocalAddress(const std::string& address) {
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
+namespace {
+
+// One listener address of `key`: unix:///path, or host:port that is loopback unless `tls`.
+absl::Status CheckListenAddress(absl::string_view key, const std::string& address, bool tls,
+                                absl::string_view non_local_advice) {
+  if (absl::StartsWith(address, "unix:")) {
+    if (!absl::StartsWith(address, "unix:///")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          key, ": \"", address, "\": a Unix socket needs an absolute path, unix:///path"));
+    }
+    return absl::OkStatus();
+  }
+  size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, ": \"", address, "\" is neither unix:///path nor host:port"));
+  }
+  if (!IsLocalAddress(address) && !tls) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, ": \"", address, "\" is not a loopback address: ", non_local_advice));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.grpc_listen.empty()) return absl::InvalidArgumentError("grpc.listen: at least one address");
   for (const std::string& address : c.grpc_listen) {
-    if (absl::StartsWith(address, "unix:")) {
-      if (!absl::StartsWith(address, "unix:///")) {
-        return absl::InvalidArgumentError(absl::StrCat("grpc.listen: \"", address,
-                                                       "\": a Unix socket needs an absolute path, "
-                                                       "unix:///path"));
+    RETURN_IF_ERROR(CheckListenAddress("grpc.listen", address, c.grpc_tls.enabled(),
+                                       "set grpc.tls.certFile and keyFile (and clientCAFile for "
+                                       "mTLS) to listen on it"));
+  }
+  for (const std::string& address : c.grpc_unary_listen) {
+    RETURN_IF_ERROR(
+        CheckListenAddress("grpc.unaryListen", address, false,
+                           "this listener has no TLS: use unix:///path or a loopback address"));
+    for (const std::string& other : c.grpc_listen) {
+      if (other == address && !absl::EndsWith(address, ":0")) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "grpc.unaryListen: \"", address, "\" is also in grpc.listen: use another address"));
       }
-      continue;
-    }
-    size_t colon = address.rfind(':');
-    int port = -1;
-    if (colon == std::string::npos || colon == 0 ||
-        !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("grpc.listen: \"", address, "\" is neither unix:///path nor host:port"));
-    }
-    if (!IsLocalAddress(address) && !c.grpc_tls.enabled()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "grpc.listen: \"", address,
-          "\" is not a loopback address: set grpc.tls.certFile and keyFile (and clientCAFile for "
-          "mTLS) to listen on it"));
     }
   }
   if (c.assumed_reconcile_age < 2 * c.bind_timeout) {

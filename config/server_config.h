@@ -28,6 +28,11 @@ struct ServerConfig {
   // requires TLS.
   std::vector<std::string> grpc_listen = {"unix:///run/fitledger/server.sock"};
   TlsFiles grpc_tls;
+  // Listeners for gRPC's unary calls on fitledger's own HTTP/2 server (server/service/
+  // grpc_h2_server.h): the Extender and Introspection methods and grpc.health.v1.Health/Check,
+  // at a fraction of the gRPC server's cost per call; no reflection, streaming or TLS, so
+  // "unix:///path" or a loopback host:port only. Empty: off.
+  std::vector<std::string> grpc_unary_listen;
 
   // HTTP /healthz, /readyz, /metrics. Empty: off.
   std::string monitor_listen;

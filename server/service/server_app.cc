@@ -26,6 +26,7 @@
 #include "server/kube/api_client.h"
 #include "server/kube/binder.h"
 #include "server/kube/watcher.h"
+#include "server/service/grpc_h2_server.h"
 #include "server/service/grpc_services.h"
 #include "server/service/reconciler.h"
 
@@ -65,6 +66,51 @@ class InProcessExtender final : public shim::SyncExtenderStub {
  private:
   ExtenderService* const service_;
 };
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+// A unary method for the own HTTP/2 listener: parse, run `call` (the gRPC service's own code),
+// serialize.
+template <typename Request, typename Reply, typename Call>
+GrpcUnaryMethod Unary(Call call) {
+  return [call](absl::string_view bytes, std::string* out) -> absl::Status {
+    Request request;
+    Reply reply;
+    if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot parse ", Request::descriptor()->full_name()));
+    }
+    absl::Status status = FromGrpcStatus(call(&request, &reply));
+    if (status.ok()) reply.SerializeToString(out);
+    return status;
+  };
+}
+
+// Filter and Prioritize: as Unary, on messages each connection thread keeps and reuses (as the
+// gRPC server's MessagePool does), unless a call was large.
+template <typename Reply, typename Call>
+GrpcUnaryMethod PooledUnary(Call call) {
+  return [call](absl::string_view bytes, std::string* out) -> absl::Status {
+    thread_local v1::ExtenderArgs request;
+    thread_local Reply reply;
+    reply.Clear();
+    absl::Status status;
+    if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      status = absl::InvalidArgumentError("cannot parse fitledger.v1.ExtenderArgs");
+    } else {
+      status = FromGrpcStatus(call(&request, &reply));
+      if (status.ok()) reply.SerializeToString(out);
+    }
+    if (!ExtenderService::KeepPooled(request)) {
+      request = v1::ExtenderArgs();
+      reply = Reply();
+    }
+    return status;
+  };
+}
 
 class ServerAppImpl : public ServerApp {
  public:
@@ -152,6 +198,8 @@ class ServerAppImpl : public ServerApp {
     watcher_.Start();
     if (config_.ledger_enabled) reconciler_.Start();
     health_thread_ = std::thread([this] { HealthLoop(); });
+    absl::Status unary = StartUnary();
+    if (!unary.ok()) return unary;
     absl::Status webhook = StartWebhook();
     if (!webhook.ok()) return webhook;
     LogInfo("fitledger-server started",
@@ -168,10 +216,11 @@ class ServerAppImpl : public ServerApp {
     extender_.BeginShutdown();
     stop_health_ = true;
     if (health_thread_.joinable()) health_thread_.join();
+    SetServing(false);
     if (server_ != nullptr) {
-      SetServing(false);
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
     }
+    if (unary_server_ != nullptr) unary_server_->Stop();  // each connection finishes its call
     extender_.WaitForBinds();
     LogDebug("shutdown: gRPC stopped, binds finished");
     reconciler_.Stop();
@@ -190,6 +239,7 @@ class ServerAppImpl : public ServerApp {
     }
     return out;
   }
+  std::vector<int> unary_ports() const override { return unary_ports_; }
   int monitor_port() const override { return monitor_port_; }
   int webhook_port() const override {
     return webhook_server_ != nullptr ? webhook_server_->port() : 0;
@@ -215,6 +265,7 @@ class ServerAppImpl : public ServerApp {
   }
 
   void SetServing(bool serving) {
+    serving_ = serving;
     if (health_ == nullptr) return;
     health_->SetServingStatus(serving);
     health_->SetServingStatus("fitledger.v1.Extender", serving);
@@ -232,6 +283,75 @@ class ServerAppImpl : public ServerApp {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+  }
+
+  // grpc.unaryListen: the Extender and Introspection methods and Health/Check on the own
+  // HTTP/2 server, running the same service code as the gRPC server.
+  absl::Status StartUnary() {
+    if (config_.grpc_unary_listen.empty()) return absl::OkStatus();
+    using grpc::health::v1::HealthCheckRequest;
+    using grpc::health::v1::HealthCheckResponse;
+    ExtenderService* extender = &extender_service_;
+    IntrospectionService* introspection = &introspection_service_;
+    std::vector<std::pair<std::string, GrpcUnaryMethod>> methods = {
+        {"/fitledger.v1.Extender/Filter",
+         PooledUnary<v1::ExtenderFilterResult>([extender](auto* request, auto* reply) {
+           return extender->DoFilter(request, reply);
+         })},
+        {"/fitledger.v1.Extender/Prioritize",
+         PooledUnary<v1::HostPriorityList>([extender](auto* request, auto* reply) {
+           return extender->DoPrioritize(request, reply);
+         })},
+        {"/fitledger.v1.Extender/Bind", Unary<v1::ExtenderBindingArgs, v1::ExtenderBindingResult>(
+                                            [extender](auto* request, auto* reply) {
+                                              return extender->Bind(nullptr, request, reply);
+                                            })},
+        {"/fitledger.v1.Extender/Preempt",
+         Unary<v1::ExtenderPreemptionArgs, v1::ExtenderPreemptionResult>(
+             [extender](auto* request, auto* reply) {
+               return extender->Preempt(nullptr, request, reply);
+             })},
+        {"/fitledger.v1.Introspection/ListNodes",
+         Unary<v1::ListNodesRequest, v1::ListNodesResponse>(
+             [introspection](auto* request, auto* reply) {
+               return introspection->ListNodes(nullptr, request, reply);
+             })},
+        {"/fitledger.v1.Introspection/ListAssumed",
+         Unary<v1::ListAssumedRequest, v1::ListAssumedResponse>(
+             [introspection](auto* request, auto* reply) {
+               return introspection->ListAssumed(nullptr, request, reply);
+             })},
+        {"/fitledger.v1.Introspection/Explain", Unary<v1::ExplainRequest, v1::ExplainResponse>(
+                                                    [introspection](auto* request, auto* reply) {
+                                                      return introspection->Explain(nullptr,
+                                                                                    request, reply);
+                                                    })},
+        {"/fitledger.v1.Introspection/ListRejections",
+         Unary<v1::ListRejectionsRequest, v1::ListRejectionsResponse>(
+             [introspection](auto* request, auto* reply) {
+               return introspection->ListRejections(nullptr, request, reply);
+             })},
+        // As gRPC's default health service answers on grpc.listen.
+        {"/grpc.health.v1.Health/Check",
+         Unary<HealthCheckRequest, HealthCheckResponse>(
+             [this](const HealthCheckRequest* request, HealthCheckResponse* reply) {
+               const std::string& service = request->service();
+               if (!service.empty() && service != "fitledger.v1.Extender" &&
+                   service != "fitledger.v1.Introspection") {
+                 return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
+               }
+               reply->set_status(serving_ ? HealthCheckResponse::SERVING
+                                          : HealthCheckResponse::NOT_SERVING);
+               return grpc::Status::OK;
+             })},
+    };
+    unary_server_ = std::make_unique<GrpcH2Server>(GrpcH2ServerOptions{}, std::move(methods));
+    for (const std::string& address : config_.grpc_unary_listen) {
+      absl::StatusOr<int> port = unary_server_->Listen(address);
+      if (!port.ok()) return port.status();
+      if (!absl::StartsWith(address, "unix://")) unary_ports_.push_back(*port);
+    }
+    return absl::OkStatus();
   }
 
   // kube-scheduler's webhook on this process: the shim's HTTP server and codec over the
@@ -422,6 +542,9 @@ class ServerAppImpl : public ServerApp {
   IntrospectionService introspection_service_;
 
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<GrpcH2Server> unary_server_;
+  std::vector<int> unary_ports_;
+  std::atomic<bool> serving_{false};
   shim::Metrics webhook_metrics_;
   const shim::Logger webhook_logger_{shim::LogLevel::kWarn};
   std::unique_ptr<shim::Webhook> webhook_;

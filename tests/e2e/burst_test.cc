@@ -63,6 +63,19 @@ TEST(BurstE2eTest, WithTheLedgerNothingIsRejectedAndNoNodeIsOvercommitted) {
   }
 }
 
+TEST(BurstE2eTest, WithTheShimOnTheGrpcServerNothingIsRejected) {
+  // The other tests' shim calls the unary listener (grpc.unaryListen); this one gRPC's server.
+  ClusterOptions options{PairYaml(), ""};
+  options.shim_via_grpc_server = true;
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  nlohmann::json report = Burst(**c, 12, false);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["rejected"], 0) << report.dump();
+  EXPECT_EQ(report["bound"], 12);
+  EXPECT_EQ(report["running"], 12);
+}
+
 TEST(BurstE2eTest, ThroughTheServersOwnWebhookNothingIsRejected) {
   ClusterOptions options{PairYaml(), ""};
   options.webhook_in_server = true;
@@ -89,8 +102,9 @@ TEST(BurstE2eTest, WithTheLedgerPodsThatFitArePlacedTheRestStayPending) {
   EXPECT_EQ(report["running"], 15);
   EXPECT_EQ(report["pending"], 5);
   for (const auto& pod : report["pods"]) {
-    if (pod["node"] == "")
+    if (pod["node"] == "") {
       EXPECT_THAT(pod["pendingReason"].get<std::string>(), HasSubstr("Insufficient cpu"));
+    }
   }
 }
 

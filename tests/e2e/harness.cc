@@ -51,6 +51,7 @@ absl::Status E2eCluster::StartExtender(const ClusterOptions& options) {
   absl::Status w = WriteFile(config, options.server_yaml);
   if (!w.ok()) return w;
   extender_.socket = absl::StrCat("unix://", dir_, "/server-", g, ".sock");
+  extender_.unary_socket = absl::StrCat("unix://", dir_, "/server-", g, "-unary.sock");
   std::string ready = absl::StrCat(dir_, "/server-", g, ".ready");
   std::vector<std::string> argv = {FITLEDGER_SERVER_PATH,
                                    "--config",
@@ -59,6 +60,8 @@ absl::Status E2eCluster::StartExtender(const ClusterOptions& options) {
                                    sim_->kubeconfig_path(),
                                    "--grpc-listen",
                                    extender_.socket + ",127.0.0.1:0",
+                                   "--grpc-unary-listen",
+                                   extender_.unary_socket,
                                    "--monitor-listen",
                                    "127.0.0.1:0",
                                    "--ready-file",
@@ -101,7 +104,8 @@ absl::Status E2eCluster::StartExtender(const ClusterOptions& options) {
   std::string port_file = absl::StrCat(dir_, "/shim-", g, ".port");
   absl::StatusOr<std::unique_ptr<ChildProcess>> shim =
       ChildProcess::Start({FITLEDGER_SHIM_PATH, "--listen", "127.0.0.1:0", "--server",
-                           extender_.socket, "--port-file", port_file},
+                           options.shim_via_grpc_server ? extender_.socket : extender_.unary_socket,
+                           "--port-file", port_file},
                           absl::StrCat(dir_, "/shim-", g, ".log"));
   if (!shim.ok()) return shim.status();
   extender_.shim = *std::move(shim);

@@ -21,9 +21,10 @@ namespace fitledger::testing {
 struct Extender {
   std::unique_ptr<ChildProcess> server;
   std::unique_ptr<ChildProcess> shim;
-  std::string socket;    // unix:///...
-  int grpc_port = 0;     // loopback TCP
-  int monitor_port = 0;  // HTTP /healthz /readyz /metrics
+  std::string socket;        // unix:///... (grpc.listen: gRPC's server)
+  std::string unary_socket;  // unix:///... (grpc.unaryListen: the own HTTP/2 server)
+  int grpc_port = 0;         // loopback TCP
+  int monitor_port = 0;      // HTTP /healthz /readyz /metrics
   int shim_port = 0;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Extender::Stub> extender;
@@ -38,6 +39,9 @@ struct ClusterOptions {
   // Serve the webhook from fitledger-server itself (--webhook-listen) instead of fitledger-shim;
   // shim_port is then the server's webhook port.
   bool webhook_in_server = false;
+  // fitledger-shim calls the server's unary listener (grpc.unaryListen, fitledger's own HTTP/2
+  // server); true: its gRPC server (grpc.listen) instead.
+  bool shim_via_grpc_server = false;
 };
 
 // Not thread-safe. Everything is killed on destruction.

@@ -129,13 +129,21 @@ absl::Status SpawnServer(E2eCluster& cluster, const std::string& socket,
   const std::string base = absl::StrCat(cluster.dir(), "/server-", tag);
   if (absl::Status w = WriteFile(base + ".yaml", server_yaml); !w.ok()) return w;
   const std::string ready = base + ".ready";
-  absl::StatusOr<std::unique_ptr<ChildProcess>> server = ChildProcess::Start(
-      {FITLEDGER_SERVER_PATH, "--config", base + ".yaml", "--kubeconfig",
-       cluster.sim().kubeconfig_path(), "--grpc-listen", socket + ",127.0.0.1:0",
-       "--monitor-listen", "127.0.0.1:0", "--ready-file", ready},
-      base + ".log");
-  if (!server.ok()) return server.status();
   Extender& e = cluster.extender();
+  std::vector<std::string> argv = {FITLEDGER_SERVER_PATH,
+                                   "--config",
+                                   base + ".yaml",
+                                   "--kubeconfig",
+                                   cluster.sim().kubeconfig_path(),
+                                   "--grpc-listen",
+                                   socket + ",127.0.0.1:0",
+                                   "--monitor-listen",
+                                   "127.0.0.1:0",
+                                   "--ready-file",
+                                   ready};
+  if (!e.unary_socket.empty()) argv.insert(argv.end(), {"--grpc-unary-listen", e.unary_socket});
+  absl::StatusOr<std::unique_ptr<ChildProcess>> server = ChildProcess::Start(argv, base + ".log");
+  if (!server.ok()) return server.status();
   e.server = *std::move(server);
   if (absl::Status waited = WaitForFile(ready, absl::Seconds(30)); !waited.ok()) {
     return absl::UnavailableError(

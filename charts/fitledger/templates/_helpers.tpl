@@ -72,6 +72,11 @@ created by fitledger-server and shared with fitledger-shim (webhook.mode=shim).
 */}}
 {{- define "fitledger.socketDir" -}}/run/fitledger{{- end }}
 {{- define "fitledger.socketAddress" -}}unix:///run/fitledger/server.sock{{- end }}
+{{/*
+With webhook.mode=shim, fitledger-server also serves the unary methods on its
+own HTTP/2 server (grpc.unaryListen) on this socket, and fitledger-shim dials it.
+*/}}
+{{- define "fitledger.unarySocketAddress" -}}unix:///run/fitledger/unary.sock{{- end }}
 {{- define "fitledger.configDir" -}}/etc/fitledger/config{{- end }}
 {{- define "fitledger.schedulerConfigDir" -}}/etc/fitledger/scheduler{{- end }}
 {{- define "fitledger.grpcTLSDir" -}}/etc/fitledger/tls/grpc{{- end }}
@@ -232,6 +237,10 @@ grpc:
     {{- if .Values.grpc.tcp.enabled }}
     - {{ include "fitledger.grpcTCPAddress" . | quote }}
     {{- end }}
+  {{- if eq (include "fitledger.webhookMode" .) "shim" }}
+  unaryListen:
+    - {{ include "fitledger.unarySocketAddress" . | quote }}
+  {{- end }}
   {{- if .Values.grpc.tls.secretName }}
   tls:
     certFile: {{ include "fitledger.grpcTLSDir" . }}/tls.crt
@@ -283,7 +292,7 @@ fitledger-shim's configuration file (shim.yaml), for webhook.mode=shim.
 {{- define "fitledger.shimConfig" -}}
 listen: {{ include "fitledger.webhookListen" . | quote }}
 prefix: /
-server: {{ include "fitledger.socketAddress" . | quote }}
+server: {{ include "fitledger.unarySocketAddress" . | quote }}
 maxBodyBytes: {{ int64 .Values.shim.maxBodyBytes }}
 threads: {{ int .Values.shim.threads }}
 {{- if .Values.shim.tls.secretName }}

@@ -111,6 +111,8 @@ func runServer(bin string, r *rendered, w *Want) error {
 	inProcess := w.Webhook != "shim"
 	if inProcess {
 		args = append(args, "--webhook-listen", "127.0.0.1:0")
+	} else {
+		args = append(args, "--grpc-unary-listen", "unix://"+filepath.Join(dir, "unary.sock"))
 	}
 	p, err := startProcess(bin, args)
 	if err != nil {

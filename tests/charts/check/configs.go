@@ -11,8 +11,11 @@ import (
 type ServerConfig struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	GRPC       struct {
-		Listen []string  `json:"listen"`
-		TLS    *TLSFiles `json:"tls,omitempty"`
+		Listen []string `json:"listen"`
+		// UnaryListen: the unary methods on the server's own HTTP/2 server
+		// (no TLS: Unix sockets or loopback only).
+		UnaryListen []string  `json:"unaryListen,omitempty"`
+		TLS         *TLSFiles `json:"tls,omitempty"`
 	} `json:"grpc"`
 	Monitor struct {
 		Listen string `json:"listen"`
@@ -95,6 +98,17 @@ func ValidateServerConfig(c *ServerConfig) error {
 		}
 		if !isLoopback(addr) && c.GRPC.TLS == nil {
 			return fmt.Errorf("grpc.listen %q: a non-loopback TCP address requires grpc.tls", addr)
+		}
+	}
+	for _, addr := range c.GRPC.UnaryListen {
+		if strings.HasPrefix(addr, "unix://") {
+			if !strings.HasPrefix(addr, "unix:///") {
+				return fmt.Errorf("grpc.unaryListen %q: a unix address needs an absolute path (unix:///path)", addr)
+			}
+			continue
+		}
+		if !isLoopback(addr) {
+			return fmt.Errorf("grpc.unaryListen %q: not a Unix socket nor a loopback host:port (no TLS there)", addr)
 		}
 	}
 	if c.GRPC.TLS != nil && (c.GRPC.TLS.CertFile == "" || c.GRPC.TLS.KeyFile == "") {

@@ -53,7 +53,7 @@ func checkGoodSet(c *Checker, e *Env, s goodSet) {
 	c.Check(name("fitledger-server config (keys, rules, values)"), r.loadServerConfig(w))
 	if w.Webhook == "shim" {
 		c.Check(name("fitledger-shim config (keys, rules, values)"), r.loadShimConfig(w))
-		c.Check(name("shim reaches the server over the Unix socket in the shared emptyDir"), checkSocketWiring(r))
+		c.Check(name("shim reaches the server's unary socket in the shared emptyDir"), checkSocketWiring(r))
 	} else {
 		c.Check(name("server mode: no fitledger-shim container, config, port or volume"), checkNoShim(r, w))
 		c.Check(name("server's Unix socket is in the emptyDir"), checkSocketWiring(r))
@@ -753,15 +753,21 @@ func (r *rendered) loadShimConfig(w *Want) error {
 }
 
 // checkSocketWiring: the server's Unix socket lies in the emptyDir "socket"
-// (its root filesystem is read-only), and in shim mode the shim dials it there.
+// (its root filesystem is read-only), and in shim mode the shim dials the
+// server's unary socket (grpc.unaryListen, the faster listener) there.
 func checkSocketWiring(r *rendered) error {
 	if r.server == nil {
 		return fmt.Errorf("server config missing")
 	}
-	var sock string
+	var sock, unary string
 	for _, a := range r.server.GRPC.Listen {
 		if strings.HasPrefix(a, "unix://") {
 			sock = a
+		}
+	}
+	for _, a := range r.server.GRPC.UnaryListen {
+		if strings.HasPrefix(a, "unix://") {
+			unary = a
 		}
 	}
 	if sock == "" {
@@ -769,10 +775,18 @@ func checkSocketWiring(r *rendered) error {
 	}
 	users := []string{"fitledger-server"}
 	if r.shim != nil {
-		if r.shim.Server != sock {
-			return fmt.Errorf("the shim dials %q, the server listens on %q", r.shim.Server, sock)
+		if unary == "" {
+			return fmt.Errorf("shim mode, but the server has no grpc.unaryListen Unix socket")
+		}
+		if r.shim.Server != unary {
+			return fmt.Errorf("the shim dials %q, the server's unary socket is %q", r.shim.Server, unary)
+		}
+		if path.Dir(unary) != path.Dir(sock) {
+			return fmt.Errorf("the unary socket %q is not beside %q in the socket emptyDir", unary, sock)
 		}
 		users = append(users, "fitledger-shim")
+	} else if unary != "" {
+		return fmt.Errorf("server mode, yet the server serves grpc.unaryListen %q (nothing dials it)", unary)
 	}
 	dir := path.Dir(strings.TrimPrefix(sock, "unix://"))
 	if v := volumes(r.podSpec)["socket"]; get(v, "emptyDir") == nil {

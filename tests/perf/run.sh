@@ -132,11 +132,13 @@ start_server() {  # start_server NAME: starts fitledger-server, measures its syn
   local dir="$OUT/server-$1"
   mkdir -p "$dir"
   SERVER_SOCK="$dir/server.sock"
+  SERVER_UNARY_SOCK="$dir/unary.sock"
   rm -f "$dir/ready"
   local start_ns
   start_ns="$(date +%s%N)"
   "$SERVER_BIN" --config "$OUT/server.yaml" --kubeconfig "$SIM_KUBECONFIG" \
     --grpc-listen "unix://$SERVER_SOCK,127.0.0.1:0" --monitor-listen 127.0.0.1:0 --ready-file "$dir/ready" \
+    --grpc-unary-listen "unix://$SERVER_UNARY_SOCK,127.0.0.1:0" \
     > "$dir/server.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
@@ -144,6 +146,7 @@ start_server() {  # start_server NAME: starts fitledger-server, measures its syn
     --settle_seconds 2 > "$dir/sync.txt"
   SERVER_GRPC_PORT="$(python3 -c "import json;print(json.load(open('$dir/ready'))['grpc_ports'][0])")"
   SERVER_MONITOR_PORT="$(python3 -c "import json;print(json.load(open('$dir/ready'))['monitor_port'])")"
+  SERVER_UNARY_PORT="$(python3 -c "import json;print(json.load(open('$dir/ready'))['unary_ports'][0])")"
 }
 
 GO_PID=""
@@ -297,9 +300,9 @@ done
 
 SHIM_DIR="$OUT/shim"
 mkdir -p "$SHIM_DIR"
-start_shim() {  # fitledger-shim in front of the current fitledger-server
+start_shim() {  # fitledger-shim in front of the current fitledger-server, on its unary socket
   rm -f "$SHIM_DIR/port"
-  "$SHIM_BIN" --listen 127.0.0.1:0 --server "unix://$SERVER_SOCK" --port-file "$SHIM_DIR/port" \
+  "$SHIM_BIN" --listen 127.0.0.1:0 --server "unix://$SERVER_UNARY_SOCK" --port-file "$SHIM_DIR/port" \
     >> "$SHIM_DIR/shim.log" 2>&1 &
   SHIM_PID=$!
   PIDS+=("$SHIM_PID")
@@ -308,6 +311,15 @@ start_shim() {  # fitledger-shim in front of the current fitledger-server
   check_filter shim "$SHIM_PORT"
 }
 start_shim
+# For comparison, during the Filter rounds only: a second shim on gRPC's server (grpc.listen).
+rm -f "$SHIM_DIR/port-grpc"
+"$SHIM_BIN" --listen 127.0.0.1:0 --server "unix://$SERVER_SOCK" --port-file "$SHIM_DIR/port-grpc" \
+  >> "$SHIM_DIR/shim-grpc.log" 2>&1 &
+SHIM_GRPC_PID=$!
+PIDS+=("$SHIM_GRPC_PID")
+wait_file "$SHIM_DIR/port-grpc" 30
+SHIM_GRPC_PORT="$(cat "$SHIM_DIR/port-grpc")"
+check_filter shim_grpc "$SHIM_GRPC_PORT"
 check_filter go "$GO_PORT"
 # The webhook-serving server runs only during its own measurements (a second server watching the sim would
 # otherwise spend CPU on the other's cycles).
@@ -348,6 +360,8 @@ for r in $(seq 1 "$REPEATS"); do
   wrk_run go "$GO_PORT" 1 "$GO_PID"
   wrk_run shim "$SHIM_PORT" "$CLIENTS" "$SHIM_PID" "$SERVER_PID"
   wrk_run go "$GO_PORT" "$CLIENTS" "$GO_PID"
+  wrk_run shim_grpc "$SHIM_GRPC_PORT" 1 "$SHIM_GRPC_PID" "$SERVER_PID"
+  wrk_run shim_grpc "$SHIM_GRPC_PORT" "$CLIENTS" "$SHIM_GRPC_PID" "$SERVER_PID"
   if [[ -n "$INPROC_PID" ]]; then
     wrk_run inprocess "$INPROC_PORT" 1 "$INPROC_PID"
     wrk_run inprocess "$INPROC_PORT" "$CLIENTS" "$INPROC_PID"
@@ -357,12 +371,15 @@ for r in $(seq 1 "$REPEATS"); do
   grpc_run grpc "$SERVER_GRPC_PORT" "$CLIENTS" "$SERVER_PID"
   h2load_run grpc_h2load "$SERVER_GRPC_PORT" 1 "$SERVER_PID" "$SERVER_MONITOR_PORT"
   h2load_run grpc_h2load "$SERVER_GRPC_PORT" "$CLIENTS" "$SERVER_PID" "$SERVER_MONITOR_PORT"
+  h2load_run unary_h2load "$SERVER_UNARY_PORT" 1 "$SERVER_PID" "$SERVER_MONITOR_PORT"
+  h2load_run unary_h2load "$SERVER_UNARY_PORT" "$CLIENTS" "$SERVER_PID" "$SERVER_MONITOR_PORT"
   # The floor of the hop: the same calls answered by a server that does no work.
   grpc_run echo_grpc "$ECHO_PORT" 1 "$ECHO_PID"
   h2load_run echo_h2load "$ECHO_PORT" 1 "$ECHO_PID"
 done
 stop "$ECHO_PID"
 stop "$GO_PID"
+stop "$SHIM_GRPC_PID"
 if [[ -n "$INPROC_PID" ]]; then stop "$INPROC_PID"; fi
 
 # --- 4. Full scheduling cycles (filter + bind) ---

@@ -65,6 +65,18 @@ def main() -> int:
         ours, base = med("shim", "cpu_us_per_call", clients=c), med("go", "cpu_us_per_call", clients=c)
         row(f"CPU per Filter call, {c} client(s): shim + server vs Go process (us)", ours, base,
             ratio(base, ours))
+    if select("shim_grpc"):
+        # The shim above dials the server's unary listener (grpc.unaryListen); this one gRPC's
+        # server (grpc.listen), in the same rounds.
+        q1_p50, q1_p99 = med("shim_grpc", "p50_us", clients=1), med("shim_grpc", "p99_us", clients=1)
+        qn_rps = med("shim_grpc", "rps", clients=n)
+        out.append(f"| Filter via shim on gRPC's server (grpc.listen), 1 client: p50 / p99 (us) | "
+                   f"{f0(q1_p50)} / {f0(q1_p99)} | | | | |")
+        row(f"Filter via shim on gRPC's server (grpc.listen), {n} clients: calls/s", qn_rps, gn_rps,
+            ratio(qn_rps, gn_rps))
+        for c in (1, n):
+            row(f"CPU per Filter call via shim on gRPC's server, {c} client(s): shim + server (us)",
+                med("shim_grpc", "cpu_us_per_call", clients=c))
     if select("inprocess"):
         i1_p50, i1_p99 = med("inprocess", "p50_us", clients=1), med("inprocess", "p99_us", clients=1)
         in_rps, in_p99 = med("inprocess", "rps", clients=n), med("inprocess", "p99_us", clients=n)
@@ -105,6 +117,19 @@ def main() -> int:
         for c in (1, n):
             row(f"CPU per h2load gRPC Filter call, {c} client(s): server (us)",
                 med("grpc_h2load", "cpu_us_per_call", clients=c))
+    if select("unary_h2load"):
+        u1_p99 = med("unary_h2load", "p99_us", clients=1)
+        row("Filter, direct gRPC to the unary listener from h2load, 1 client: p50 (us)",
+            med("unary_h2load", "p50_us", clients=1))
+        row("Filter, direct gRPC to the unary listener from h2load, 1 client: p99 (us)", u1_p99,
+            None, None, "<= 200", (u1_p99 or 1e9) <= 200)
+        row(f"Filter, direct gRPC to the unary listener from h2load, {n} clients: calls/s",
+            med("unary_h2load", "rps", clients=n))
+        row(f"Filter, direct gRPC to the unary listener from h2load, {n} clients: p99 (us)",
+            med("unary_h2load", "p99_us", clients=n))
+        for c in (1, n):
+            row(f"CPU per h2load Filter call to the unary listener, {c} client(s): server (us)",
+                med("unary_h2load", "cpu_us_per_call", clients=c))
     for kind, client in (("echo_grpc", "the C++ gRPC client"), ("echo_h2load", "h2load")):
         if select(kind):
             out.append(f"| Floor of the hop: the same Filter answered by grpc_echo_server (no work), "

@@ -300,26 +300,26 @@ done
 
 SHIM_DIR="$OUT/shim"
 mkdir -p "$SHIM_DIR"
+launch_shim() {  # launch_shim NAME SOCKET: a fitledger-shim dialing SOCKET; sets LAUNCHED_PID/PORT
+  rm -f "$SHIM_DIR/port-$1"
+  "$SHIM_BIN" --listen 127.0.0.1:0 --server "unix://$2" --port-file "$SHIM_DIR/port-$1" \
+    >> "$SHIM_DIR/$1.log" 2>&1 &
+  LAUNCHED_PID=$!
+  PIDS+=("$LAUNCHED_PID")
+  wait_file "$SHIM_DIR/port-$1" 30
+  LAUNCHED_PORT="$(cat "$SHIM_DIR/port-$1")"
+  check_filter "$1" "$LAUNCHED_PORT"
+}
 start_shim() {  # fitledger-shim in front of the current fitledger-server, on its unary socket
-  rm -f "$SHIM_DIR/port"
-  "$SHIM_BIN" --listen 127.0.0.1:0 --server "unix://$SERVER_UNARY_SOCK" --port-file "$SHIM_DIR/port" \
-    >> "$SHIM_DIR/shim.log" 2>&1 &
-  SHIM_PID=$!
-  PIDS+=("$SHIM_PID")
-  wait_file "$SHIM_DIR/port" 30
-  SHIM_PORT="$(cat "$SHIM_DIR/port")"
-  check_filter shim "$SHIM_PORT"
+  launch_shim shim "$SERVER_UNARY_SOCK"
+  SHIM_PID="$LAUNCHED_PID"
+  SHIM_PORT="$LAUNCHED_PORT"
 }
 start_shim
 # For comparison, during the Filter rounds only: a second shim on gRPC's server (grpc.listen).
-rm -f "$SHIM_DIR/port-grpc"
-"$SHIM_BIN" --listen 127.0.0.1:0 --server "unix://$SERVER_SOCK" --port-file "$SHIM_DIR/port-grpc" \
-  >> "$SHIM_DIR/shim-grpc.log" 2>&1 &
-SHIM_GRPC_PID=$!
-PIDS+=("$SHIM_GRPC_PID")
-wait_file "$SHIM_DIR/port-grpc" 30
-SHIM_GRPC_PORT="$(cat "$SHIM_DIR/port-grpc")"
-check_filter shim_grpc "$SHIM_GRPC_PORT"
+launch_shim shim_grpc "$SERVER_SOCK"
+SHIM_GRPC_PID="$LAUNCHED_PID"
+SHIM_GRPC_PORT="$LAUNCHED_PORT"
 check_filter go "$GO_PORT"
 # The webhook-serving server runs only during its own measurements (a second server watching the sim would
 # otherwise spend CPU on the other's cycles).

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -18,7 +19,9 @@
 #include <deque>
 #include <list>
 #include <mutex>
+#include <system_error>
 #include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
@@ -88,14 +91,18 @@ nghttp2_nv Header(absl::string_view name, absl::string_view value) {
                     value.size(), NGHTTP2_NV_FLAG_NONE};
 }
 
-// Waits for `events` on `fd` for at most `timeout`. False on timeout.
-bool WaitFor(int fd, short events, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+int MillisUntil(absl::Time deadline) {
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+}
+
+// Waits for `events` on `fd` until `deadline`. False on timeout.
+bool WaitUntil(int fd, short events, absl::Time deadline) {
   for (;;) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return false;
+    if (absl::Now() >= deadline) return false;
     pollfd p{fd, events, 0};
-    const int n = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    const int n = poll(&p, 1, MillisUntil(deadline));
     if (n > 0) return true;
     if (n == 0) return false;
     if (errno != EINTR) return true;  // let the next send report it
@@ -109,6 +116,11 @@ absl::StatusOr<int> BindUnix(const std::string& path) {
   }
   address.sun_family = AF_UNIX;
   std::memcpy(address.sun_path, path.data(), path.size());
+  struct stat existing {};
+  if (lstat(path.c_str(), &existing) == 0 && !S_ISSOCK(existing.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unix://", path, ": the path exists and is not a socket"));
+  }
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", strerror(errno)));
   unlink(path.c_str());  // a stale socket from a previous run
@@ -200,6 +212,7 @@ struct GrpcH2Server::Impl {
   const absl::flat_hash_map<std::string, GrpcUnaryMethod> methods;
   int stop_fd = -1;  // readable once Stop began
   std::atomic<int> open{0};
+  std::atomic<int64_t> buffered{0};  // request bytes held by all connections
 
   std::mutex mu;
   bool stopped = false;                                // guarded by mu
@@ -213,16 +226,24 @@ namespace {
 class ServerConnection {
  public:
   ServerConnection(int fd, const GrpcH2ServerOptions& options,
-                   const absl::flat_hash_map<std::string, GrpcUnaryMethod>& methods, int stop_fd)
-      : fd_(fd), options_(options), methods_(methods), stop_fd_(stop_fd) {}
+                   const absl::flat_hash_map<std::string, GrpcUnaryMethod>& methods, int stop_fd,
+                   std::atomic<int64_t>* buffered_total)
+      : fd_(fd),
+        options_(options),
+        methods_(methods),
+        stop_fd_(stop_fd),
+        buffered_total_(buffered_total) {}
   ~ServerConnection() {
+    buffered_total_->fetch_sub(static_cast<int64_t>(buffered_));
     if (session_ != nullptr) nghttp2_session_del(session_);
   }
 
   void Serve() {
     if (!Init()) return;
     std::string buffer(kReadChunk, '\0');
-    bool stopping = false;
+    bool received = false;  // any bytes yet
+    bool stopping = false;  // Stop began: a shutdown notice went out, open streams may finish
+    absl::Time stop_deadline;
     for (;;) {
       while (!ready_.empty()) {
         const int32_t id = ready_.front();
@@ -240,21 +261,40 @@ class ServerConnection {
       if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) {
         return;
       }
-      if (stopping) return;
+      if (stopping && (streams_.empty() || absl::Now() >= stop_deadline)) {
+        Close();
+        return;
+      }
+      // How long to wait for the client: replies it will not take (its window stays shut), a
+      // stop in progress, silence.
+      absl::Time deadline =
+          absl::Now() + (received ? options_.idle_timeout : options_.first_bytes_timeout);
+      if (replies_pending_ > 0) {
+        deadline = std::min(deadline, absl::Now() + options_.write_timeout);
+      }
+      if (stopping) deadline = std::min(deadline, stop_deadline);
       pollfd p[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-      if (poll(p, 2, -1) < 0) {
+      const int n_polled = poll(p, stopping ? 1 : 2, MillisUntil(deadline));
+      if (n_polled < 0) {
         if (errno == EINTR) continue;
         return;
       }
-      if (p[1].revents != 0) {
-        // Graceful: the calls already answered are kept, the client retries the rest.
-        nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+      if (n_polled == 0) {
+        if (stopping) continue;  // the stop deadline: closed at the top of the loop
+        return;                  // a silent or stalled client
+      }
+      if (!stopping && p[1].revents != 0) {
+        // Graceful: streams already open may finish (until write_timeout), then GOAWAY.
         stopping = true;
+        stop_deadline = absl::Now() + options_.write_timeout;
+        nghttp2_submit_shutdown_notice(session_);
         continue;
       }
+      if (p[0].revents == 0) continue;
       const ssize_t n = recv(fd_, buffer.data(), buffer.size(), 0);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
       if (n <= 0) return;
+      received = true;
       if (nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(buffer.data()), n) <
           0) {
         Flush();  // the GOAWAY nghttp2 queued for a protocol error, if any
@@ -272,8 +312,11 @@ class ServerConnection {
     std::string encoding;
     absl::Duration timeout = absl::InfiniteDuration();
     size_t header_bytes = 0;
+    bool headers_too_large = false;
     std::string body;
-    bool too_large = false;
+    bool too_large = false;  // refused for its size (or the server's byte budget): `refusal`
+    std::string refusal;
+    bool replied = false;  // a reply was submitted (and the stream is not closed yet)
     bool queued = false;
     bool ended = false;  // the client's END_STREAM came
     // The reply: a 5-byte prefix, then the message.
@@ -318,24 +361,54 @@ class ServerConnection {
     ready_.push_back(id);
   }
 
+  // application/grpc, or with a +format or parameters; not grpc-web.
+  static bool IsGrpcContentType(absl::string_view type) {
+    return absl::ConsumePrefix(&type, "application/grpc") &&
+           (type.empty() || type[0] == '+' || type[0] == ';');
+  }
+
   // Whether a request is refused on its headers alone (answered without waiting for its body).
   bool RefusedOnHeaders(const Stream& s) const {
-    return s.method != "POST" || !absl::StartsWith(s.content_type, "application/grpc") ||
+    return s.headers_too_large || s.method != "POST" || !IsGrpcContentType(s.content_type) ||
            !methods_.contains(s.path);
+  }
+
+  // The last GOAWAY (naming the last stream served), then a lingering close: the client's unread
+  // bytes are drained first, so the kernel does not answer them with a reset that could discard
+  // the replies and the GOAWAY still in flight.
+  void Close() {
+    nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
+                          nullptr, 0);
+    if (!Flush()) return;
+    shutdown(fd_, SHUT_WR);
+    const absl::Time deadline = absl::Now() + absl::Seconds(1);
+    char sink[4096];
+    while (WaitUntil(fd_, POLLIN, deadline)) {
+      const ssize_t n = recv(fd_, sink, sizeof(sink), 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+    }
   }
 
   // Answers one fully received request, or one refused early (on its headers, or too large).
   // A refused request whose upload has not ended is then reset, so its client stops sending
   // (a streaming client would otherwise wait for a reply to its first message forever).
+  // `s` points into streams_: nothing here may call nghttp2_session_mem_recv or mem_send (their
+  // callbacks insert and erase streams); the submit_* calls only queue frames.
   void Dispatch(int32_t id) {
     Stream* s = Find(id);
     if (s == nullptr) return;  // reset by the client meanwhile
     if (!s->ended) reset_after_reply_.push_back(id);
+    if (s->headers_too_large) {
+      RespondStatus(id, absl::ResourceExhaustedError(absl::StrCat("request headers larger than ",
+                                                                  kMaxHeaderBytes, " bytes")));
+      return;
+    }
     if (s->method != "POST") {
       RespondHttp(id, 405, absl::StrCat("method ", s->method, " is not allowed: gRPC uses POST\n"));
       return;
     }
-    if (!absl::StartsWith(s->content_type, "application/grpc")) {
+    if (!IsGrpcContentType(s->content_type)) {
       RespondHttp(id, 415,
                   absl::StrCat("content-type \"", s->content_type,
                                "\" is not gRPC: expected application/grpc\n"));
@@ -350,8 +423,7 @@ class ServerConnection {
       return;
     }
     if (s->too_large) {
-      RespondStatus(id, absl::ResourceExhaustedError(absl::StrCat(
-                            "request larger than ", options_.max_message_bytes, " bytes")));
+      RespondStatus(id, absl::ResourceExhaustedError(s->refusal));
       return;
     }
     if (s->timeout != absl::InfiniteDuration() && absl::Now() - s->started >= s->timeout) {
@@ -366,9 +438,11 @@ class ServerConnection {
     const uint64_t length = (uint64_t{bytes[1]} << 24) | (uint64_t{bytes[2]} << 16) |
                             (uint64_t{bytes[3]} << 8) | uint64_t{bytes[4]};
     if ((bytes[0] & 1) != 0) {
-      RespondStatus(id, absl::UnimplementedError(
-                            absl::StrCat("compressed messages (grpc-encoding \"", s->encoding,
-                                         "\") are not supported: send identity")));
+      RespondStatus(id,
+                    absl::UnimplementedError(absl::StrCat("compressed messages (grpc-encoding \"",
+                                                          s->encoding,
+                                                          "\") are not supported: send identity")),
+                    /*accept_identity_only=*/true);
       return;
     }
     if (length != s->body.size() - 5) {
@@ -400,22 +474,22 @@ class ServerConnection {
                                   Header("content-type", "application/grpc")};
     nghttp2_data_provider provider{};
     provider.read_callback = &ServerConnection::ReadReply;
-    if (nghttp2_submit_response(session_, id, headers, std::size(headers), &provider) != 0) {
-      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
-    }
+    Submitted(id, s, nghttp2_submit_response(session_, id, headers, std::size(headers), &provider));
   }
 
   // A trailers-only reply: the status in the one HEADERS frame, which ends the stream.
-  void RespondStatus(int32_t id, const absl::Status& status) {
-    if (Stream* s = Find(id)) FreeBody(s);
+  void RespondStatus(int32_t id, const absl::Status& status, bool accept_identity_only = false) {
+    Stream* s = Find(id);
+    FreeBody(s);
     const std::string code = absl::StrCat(static_cast<int>(status.code()));
     const std::string message = PercentEncode(status.message());
-    const nghttp2_nv headers[] = {Header(":status", "200"),
-                                  Header("content-type", "application/grpc"),
-                                  Header("grpc-status", code), Header("grpc-message", message)};
-    if (nghttp2_submit_response(session_, id, headers, message.empty() ? 3 : 4, nullptr) != 0) {
-      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
-    }
+    std::vector<nghttp2_nv> headers = {Header(":status", "200"),
+                                       Header("content-type", "application/grpc"),
+                                       Header("grpc-status", code)};
+    if (!message.empty()) headers.push_back(Header("grpc-message", message));
+    if (accept_identity_only) headers.push_back(Header("grpc-accept-encoding", "identity"));
+    Submitted(id, s,
+              nghttp2_submit_response(session_, id, headers.data(), headers.size(), nullptr));
   }
 
   // A request that is not gRPC at all: an HTTP status and a text body.
@@ -429,13 +503,37 @@ class ServerConnection {
                                   Header("content-type", "text/plain; charset=utf-8")};
     nghttp2_data_provider provider{};
     provider.read_callback = &ServerConnection::ReadText;
-    if (nghttp2_submit_response(session_, id, headers, std::size(headers), &provider) != 0) {
+    Submitted(id, s, nghttp2_submit_response(session_, id, headers, std::size(headers), &provider));
+  }
+
+  // Counts a submitted reply until its stream closes; a failed submit resets the stream.
+  void Submitted(int32_t id, Stream* s, int rc) {
+    if (rc != 0) {
       nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+      return;
     }
+    s->replied = true;
+    ++replies_pending_;
+  }
+
+  // Request bytes held: this connection's count and the server's.
+  bool Hold(size_t n) {
+    const int64_t total =
+        buffered_total_->fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
+    if (total > options_.max_buffered_bytes) {
+      buffered_total_->fetch_sub(static_cast<int64_t>(n));
+      return false;
+    }
+    buffered_ += n;
+    return true;
+  }
+  void Release(size_t n) {
+    buffered_ -= n;
+    buffered_total_->fetch_sub(static_cast<int64_t>(n));
   }
 
   void FreeBody(Stream* s) {
-    buffered_ -= s->body.size();
+    Release(s->body.size());
     if (s->body.capacity() > kKeepBufferBytes) {
       std::string().swap(s->body);
     } else {
@@ -445,6 +543,7 @@ class ServerConnection {
 
   // Writes every frame nghttp2 has queued. False when the connection is lost.
   bool Flush() {
+    const absl::Time deadline = absl::Now() + options_.write_timeout;  // for all of it
     out_.clear();
     for (;;) {
       const uint8_t* data = nullptr;
@@ -461,8 +560,7 @@ class ServerConnection {
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
-          WaitFor(fd_, POLLOUT, options_.write_timeout)) {
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && WaitUntil(fd_, POLLOUT, deadline)) {
         continue;
       }
       return false;
@@ -479,6 +577,7 @@ class ServerConnection {
     if (s == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     size_t n = 0;
     while (n < length && s->sent < 5) buf[n++] = static_cast<uint8_t>(s->prefix[s->sent++]);
+    if (s->sent < 5) return static_cast<ssize_t>(n);  // a window under 5 bytes
     const size_t from_reply = std::min(length - n, s->reply.size() - (s->sent - 5));
     std::memcpy(buf + n, s->reply.data() + (s->sent - 5), from_reply);
     n += from_reply;
@@ -523,7 +622,8 @@ class ServerConnection {
     Stream* s = c->Find(frame->hd.stream_id);
     if (s == nullptr) return 0;
     s->header_bytes += name_length + value_length + 32;
-    if (s->header_bytes > kMaxHeaderBytes) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    if (s->header_bytes > kMaxHeaderBytes) s->headers_too_large = true;  // answered on its end
+    if (s->headers_too_large) return 0;
     const absl::string_view n(reinterpret_cast<const char*>(name), name_length);
     const absl::string_view v(reinterpret_cast<const char*>(value), value_length);
     if (n == ":method") {
@@ -547,15 +647,19 @@ class ServerConnection {
     Stream* s = c->Find(id);
     if (s == nullptr || s->too_large) return 0;
     const size_t limit = static_cast<size_t>(c->options_.max_message_bytes) + 5;
-    // One connection holds at most two largest requests at once, however many streams it opens.
+    // One connection holds at most two largest requests at once, however many streams it opens;
+    // all connections together at most max_buffered_bytes.
     if (s->body.size() + length > limit || c->buffered_ + length > 2 * limit) {
-      s->too_large = true;
-      c->FreeBody(s);
-      c->Queue(id, s);  // answered at once, not after the rest arrives
+      s->refusal = absl::StrCat("request larger than ", c->options_.max_message_bytes, " bytes");
+    } else if (!c->Hold(length)) {
+      s->refusal = "the server holds too many request bytes at once: try again";
+    } else {
+      s->body.append(reinterpret_cast<const char*>(data), length);
       return 0;
     }
-    s->body.append(reinterpret_cast<const char*>(data), length);
-    c->buffered_ += length;
+    s->too_large = true;
+    c->FreeBody(s);
+    c->Queue(id, s);  // answered at once, not after the rest arrives
     return 0;
   }
 
@@ -577,7 +681,8 @@ class ServerConnection {
   static int OnStreamClose(nghttp2_session*, int32_t id, uint32_t, void* user) {
     auto* c = static_cast<ServerConnection*>(user);
     if (Stream* s = c->Find(id)) {
-      c->buffered_ -= s->body.size();
+      c->Release(s->body.size());
+      if (s->replied) --c->replies_pending_;
       c->streams_.erase(id);
     }
     return 0;
@@ -587,11 +692,13 @@ class ServerConnection {
   const GrpcH2ServerOptions& options_;
   const absl::flat_hash_map<std::string, GrpcUnaryMethod>& methods_;
   const int stop_fd_;
+  std::atomic<int64_t>* const buffered_total_;
   nghttp2_session* session_ = nullptr;
   absl::flat_hash_map<int32_t, Stream> streams_;
   std::deque<int32_t> ready_;
   std::vector<int32_t> reset_after_reply_;
-  size_t buffered_ = 0;  // request bytes held across streams
+  size_t buffered_ = 0;      // request bytes held across streams
+  int replies_pending_ = 0;  // replies submitted whose streams are still open
   std::string out_;
 };
 
@@ -637,17 +744,23 @@ void GrpcH2Server::Impl::AcceptLoop(Listener* listener) {
     auto connection = std::make_unique<Connection>();
     Connection* raw = connection.get();
     connections.push_back(std::move(connection));
-    raw->thread = std::thread([this, fd, raw] {
-      Serve(fd);
+    try {
+      raw->thread = std::thread([this, fd, raw] {
+        Serve(fd);
+        --open;
+        raw->done = true;
+      });
+    } catch (const std::system_error&) {  // no thread to be had: refuse this connection
+      connections.pop_back();
       --open;
-      raw->done = true;
-    });
+      close(fd);
+    }
   }
 }
 
 void GrpcH2Server::Impl::Serve(int fd) {
   {
-    ServerConnection connection(fd, options, methods, stop_fd);
+    ServerConnection connection(fd, options, methods, stop_fd, &buffered);
     connection.Serve();
   }
   close(fd);

@@ -33,8 +33,16 @@ struct GrpcH2ServerOptions {
   int64_t max_message_bytes = 64 << 20;
   // Streams a client may open at once on one connection (they are served in turn).
   int max_concurrent_streams = 32;
-  // Each wait while writing a reply; a client that reads nothing for this long is dropped.
+  // Request bytes held at once across all connections; a request that would pass it is
+  // answered RESOURCE_EXHAUSTED. At least max_message_bytes.
+  int64_t max_buffered_bytes = int64_t{512} << 20;
+  // Writing a reply (a client that reads too slowly, or whose flow-control window stays shut),
+  // and Stop's wait for streams still open: the connection is dropped after this long.
   absl::Duration write_timeout = absl::Seconds(10);
+  // A connection that sends nothing at all for this long after connecting is closed.
+  absl::Duration first_bytes_timeout = absl::Seconds(10);
+  // A connection with nothing received for this long is closed (the shim redials).
+  absl::Duration idle_timeout = absl::Minutes(5);
 };
 
 class GrpcH2Server {

@@ -90,7 +90,9 @@ GrpcUnaryMethod Unary(Call call) {
 }
 
 // Filter and Prioritize: as Unary, on messages each connection thread keeps and reuses (as the
-// gRPC server's MessagePool does), unless a call was large.
+// gRPC server's MessagePool does), unless a call was large: a thread keeps at most ~5,000
+// candidates' worth (a few hundred KB), however many connections are open.
+constexpr int kThreadPooledCandidateNames = 5000;
 template <typename Reply, typename Call>
 GrpcUnaryMethod PooledUnary(Call call) {
   return [call](absl::string_view bytes, std::string* out) -> absl::Status {
@@ -104,7 +106,8 @@ GrpcUnaryMethod PooledUnary(Call call) {
       status = FromGrpcStatus(call(&request, &reply));
       if (status.ok()) reply.SerializeToString(out);
     }
-    if (!ExtenderService::KeepPooled(request)) {
+    if (!ExtenderService::KeepPooled(request) ||
+        request.node_names_size() > kThreadPooledCandidateNames) {
       request = v1::ExtenderArgs();
       reply = Reply();
     }
@@ -193,13 +196,13 @@ class ServerAppImpl : public ServerApp {
     }
     health_ = server_->GetHealthCheckService();
     SetServing(false);
+    absl::Status unary = StartUnary();  // before the monitor, whose /metrics reads it
+    if (!unary.ok()) return unary;
     absl::Status monitor = StartMonitor();
     if (!monitor.ok()) return monitor;
     watcher_.Start();
     if (config_.ledger_enabled) reconciler_.Start();
     health_thread_ = std::thread([this] { HealthLoop(); });
-    absl::Status unary = StartUnary();
-    if (!unary.ok()) return unary;
     absl::Status webhook = StartWebhook();
     if (!webhook.ok()) return webhook;
     LogInfo("fitledger-server started",
@@ -217,10 +220,11 @@ class ServerAppImpl : public ServerApp {
     stop_health_ = true;
     if (health_thread_.joinable()) health_thread_.join();
     SetServing(false);
+    // Each unary connection finishes its call (a bind: bounded by the bind timeout); then gRPC's.
+    if (unary_server_ != nullptr) unary_server_->Stop();
     if (server_ != nullptr) {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
     }
-    if (unary_server_ != nullptr) unary_server_->Stop();  // each connection finishes its call
     extender_.WaitForBinds();
     LogDebug("shutdown: gRPC stopped, binds finished");
     reconciler_.Stop();
@@ -455,6 +459,14 @@ class ServerAppImpl : public ServerApp {
                                       ? 0
                                       : absl::ToDoubleSeconds(absl::Now() - all.front().assumed_at);
                      return std::vector<GaugeSample>{{{}, age}};
+                   });
+    metrics_.Gauge("fitledger_server_unary_connections",
+                   "Open connections on grpc.unaryListen (fitledger-shim keeps one per call in "
+                   "flight, and idle ones for reuse).",
+                   {}, [this] {
+                     const double open =
+                         unary_server_ != nullptr ? unary_server_->connections() : 0;
+                     return std::vector<GaugeSample>{{{}, open}};
                    });
     metrics_.Gauge(
         "fitledger_counted_pods", "Pods counted on nodes (assumed + confirmed).", {}, [this] {

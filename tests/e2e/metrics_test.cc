@@ -54,6 +54,8 @@ kubelet: {enabled: true}
       2500);
   EXPECT_EQ(Sample(during, "fitledger_bind_outcomes_total{reason=\"bound\"}"), 5);
   EXPECT_EQ(Sample(during, "fitledger_server_requests_total{method=\"Bind\",code=\"OK\"}"), 5);
+  // The shim called through the unary listener and keeps its connection for reuse.
+  EXPECT_GE(Sample(during, "fitledger_server_unary_connections"), 1);
   EXPECT_THAT(
       during,
       HasSubstr(

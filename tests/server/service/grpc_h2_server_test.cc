@@ -159,7 +159,8 @@ struct RawReply {
 // A raw HTTP/2 client over a Unix socket: sends exactly the headers and bytes it is given.
 class RawClient {
  public:
-  explicit RawClient(const std::string& path) {
+  // `window`: the stream window the client advertises (0: the server may send no DATA).
+  explicit RawClient(const std::string& path, uint32_t window = 65535) {
     fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
@@ -172,7 +173,8 @@ class RawClient {
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, &RawClient::OnClose);
     nghttp2_session_client_new(&session_, callbacks, this);
     nghttp2_session_callbacks_del(callbacks);
-    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, nullptr, 0);
+    const nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window}};
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, 1);
   }
   ~RawClient() {
     nghttp2_session_del(session_);
@@ -211,16 +213,30 @@ class RawClient {
   void Reset(int32_t id) {
     nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
   }
-  // Writes everything queued with one send, so the server reads it all at once.
-  bool Flush() {
+  // The frames queued so far, serialized (nghttp2 considers them sent).
+  std::string Pending() {
     std::string out;
     const uint8_t* data = nullptr;
     ssize_t n;
     while ((n = nghttp2_session_mem_send(session_, &data)) > 0) {
       out.append(reinterpret_cast<const char*>(data), n);
     }
-    return out.empty() ||
-           send(fd_, out.data(), out.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(out.size());
+    return out;
+  }
+  // Writes `bytes` with one send, so the server reads them all at once.
+  bool SendRaw(const std::string& bytes) {
+    return bytes.empty() || send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+                                static_cast<ssize_t>(bytes.size());
+  }
+  bool Flush() { return SendRaw(Pending()); }
+  // Reads and drops bytes until the server closes the connection (or 20 s pass).
+  bool WaitForClose() {
+    return WaitFor([&] {
+      char buffer[4096];
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) return false;
+      return recv(fd_, buffer, sizeof(buffer), 0) <= 0;
+    });
   }
   // Runs the session until stream `id` ends (or the connection does, or 20 s pass).
   RawReply Wait(int32_t id) {
@@ -318,8 +334,19 @@ TEST_F(GrpcH2ServerTest, MalformedRequestsGetAClearStatusAndTheConnectionGoesOn)
   EXPECT_EQ(r.grpc_status, static_cast<int>(grpc::StatusCode::UNIMPLEMENTED));
   EXPECT_THAT(r.grpc_message, HasSubstr("compressed"));
 
-  r = raw.Call({{"grpc-timeout", "banana"}}, Framed("\xff\xff\xff"));  // not a protobuf
+  r = raw.Call({}, Framed("\xff\xff\xff"));  // not a protobuf
   EXPECT_EQ(r.grpc_status, static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+
+  // A malformed grpc-timeout is ignored: the call runs.
+  r = raw.Call({{"grpc-timeout", "banana"}}, Framed(Args("banana", 2).SerializeAsString()));
+  EXPECT_EQ(r.grpc_status, 0);
+  EXPECT_EQ(Calls("banana"), 1);
+
+  // Headers over 16 KiB: RESOURCE_EXHAUSTED, and the method does not run.
+  r = raw.Call({{"x-big", std::string(20000, 'x')}},
+               Framed(Args("big-headers", 2).SerializeAsString()));
+  EXPECT_EQ(r.grpc_status, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+  EXPECT_EQ(Calls("big-headers"), 0);
 
   r = raw.Call({{":path", "/no.Such/Method"}}, Framed(message));
   EXPECT_EQ(r.grpc_status, static_cast<int>(grpc::StatusCode::UNIMPLEMENTED));
@@ -341,6 +368,10 @@ TEST_F(GrpcH2ServerTest, MalformedRequestsGetAClearStatusAndTheConnectionGoesOn)
   r = raw.Call({{"content-type", "application/json"}}, "{}");
   EXPECT_EQ(r.http_status, 415);
   EXPECT_THAT(r.body, HasSubstr("application/grpc"));
+  r = raw.Call({{"content-type", "application/grpc-web"}}, Framed(message));
+  EXPECT_EQ(r.http_status, 415);
+  r = raw.Call({{"content-type", "application/grpc+proto"}}, Framed(message));
+  EXPECT_EQ(r.grpc_status, 0);
 
   // A proper call on the same connection still works, with a percent-free reply.
   r = raw.Call({}, Framed(message));
@@ -350,7 +381,7 @@ TEST_F(GrpcH2ServerTest, MalformedRequestsGetAClearStatusAndTheConnectionGoesOn)
   ASSERT_GE(r.body.size(), 5u);
   ASSERT_TRUE(result.ParseFromString(r.body.substr(5)));
   EXPECT_EQ(result.node_names_size(), 2);
-  EXPECT_EQ(Calls("p"), 1);  // only the proper call reached the method
+  EXPECT_EQ(Calls("p"), 2);  // only the proper calls reached the method
 }
 
 TEST_F(GrpcH2ServerTest, TheErrorMessageIsPercentEncodedOnTheWire) {
@@ -391,11 +422,15 @@ TEST_F(GrpcH2ServerTest, ACallPastItsDeadlineOrResetBeforeItRanDoesNotRun) {
   EXPECT_EQ(r.grpc_status, 0);
   EXPECT_EQ(Calls("timely"), 1);
   // Two requests and the client's reset of the second arrive together: the server reads them
-  // all before it runs anything, so the cancelled one never runs.
+  // all before it runs anything, so the cancelled one never runs. (The requests are serialized
+  // before the reset is queued, or nghttp2 would drop the second request's HEADERS itself.)
   const int32_t kept = raw.Submit({}, Framed(Args("kept", 2).SerializeAsString()));
   const int32_t cancelled = raw.Submit({}, Framed(Args("cancelled", 2).SerializeAsString()));
+  std::string bytes = raw.Pending();
+  ASSERT_THAT(bytes, HasSubstr("cancelled"));
   raw.Reset(cancelled);
-  ASSERT_TRUE(raw.Flush());
+  bytes += raw.Pending();
+  ASSERT_TRUE(raw.SendRaw(bytes));
   r = raw.Wait(kept);
   EXPECT_EQ(r.grpc_status, 0);
   r = raw.Call({}, Framed(Args("after", 2).SerializeAsString()));  // runs after both were judged
@@ -469,6 +504,78 @@ TEST_F(GrpcH2ServerTest, StopLetsTheCallInFlightFinishThenRefusesConnections) {
   EXPECT_EQ(server->Listen(dir_.Socket()).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(GrpcH2ServerTest, TheServerWideByteBudgetRefusesAndIsGivenBack) {
+  GrpcH2ServerOptions options;
+  options.max_buffered_bytes = 8 << 10;
+  auto server = MakeServer(options);
+  ASSERT_TRUE(server->Listen(dir_.Socket()).ok());
+  shim::GrpcH2Client client(dir_.Socket());
+  v1::ExtenderFilterResult result;
+  auto call = [&](const std::string& pod, int candidates) {
+    return client.Call(kFilter, Args(pod, candidates), &result, absl::Now() + absl::Seconds(20));
+  };
+  grpc::Status s = call("huge", 3000);  // ~30 KB
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("too many request bytes"));
+  EXPECT_EQ(Calls("huge"), 0);
+  // The refused bytes were given back: ~6 KB fits, again and again.
+  for (int i = 0; i < 5; ++i) {
+    s = call("fits", 600);
+    ASSERT_TRUE(s.ok()) << i << ": " << s.error_message();
+  }
+  EXPECT_EQ(Calls("fits"), 5);
+}
+
+TEST_F(GrpcH2ServerTest, SilentIdleAndStalledConnectionsAreClosed) {
+  GrpcH2ServerOptions options;
+  options.first_bytes_timeout = absl::Milliseconds(100);
+  options.idle_timeout = absl::Milliseconds(300);
+  options.write_timeout = absl::Milliseconds(300);
+  auto server = MakeServer(options);
+  ASSERT_TRUE(server->Listen(dir_.Socket()).ok());
+  {
+    RawClient silent(dir_.Path());  // connects, sends nothing
+    ASSERT_TRUE(silent.connected());
+    EXPECT_TRUE(silent.WaitForClose());
+  }
+  {
+    // A client whose window stays shut: the reply cannot be sent.
+    RawClient stalled(dir_.Path(), /*window=*/0);
+    stalled.Submit({}, Framed(Args("stalled", 2).SerializeAsString()));
+    ASSERT_TRUE(stalled.Flush());
+    EXPECT_TRUE(stalled.WaitForClose());
+    EXPECT_EQ(Calls("stalled"), 1);
+  }
+  // An idle pooled connection is closed; the shim's client notices and dials a new one.
+  shim::GrpcH2Client client(dir_.Socket());
+  v1::ExtenderFilterResult result;
+  ASSERT_TRUE(client.Call(kFilter, Args("p", 2), &result, absl::Now() + absl::Seconds(20)).ok());
+  ASSERT_TRUE(WaitFor([&] { return server->connections() == 0; }));
+  grpc::Status s = client.Call(kFilter, Args("p", 2), &result, absl::Now() + absl::Seconds(20));
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(client.connections_dialled(), 2);
+}
+
+TEST_F(GrpcH2ServerTest, StopIsBoundedByAClientThatNeverFinishesItsRequest) {
+  GrpcH2ServerOptions options;
+  options.write_timeout = absl::Milliseconds(300);
+  auto server = MakeServer(options);
+  ASSERT_TRUE(server->Listen(dir_.Socket()).ok());
+  RawClient stuck(dir_.Path());
+  stuck.Submit({}, Framed(Args("stuck", 2).SerializeAsString()).substr(0, 8), /*keep_open=*/true);
+  ASSERT_TRUE(stuck.Flush());
+  ASSERT_TRUE(WaitFor([&] { return server->connections() == 1; }));
+  std::atomic<bool> stopped{false};
+  std::thread stop([&] {
+    server->Stop();
+    stopped = true;
+  });
+  EXPECT_TRUE(WaitFor([&] { return stopped.load(); }));  // write_timeout + the 1 s linger
+  stop.join();
+  EXPECT_TRUE(stuck.WaitForClose());
+  EXPECT_EQ(Calls("stuck"), 0);
+}
+
 TEST_F(GrpcH2ServerTest, ListenReportsBadAndBusyAddresses) {
   auto server = MakeServer();
   EXPECT_EQ(server->Listen("unix://relative.sock").status().code(),
@@ -480,6 +587,12 @@ TEST_F(GrpcH2ServerTest, ListenReportsBadAndBusyAddresses) {
   auto other = MakeServer();
   EXPECT_EQ(other->Listen(absl::StrCat("127.0.0.1:", *port)).status().code(),
             absl::StatusCode::kUnavailable);
+  // A file that is not a socket is not replaced.
+  FILE* file = std::fopen(dir_.Path().c_str(), "w");
+  ASSERT_NE(file, nullptr);
+  std::fclose(file);
+  EXPECT_EQ(other->Listen(dir_.Socket()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(access(dir_.Path().c_str(), F_OK), 0);
 }
 
 // The tests below call with gRPC's C++ client, whose threads ThreadSanitizer cannot see into

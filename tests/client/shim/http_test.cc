@@ -450,13 +450,19 @@ TEST_F(ShimHttpTest, ProbesAndMetrics) {
     return grpc::Status(grpc::StatusCode::INTERNAL, "boom");
   });
   ASSERT_EQ(Post(*client_, "/prioritize", kFilterArgs).status, 503);
-  // A request is counted just after its reply is written: wait until the last one is.
+  // A request is counted just after its reply is written, by whichever worker wrote it: the
+  // next request can be counted first. Wait until every one of them is.
   HttpReply metrics;
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  auto all_counted = [&] {
+    return metrics.body.find("verb=\"prioritize\",code=\"503\"} 1") != std::string::npos &&
+           metrics.body.find("verb=\"filter\",code=\"400\"} 1") != std::string::npos &&
+           metrics.body.find("verb=\"filter\",code=\"200\"} 2") != std::string::npos;
+  };
   do {
     metrics = Get(*monitor, "/metrics");
-  } while (metrics.body.find("verb=\"prioritize\",code=\"503\"") == std::string::npos &&
-           absl::Now() < deadline && (absl::SleepFor(absl::Milliseconds(20)), true));
+  } while (!all_counted() && absl::Now() < deadline &&
+           (absl::SleepFor(absl::Milliseconds(20)), true));
   EXPECT_EQ(metrics.status, 200);
   EXPECT_THAT(metrics.content_type, StartsWith("text/plain; version=0.0.4"));
   EXPECT_THAT(metrics.body,

@@ -85,6 +85,32 @@ TEST_F(SecurityE2eTest, ANonLoopbackListenerWithoutTlsIsRefusedAtStart) {
               HasSubstr("\"0.0.0.0:0\" is not a loopback address: set grpc.tls.certFile"));
 }
 
+TEST_F(SecurityE2eTest, TheUnaryListenerIsRefusedOffLoopbackEvenWithTlsAndOnAGrpcAddress) {
+  // grpc.unaryListen has no TLS: grpc.tls does not make a non-loopback address acceptable.
+  struct Case {
+    std::string yaml;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {TlsConfig(false) + "  unaryListen: [\"0.0.0.0:0\"]\n",
+       "grpc.unaryListen: \"0.0.0.0:0\" is not a loopback address: this listener has no TLS"},
+      {"grpc:\n  listen: [\"unix:///tmp/fitledger-same.sock\"]\n"
+       "  unaryListen: [\"unix:///tmp/fitledger-same.sock\"]\n",
+       "is also in grpc.listen"},
+      {"grpc:\n  unaryListen: [\"unix://relative.sock\"]\n", "needs an absolute path"},
+  };
+  for (const Case& c : cases) {
+    std::string config = dir_ + "/server.yaml";
+    ASSERT_TRUE(WriteFile(config, c.yaml).ok());
+    absl::StatusOr<CommandResult> r = RunCommand(
+        {FITLEDGER_SERVER_PATH, "--config", config, "--kubeconfig", sim_->kubeconfig_path()}, {},
+        absl::Seconds(30));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->exit_code, 2) << c.yaml;
+    EXPECT_THAT(r->output, HasSubstr(c.message)) << c.yaml;
+  }
+}
+
 TEST_F(SecurityE2eTest, TheTlsListenerServesTlsClientsOnly) {
   int port = StartServer(TlsConfig(false));
   ASSERT_NE(port, 0);

@@ -267,11 +267,9 @@ class ServerConnection {
       }
       // How long to wait for the client: replies it will not take (its window stays shut), a
       // stop in progress, silence.
-      absl::Time deadline =
-          absl::Now() + (received ? options_.idle_timeout : options_.first_bytes_timeout);
-      if (replies_pending_ > 0) {
-        deadline = std::min(deadline, absl::Now() + options_.write_timeout);
-      }
+      const absl::Time now = absl::Now();
+      absl::Time deadline = now + (received ? options_.idle_timeout : options_.first_bytes_timeout);
+      if (replies_pending_ > 0) deadline = std::min(deadline, now + options_.write_timeout);
       if (stopping) deadline = std::min(deadline, stop_deadline);
       pollfd p[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
       const int n_polled = poll(p, stopping ? 1 : 2, MillisUntil(deadline));

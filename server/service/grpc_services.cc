@@ -14,6 +14,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
 RpcMetrics::RpcMetrics(MetricsRegistry* registry)
     : requests(registry->Counter("fitledger_server_requests_total",
                                  "gRPC requests by method and status code.", {"method", "code"})),

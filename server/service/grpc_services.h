@@ -18,6 +18,8 @@ namespace fitledger {
 
 // The one place an absl::Status becomes a grpc::Status (same canonical code and message).
 grpc::Status ToGrpcStatus(const absl::Status& status);
+// And back (the unary listener answers with an absl::Status).
+absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // Per-rpc request counts and latency, shared by the services.
 struct RpcMetrics {

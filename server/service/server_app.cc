@@ -67,10 +67,8 @@ class InProcessExtender final : public shim::SyncExtenderStub {
   ExtenderService* const service_;
 };
 
-absl::Status FromGrpcStatus(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
+// The largest request message, on both listeners.
+constexpr int kMaxMessageBytes = 64 << 20;
 
 // A unary method for the own HTTP/2 listener: parse, run `call` (the gRPC service's own code),
 // serialize.
@@ -183,7 +181,7 @@ class ServerAppImpl : public ServerApp {
     }
     builder.RegisterService(&extender_service_);
     builder.RegisterService(&introspection_service_);
-    builder.SetMaxReceiveMessageSize(64 << 20);
+    builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr) {
       return absl::UnavailableError(
@@ -349,7 +347,9 @@ class ServerAppImpl : public ServerApp {
                return grpc::Status::OK;
              })},
     };
-    unary_server_ = std::make_unique<GrpcH2Server>(GrpcH2ServerOptions{}, std::move(methods));
+    GrpcH2ServerOptions options;
+    options.max_message_bytes = kMaxMessageBytes;  // as on grpc.listen
+    unary_server_ = std::make_unique<GrpcH2Server>(options, std::move(methods));
     for (const std::string& address : config_.grpc_unary_listen) {
       absl::StatusOr<int> port = unary_server_->Listen(address);
       if (!port.ok()) return port.status();

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/service/convert.h"
+#include "server/service/extender_wire.h"
 
 namespace fitledger {
 
@@ -134,6 +135,30 @@ grpc::Status ExtenderService::DoPrioritize(const v1::ExtenderArgs* args,
     host->set_host(names[i].data(), names[i].size());
     host->set_score((*scores)[i]);
   }
+  return scope.Done(absl::OkStatus());
+}
+
+grpc::Status ExtenderService::FilterToWire(const v1::Pod& pod_proto,
+                                           absl::Span<const absl::string_view> names,
+                                           std::string* out) {
+  RpcScope scope(metrics_, "Filter");
+  absl::StatusOr<Pod> pod = RequirePod(pod_proto);
+  if (!pod.ok()) return scope.Done(pod.status());
+  absl::StatusOr<FilterResult> filtered = extender_->Filter(*pod, names);
+  if (!filtered.ok()) return scope.Done(filtered.status());
+  WriteFilterResult(names, *filtered, out);
+  return scope.Done(absl::OkStatus());
+}
+
+grpc::Status ExtenderService::PrioritizeToWire(const v1::Pod& pod_proto,
+                                               absl::Span<const absl::string_view> names,
+                                               std::string* out) {
+  RpcScope scope(metrics_, "Prioritize");
+  absl::StatusOr<Pod> pod = RequirePod(pod_proto);
+  if (!pod.ok()) return scope.Done(pod.status());
+  absl::StatusOr<std::vector<int64_t>> scores = extender_->Prioritize(*pod, names);
+  if (!scores.ok()) return scope.Done(scores.status());
+  WriteHostPriorityList(names, *scores, out);
   return scope.Done(absl::OkStatus());
 }
 

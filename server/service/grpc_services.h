@@ -55,6 +55,13 @@ class ExtenderService final
   // The handlers' bodies, callable in process (the server's own webhook listener).
   grpc::Status DoFilter(const v1::ExtenderArgs* args, v1::ExtenderFilterResult* result);
   grpc::Status DoPrioritize(const v1::ExtenderArgs* args, v1::HostPriorityList* result);
+  // The same on the unary listener's bytes: the request read in place (extender_wire.h), the
+  // result appended to `out` as an ExtenderFilterResult / HostPriorityList. Same checks, answers
+  // and metrics.
+  grpc::Status FilterToWire(const v1::Pod& pod, absl::Span<const absl::string_view> names,
+                            std::string* out);
+  grpc::Status PrioritizeToWire(const v1::Pod& pod, absl::Span<const absl::string_view> names,
+                                std::string* out);
 
   // Whether a finished call's messages go back to the pool: not when the request carried full
   // Node objects or a huge candidate list, so one large call does not pin its memory. O(1): it

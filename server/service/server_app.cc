@@ -26,6 +26,7 @@
 #include "server/kube/api_client.h"
 #include "server/kube/binder.h"
 #include "server/kube/watcher.h"
+#include "server/service/extender_wire.h"
 #include "server/service/grpc_h2_server.h"
 #include "server/service/grpc_services.h"
 #include "server/service/reconciler.h"
@@ -91,6 +92,7 @@ GrpcUnaryMethod Unary(Call call) {
 // gRPC server's MessagePool does), unless a call was large: a thread keeps at most ~5,000
 // candidates' worth (a few hundred KB), however many connections are open.
 constexpr int kThreadPooledCandidateNames = 5000;
+constexpr size_t kThreadPooledPodBytes = 1 << 20;
 template <typename Reply, typename Call>
 GrpcUnaryMethod PooledUnary(Call call) {
   return [call](absl::string_view bytes, std::string* out) -> absl::Status {
@@ -109,6 +111,24 @@ GrpcUnaryMethod PooledUnary(Call call) {
       request = v1::ExtenderArgs();
       reply = Reply();
     }
+    return status;
+  };
+}
+
+// Filter and Prioritize: a request of the usual shape (a pod and candidate names) is read in
+// place and answered as bytes, with no request or reply message (extender_wire.h); any other
+// goes to `pooled`. The pod message stays with the thread unless it was large.
+template <typename InPlace>
+GrpcUnaryMethod InPlaceOrPooled(InPlace in_place, GrpcUnaryMethod pooled) {
+  return [in_place, pooled](absl::string_view bytes, std::string* out) -> absl::Status {
+    thread_local v1::Pod pod;
+    thread_local std::vector<absl::string_view> names;
+    if (!ReadExtenderArgs(bytes, &pod, &names)) return pooled(bytes, out);
+    absl::Status status =
+        FromGrpcStatus(in_place(pod, absl::Span<const absl::string_view>(names), out));
+    if (names.capacity() > kThreadPooledCandidateNames) names = {};
+    names.clear();  // views into `bytes`
+    if (bytes.size() > kThreadPooledPodBytes) pod = v1::Pod();
     return status;
   };
 }
@@ -297,13 +317,21 @@ class ServerAppImpl : public ServerApp {
     IntrospectionService* introspection = &introspection_service_;
     std::vector<std::pair<std::string, GrpcUnaryMethod>> methods = {
         {"/fitledger.v1.Extender/Filter",
-         PooledUnary<v1::ExtenderFilterResult>([extender](auto* request, auto* reply) {
-           return extender->DoFilter(request, reply);
-         })},
+         InPlaceOrPooled(
+             [extender](const v1::Pod& pod, auto names, std::string* out) {
+               return extender->FilterToWire(pod, names, out);
+             },
+             PooledUnary<v1::ExtenderFilterResult>([extender](auto* request, auto* reply) {
+               return extender->DoFilter(request, reply);
+             }))},
         {"/fitledger.v1.Extender/Prioritize",
-         PooledUnary<v1::HostPriorityList>([extender](auto* request, auto* reply) {
-           return extender->DoPrioritize(request, reply);
-         })},
+         InPlaceOrPooled(
+             [extender](const v1::Pod& pod, auto names, std::string* out) {
+               return extender->PrioritizeToWire(pod, names, out);
+             },
+             PooledUnary<v1::HostPriorityList>([extender](auto* request, auto* reply) {
+               return extender->DoPrioritize(request, reply);
+             }))},
         {"/fitledger.v1.Extender/Bind", Unary<v1::ExtenderBindingArgs, v1::ExtenderBindingResult>(
                                             [extender](auto* request, auto* reply) {
                                               return extender->Bind(nullptr, request, reply);

@@ -624,10 +624,36 @@ void GrpcH2Client::Give(std::unique_ptr<H2Connection> connection) {
 grpc::Status GrpcH2Client::Call(absl::string_view method,
                                 const google::protobuf::MessageLite& request,
                                 google::protobuf::MessageLite* response, absl::Time deadline) {
-  std::string& frame = ThreadFrame();
   const size_t size = request.ByteSizeLong();
   if (size > 0xffffffffu) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request too large");
+  }
+  std::string& frame = StartFrame(size);
+  request.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(frame.data() + 5));
+  absl::string_view reply;
+  grpc::Status status = CallFrame(method, frame, deadline, &reply);
+  if (status.ok() && !response->ParseFromArray(reply.data(), static_cast<int>(reply.size()))) {
+    status = grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the reply");
+  }
+  return status;
+}
+
+grpc::Status GrpcH2Client::CallBytes(absl::string_view method, absl::string_view request,
+                                     absl::Time deadline, absl::string_view* reply) {
+  if (request.size() > 0xffffffffu) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request too large");
+  }
+  std::string& frame = StartFrame(request.size());
+  std::memcpy(frame.data() + 5, request.data(), request.size());
+  return CallFrame(method, frame, deadline, reply);
+}
+
+std::string& GrpcH2Client::StartFrame(size_t size) {
+  std::string& frame = ThreadFrame();
+  // What a huge call left behind goes now: its reply may have been in use until this call.
+  if (frame.capacity() > kKeepBufferBytes) std::string().swap(frame);
+  if (std::string& body = ThreadBody(); body.capacity() > kKeepBufferBytes) {
+    std::string().swap(body);
   }
   frame.resize(5 + size);
   frame[0] = 0;
@@ -635,8 +661,11 @@ grpc::Status GrpcH2Client::Call(absl::string_view method,
   frame[2] = static_cast<char>(size >> 16);
   frame[3] = static_cast<char>(size >> 8);
   frame[4] = static_cast<char>(size);
-  request.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(frame.data() + 5));
+  return frame;
+}
 
+grpc::Status GrpcH2Client::CallFrame(absl::string_view method, const std::string& frame,
+                                     absl::Time deadline, absl::string_view* reply) {
   std::string& body = ThreadBody();
   grpc::Status status;
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -654,23 +683,18 @@ grpc::Status GrpcH2Client::Call(absl::string_view method,
     // A request the server cannot have seen goes once more, on a new connection.
     if (status.ok() || !retryable || absl::Now() >= deadline) break;
   }
-  if (status.ok()) {
-    const auto* bytes = reinterpret_cast<const uint8_t*>(body.data());
-    const size_t length = body.size() < 5 ? 0
-                                          : (size_t{bytes[1]} << 24 | size_t{bytes[2]} << 16 |
-                                             size_t{bytes[3]} << 8 | size_t{bytes[4]});
-    if (body.size() < 5 || body.size() != 5 + length) {
-      status =
-          grpc::Status(grpc::StatusCode::INTERNAL,
-                       absl::StrCat("the reply is not one gRPC message (", body.size(), " bytes)"));
-    } else if (bytes[0] != 0) {
-      status = grpc::Status(grpc::StatusCode::INTERNAL, "the reply is compressed");
-    } else if (!response->ParseFromArray(body.data() + 5, static_cast<int>(length))) {
-      status = grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the reply");
-    }
+  if (!status.ok()) return status;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(body.data());
+  const size_t length = body.size() < 5 ? 0
+                                        : (size_t{bytes[1]} << 24 | size_t{bytes[2]} << 16 |
+                                           size_t{bytes[3]} << 8 | size_t{bytes[4]});
+  if (body.size() < 5 || body.size() != 5 + length) {
+    return grpc::Status(
+        grpc::StatusCode::INTERNAL,
+        absl::StrCat("the reply is not one gRPC message (", body.size(), " bytes)"));
   }
-  if (body.capacity() > kKeepBufferBytes) std::string().swap(body);
-  if (frame.capacity() > kKeepBufferBytes) std::string().swap(frame);
+  if (bytes[0] != 0) return grpc::Status(grpc::StatusCode::INTERNAL, "the reply is compressed");
+  *reply = absl::string_view(body.data() + 5, length);
   return status;
 }
 
@@ -681,6 +705,11 @@ absl::Time DeadlineOf(const grpc::ClientContext* context) {
   return absl::FromChrono(deadline);
 }
 }  // namespace
+
+grpc::Status H2ExtenderStub::CallBytes(absl::string_view method, absl::string_view request,
+                                       absl::Time deadline, absl::string_view* reply) {
+  return client_->CallBytes(method, request, deadline, reply);
+}
 
 grpc::Status H2ExtenderStub::Filter(grpc::ClientContext* context, const v1::ExtenderArgs& request,
                                     v1::ExtenderFilterResult* response) {

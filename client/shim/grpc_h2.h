@@ -70,6 +70,11 @@ class GrpcH2Client {
   grpc::Status Call(absl::string_view method, const google::protobuf::MessageLite& request,
                     google::protobuf::MessageLite* response, absl::Time deadline);
 
+  // The same call on bytes: `request` is the request message's protobuf encoding; on OK,
+  // `*reply` views the reply's, valid until this thread's next call.
+  grpc::Status CallBytes(absl::string_view method, absl::string_view request, absl::Time deadline,
+                         absl::string_view* reply);
+
   // OK when `target` has one of the forms above.
   static absl::Status CheckTarget(absl::string_view target);
 
@@ -85,6 +90,12 @@ class GrpcH2Client {
   // `*status` when none can be had.
   std::unique_ptr<H2Connection> Take(grpc::Status* status, absl::Time deadline);
   void Give(std::unique_ptr<H2Connection> connection);
+  // This thread's request frame, sized for a message of `size` bytes after its 5-byte prefix.
+  static std::string& StartFrame(size_t size);
+  // Sends `frame` (once more on a new connection if the server cannot have seen it) and checks
+  // the reply is one uncompressed message; `*reply` views it.
+  grpc::Status CallFrame(absl::string_view method, const std::string& frame, absl::Time deadline,
+                         absl::string_view* reply);
 
   const std::string target_;
   const std::unique_ptr<const H2Target> parsed_;  // null: a bad address (CheckTarget says why)
@@ -101,8 +112,9 @@ class GrpcH2Client {
 
 // The Extender stub fitledger-shim's Webhook calls, on a GrpcH2Client. The deadline is the
 // ClientContext's; nothing else of the context is used. Only the synchronous methods are
-// provided: the asynchronous ones return nullptr (the webhook never calls them).
-class H2ExtenderStub final : public SyncExtenderStub {
+// provided: the asynchronous ones return nullptr (the webhook never calls them). It carries bytes
+// too (ExtenderBytesCaller), which the webhook uses for Filter and Prioritize.
+class H2ExtenderStub final : public SyncExtenderStub, public ExtenderBytesCaller {
  public:
   explicit H2ExtenderStub(std::shared_ptr<GrpcH2Client> client) : client_(std::move(client)) {}
 
@@ -114,6 +126,9 @@ class H2ExtenderStub final : public SyncExtenderStub {
                     v1::ExtenderBindingResult* response) override;
   grpc::Status Preempt(grpc::ClientContext* context, const v1::ExtenderPreemptionArgs& request,
                        v1::ExtenderPreemptionResult* response) override;
+
+  grpc::Status CallBytes(absl::string_view method, absl::string_view request, absl::Time deadline,
+                         absl::string_view* reply) override;
 
   GrpcH2Client& client() { return *client_; }
 

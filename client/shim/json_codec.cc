@@ -173,6 +173,19 @@ absl::Status StringList(ond::value& v, const Path& p,
   });
 }
 
+// As StringList, as views into the decoder's string buffer.
+absl::Status StringViews(ond::value& v, const Path& p, std::vector<absl::string_view>* out) {
+  return ForEachElement(v, p, "an array of strings or null", [&](ond::value& e, const Path& ep) {
+    json_type t;
+    RETURN_IF_ERROR(TypeOf(e, ep, &t));
+    if (t != json_type::string) return TypeError(ep, "a string", t);
+    std::string_view s;
+    JSON_OK(e.get_string().get(s), ep);
+    out->emplace_back(s.data(), s.size());
+    return absl::OkStatus();
+  });
+}
+
 using StringMap = google::protobuf::Map<std::string, std::string>;
 
 absl::Status StringMapField(ond::value& v, const Path& p, StringMap* out) {
@@ -507,8 +520,10 @@ JsonDecoder::JsonDecoder() : impl_(std::make_unique<Impl>()) {}
 JsonDecoder::~JsonDecoder() = default;
 
 absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::ExtenderArgs* out,
-                                             std::vector<absl::string_view>* raw_nodes) {
+                                             std::vector<absl::string_view>* raw_nodes,
+                                             std::vector<absl::string_view>* node_names) {
   if (raw_nodes != nullptr) raw_nodes->clear();
+  if (node_names != nullptr) node_names->clear();
   return impl_->Parse(body, [&](ond::document& doc, ond::value& v, const Path& p) {
     return ForEachMember(v, p, "an object",
                          [&](std::string_view key, ond::value& e, const Path& fp) {
@@ -523,6 +538,7 @@ absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::Extend
                              });
                            }
                            if (absl::EqualsIgnoreCase(A(key), "NodeNames")) {
+                             if (node_names != nullptr) return StringViews(e, fp, node_names);
                              return StringList(e, fp, out->mutable_node_names());
                            }
                            return absl::OkStatus();
@@ -592,38 +608,63 @@ std::vector<const typename google::protobuf::Map<std::string, V>::value_type*> S
   return entries;
 }
 
-void AppendStringMap(const StringMap& map, std::string* out) {
+// Entries sorted by key, as Go's encoding/json writes maps; of entries with one key, the last.
+void AppendStringMap(const FilterResultView::Entries& entries, std::string* out) {
+  thread_local FilterResultView::Entries sorted;
+  sorted.assign(entries.begin(), entries.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   out->push_back('{');
   bool first = true;
-  for (const auto* entry : Sorted(map)) {
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (i + 1 < sorted.size() && sorted[i + 1].first == sorted[i].first) continue;
     if (!first) out->push_back(',');
     first = false;
-    AppendJsonString(entry->first, out);
+    AppendJsonString(sorted[i].first, out);
     out->push_back(':');
-    AppendJsonString(entry->second, out);
+    AppendJsonString(sorted[i].second, out);
   }
   out->push_back('}');
 }
 
-void AppendFailuresAndError(const v1::ExtenderFilterResult& result, std::string* out) {
+void AppendFailuresAndError(const FilterResultView& result, std::string* out) {
   out->append(",\"FailedNodes\":");
-  AppendStringMap(result.failed_nodes(), out);
+  AppendStringMap(result.failed_nodes, out);
   out->append(",\"FailedAndUnresolvableNodes\":");
-  AppendStringMap(result.failed_and_unresolvable_nodes(), out);
+  AppendStringMap(result.failed_and_unresolvable_nodes, out);
   out->append(",\"Error\":");
-  AppendJsonString(result.error(), out);
+  AppendJsonString(result.error, out);
   out->push_back('}');
+}
+
+void AssignEntries(const StringMap& map, FilterResultView::Entries* out) {
+  out->clear();
+  for (const auto& [key, value] : map) out->emplace_back(key, value);
 }
 
 }  // namespace
 
-void EncodeFilterResult(const v1::ExtenderFilterResult& result, std::string* out) {
+void FilterResultView::Clear() {
+  node_names.clear();
+  failed_nodes.clear();
+  failed_and_unresolvable_nodes.clear();
+  error = {};
+}
+
+void FilterResultView::Assign(const v1::ExtenderFilterResult& result) {
+  node_names.assign(result.node_names().begin(), result.node_names().end());
+  AssignEntries(result.failed_nodes(), &failed_nodes);
+  AssignEntries(result.failed_and_unresolvable_nodes(), &failed_and_unresolvable_nodes);
+  error = result.error();
+}
+
+void EncodeFilterResult(const FilterResultView& result, std::string* out) {
   size_t estimate = 96;
-  for (const std::string& name : result.node_names()) estimate += name.size() + 3;
+  for (absl::string_view name : result.node_names) estimate += name.size() + 3;
   out->reserve(out->size() + estimate);
   out->append("{\"NodeNames\":[");
   bool first = true;
-  for (const std::string& name : result.node_names()) {
+  for (absl::string_view name : result.node_names) {
     if (!first) out->push_back(',');
     first = false;
     AppendJsonString(name, out);
@@ -632,7 +673,13 @@ void EncodeFilterResult(const v1::ExtenderFilterResult& result, std::string* out
   AppendFailuresAndError(result, out);
 }
 
-void EncodeFilterResultWithNodes(const v1::ExtenderFilterResult& result,
+void EncodeFilterResult(const v1::ExtenderFilterResult& result, std::string* out) {
+  FilterResultView view;
+  view.Assign(result);
+  EncodeFilterResult(view, out);
+}
+
+void EncodeFilterResultWithNodes(const FilterResultView& result,
                                  absl::Span<const absl::string_view> nodes, std::string* out) {
   size_t estimate = 128;
   for (absl::string_view node : nodes) estimate += node.size() + 1;
@@ -648,17 +695,31 @@ void EncodeFilterResultWithNodes(const v1::ExtenderFilterResult& result,
   AppendFailuresAndError(result, out);
 }
 
-void EncodeHostPriorityList(const v1::HostPriorityList& list, std::string* out) {
+void EncodeFilterResultWithNodes(const v1::ExtenderFilterResult& result,
+                                 absl::Span<const absl::string_view> nodes, std::string* out) {
+  FilterResultView view;
+  view.Assign(result);
+  EncodeFilterResultWithNodes(view, nodes, out);
+}
+
+void EncodeHostPriorityList(const HostPriorityView& list, std::string* out) {
   out->push_back('[');
   bool first = true;
-  for (const v1::HostPriority& item : list.items()) {
+  for (const auto& [host, score] : list) {
     if (!first) out->push_back(',');
     first = false;
     out->append("{\"Host\":");
-    AppendJsonString(item.host(), out);
-    absl::StrAppend(out, ",\"Score\":", item.score(), "}");
+    AppendJsonString(host, out);
+    absl::StrAppend(out, ",\"Score\":", score, "}");
   }
   out->push_back(']');
+}
+
+void EncodeHostPriorityList(const v1::HostPriorityList& list, std::string* out) {
+  HostPriorityView view;
+  view.reserve(list.items_size());
+  for (const v1::HostPriority& item : list.items()) view.emplace_back(item.host(), item.score());
+  EncodeHostPriorityList(view, out);
 }
 
 void EncodeError(absl::string_view error, std::string* out) {

@@ -13,8 +13,10 @@
 #ifndef FITLEDGER_CLIENT_SHIM_JSON_CODEC_H_
 #define FITLEDGER_CLIENT_SHIM_JSON_CODEC_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,10 +41,12 @@ class JsonDecoder {
   JsonDecoder& operator=(const JsonDecoder&) = delete;
 
   // The body of filter and prioritize. When it carries Nodes, `raw_nodes` (if not null) gets the
-  // exact JSON text of each Nodes.items[i], in order. The views point into `body` or into this
-  // decoder and stay valid until `body` changes or the next Decode* call.
+  // exact JSON text of each Nodes.items[i], in order. With `node_names` (not null), NodeNames go
+  // there instead of into out->node_names. The views point into `body` or into this decoder and
+  // stay valid until `body` changes or the next Decode* call.
   absl::Status DecodeExtenderArgs(const std::string& body, v1::ExtenderArgs* out,
-                                  std::vector<absl::string_view>* raw_nodes);
+                                  std::vector<absl::string_view>* raw_nodes,
+                                  std::vector<absl::string_view>* node_names = nullptr);
   // The body of bind.
   absl::Status DecodeBindingArgs(const std::string& body, v1::ExtenderBindingArgs* out);
   // The body of preempt.
@@ -53,18 +57,41 @@ class JsonDecoder {
   std::unique_ptr<Impl> impl_;
 };
 
+// What the encoders write of an ExtenderFilterResult, as views into a message or into its wire
+// bytes (extender_bytes.h).
+struct FilterResultView {
+  using Entries = std::vector<std::pair<absl::string_view, absl::string_view>>;
+  std::vector<absl::string_view> node_names;
+  // The two maps' entries in any order; of entries with one key the last counts, as when
+  // protobuf reads a map.
+  Entries failed_nodes;
+  Entries failed_and_unresolvable_nodes;
+  absl::string_view error;
+
+  void Clear();
+  // Views into `result`, which must outlive them.
+  void Assign(const v1::ExtenderFilterResult& result);
+};
+
+// A HostPriorityList's items, as views.
+using HostPriorityView = std::vector<std::pair<absl::string_view, int64_t>>;
+
 // The encoders append to `out`.
 
 // ExtenderFilterResult for nodeCacheCapable extenders:
 // {"NodeNames":[...],"FailedNodes":{...},"FailedAndUnresolvableNodes":{...},"Error":"..."}.
+void EncodeFilterResult(const FilterResultView& result, std::string* out);
 void EncodeFilterResult(const v1::ExtenderFilterResult& result, std::string* out);
 // ExtenderFilterResult for extenders that get full nodes: `nodes` are the passing nodes' raw JSON
 // objects, copied verbatim into {"Nodes":{"metadata":{},"items":[...]},"FailedNodes":{...},
-// "FailedAndUnresolvableNodes":{...},"Error":"..."}. result.node_names and result.nodes are not
-// written.
+// "FailedAndUnresolvableNodes":{...},"Error":"..."}. result.node_names (and a message's nodes) are
+// not written.
+void EncodeFilterResultWithNodes(const FilterResultView& result,
+                                 absl::Span<const absl::string_view> nodes, std::string* out);
 void EncodeFilterResultWithNodes(const v1::ExtenderFilterResult& result,
                                  absl::Span<const absl::string_view> nodes, std::string* out);
 // HostPriorityList as the bare array [{"Host":"n1","Score":7},...].
+void EncodeHostPriorityList(const HostPriorityView& list, std::string* out);
 void EncodeHostPriorityList(const v1::HostPriorityList& list, std::string* out);
 // {"Error":"..."}: ExtenderBindingResult, and the body of every error reply.
 void EncodeError(absl::string_view error, std::string* out);

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "client/shim/extender_bytes.h"
 #include "client/shim/json_codec.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/client_context.h"
@@ -35,8 +36,17 @@ struct Scratch {
       args = v1::ExtenderArgs();
       filter_result = v1::ExtenderFilterResult();
       priorities = v1::HostPriorityList();
+      std::string().swap(request);
+      names = {};
+      filter_view = {};
+      priority_view = {};
     });
   }
+  // Bytes and views for a transport that carries bytes (Webhook::bytes_).
+  std::string request;
+  std::vector<absl::string_view> names;
+  FilterResultView filter_view;
+  HostPriorityView priority_view;
   std::vector<absl::string_view> raw_nodes;
   std::vector<absl::string_view> passing_nodes;
   std::vector<char> arena_block = std::vector<char>(256 << 10);
@@ -83,25 +93,28 @@ std::string PodKey(const v1::Pod& pod) {
 // order, so one merge walk usually suffices; otherwise a hash index is built.
 template <typename NameOf>
 std::vector<int> MatchCandidates(int candidate_count, NameOf name_of,
-                                 const google::protobuf::RepeatedPtrField<std::string>& names) {
+                                 const std::vector<absl::string_view>& names) {
   std::vector<int> indexes;
   indexes.reserve(names.size());
   int next = 0;
-  for (const std::string& name : names) {
+  for (absl::string_view name : names) {
     while (next < candidate_count && name_of(next) != name) ++next;
     if (next == candidate_count) break;
     indexes.push_back(next++);
   }
-  if (static_cast<int>(indexes.size()) == names.size()) return indexes;
+  if (indexes.size() == names.size()) return indexes;
   absl::flat_hash_map<absl::string_view, int> index;
   index.reserve(candidate_count);
   for (int i = 0; i < candidate_count; ++i) index.emplace(name_of(i), i);
   indexes.clear();
-  for (const std::string& name : names) {
+  for (absl::string_view name : names) {
     if (auto it = index.find(name); it != index.end()) indexes.push_back(it->second);
   }
   return indexes;
 }
+
+constexpr char kFilterMethod[] = "/fitledger.v1.Extender/Filter";
+constexpr char kPrioritizeMethod[] = "/fitledger.v1.Extender/Prioritize";
 
 }  // namespace
 
@@ -131,6 +144,7 @@ Webhook::Webhook(std::unique_ptr<v1::Extender::StubInterface> extender,
                  std::unique_ptr<grpc::health::v1::Health::StubInterface> health, Options options,
                  Metrics* metrics, const Logger* logger)
     : extender_(std::move(extender)),
+      bytes_(dynamic_cast<ExtenderBytesCaller*>(extender_.get())),
       health_(std::move(health)),
       options_(options),
       metrics_(metrics),
@@ -191,47 +205,106 @@ void Webhook::ServerFailure(Verb verb, const grpc::Status& status, absl::string_
   }
 }
 
+grpc::Status Webhook::CallFilter(const v1::ExtenderArgs& args,
+                                 const std::vector<absl::string_view>* names,
+                                 FilterResultView* result) const {
+  Scratch& scratch = ThreadScratch();
+  const absl::Time deadline = absl::Now() + options_.server_timeout;
+  if (names != nullptr) {
+    scratch.request.clear();
+    WriteExtenderArgs(args.has_pod() ? &args.pod() : nullptr, *names, &scratch.request);
+    absl::string_view reply;
+    grpc::Status s = bytes_->CallBytes(kFilterMethod, scratch.request, deadline, &reply);
+    if (!s.ok() || ReadFilterResult(reply, result)) return s;
+    // A reply of another shape: protobuf reads it.
+    if (!scratch.filter_result.ParseFromArray(reply.data(), static_cast<int>(reply.size()))) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the reply");
+    }
+  } else {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    grpc::Status s = extender_->Filter(&context, args, &scratch.filter_result);
+    if (!s.ok()) return s;
+  }
+  result->Assign(scratch.filter_result);
+  return grpc::Status::OK;
+}
+
+grpc::Status Webhook::CallPrioritize(const v1::ExtenderArgs& args,
+                                     const std::vector<absl::string_view>* names,
+                                     HostPriorityView* result) const {
+  Scratch& scratch = ThreadScratch();
+  const absl::Time deadline = absl::Now() + options_.server_timeout;
+  if (names != nullptr) {
+    scratch.request.clear();
+    WriteExtenderArgs(args.has_pod() ? &args.pod() : nullptr, *names, &scratch.request);
+    absl::string_view reply;
+    grpc::Status s = bytes_->CallBytes(kPrioritizeMethod, scratch.request, deadline, &reply);
+    if (!s.ok() || ReadHostPriorityList(reply, result)) return s;
+    if (!scratch.priorities.ParseFromArray(reply.data(), static_cast<int>(reply.size()))) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the reply");
+    }
+  } else {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    grpc::Status s = extender_->Prioritize(&context, args, &scratch.priorities);
+    if (!s.ok()) return s;
+  }
+  result->clear();
+  for (const v1::HostPriority& item : scratch.priorities.items()) {
+    result->emplace_back(item.host(), item.score());
+  }
+  return grpc::Status::OK;
+}
+
 void Webhook::Filter(const std::string& body, Reply* reply) const {
   Scratch& scratch = ThreadScratch();
   v1::ExtenderArgs* args = &scratch.args;
-  v1::ExtenderFilterResult* result = &scratch.filter_result;
+  FilterResultView* result = &scratch.filter_view;
   auto release = scratch.ReleaseAfter(body);
   args->Clear();
-  result->Clear();
-  if (absl::Status s = scratch.decoder.DecodeExtenderArgs(body, args, &scratch.raw_nodes);
+  scratch.filter_result.Clear();
+  // On bytes, the candidate names stay views into the decoder.
+  std::vector<absl::string_view>* names = bytes_ != nullptr ? &scratch.names : nullptr;
+  if (absl::Status s = scratch.decoder.DecodeExtenderArgs(body, args, &scratch.raw_nodes, names);
       !s.ok()) {
     return BadRequest(Verb::kFilter, s, reply);
   }
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.server_timeout));
-  if (grpc::Status s = extender_->Filter(&context, *args, result); !s.ok()) {
+  if (names != nullptr && args->has_nodes()) {
+    // Full nodes go as a message: the names back into it.
+    for (absl::string_view name : *names) args->add_node_names(name.data(), name.size());
+    names = nullptr;
+  }
+  if (grpc::Status s = CallFilter(*args, names, result); !s.ok()) {
     return ServerFailure(Verb::kFilter, s, PodKey(args->pod()), reply);
   }
   if (!args->has_nodes()) {
     // nodeCacheCapable: answer names, a subset of the candidates.
-    const auto& candidates = args->node_names();
+    if (names == nullptr) {
+      scratch.names.assign(args->node_names().begin(), args->node_names().end());
+      names = &scratch.names;
+    }
+    const std::vector<absl::string_view>& candidates = *names;
     std::vector<int> keep = MatchCandidates(
-        candidates.size(), [&](int i) -> absl::string_view { return candidates[i]; },
-        result->node_names());
-    if (static_cast<int>(keep.size()) != result->node_names_size()) {
+        candidates.size(), [&](int i) { return candidates[i]; }, result->node_names);
+    if (keep.size() != result->node_names.size()) {
       logger_->Log(LogLevel::kWarn, "server answered nodes that were not candidates; dropped",
                    {{"verb", "filter"}, {"pod", PodKey(args->pod())}});
-      google::protobuf::RepeatedPtrField<std::string> names;
-      for (int i : keep) names.Add(std::string(candidates[i]));
-      result->mutable_node_names()->Swap(&names);
+      result->node_names.clear();
+      for (int i : keep) result->node_names.push_back(candidates[i]);
     }
     EncodeFilterResult(*result, &reply->body);
   } else {
     // Full nodes: answer the passing nodes' objects exactly as kube-scheduler sent them.
     const auto& items = args->nodes().items();
-    if (result->node_names_size() == 0) {
-      for (const v1::Node& node : result->nodes().items()) {
-        result->add_node_names(node.metadata().name());
+    if (result->node_names.empty()) {
+      for (const v1::Node& node : scratch.filter_result.nodes().items()) {
+        result->node_names.push_back(node.metadata().name());
       }
     }
     std::vector<int> keep = MatchCandidates(
         items.size(), [&](int i) -> absl::string_view { return items[i].metadata().name(); },
-        result->node_names());
+        result->node_names);
     scratch.passing_nodes.clear();
     for (int i : keep) scratch.passing_nodes.push_back(scratch.raw_nodes[i]);
     EncodeFilterResultWithNodes(*result, scratch.passing_nodes, &reply->body);
@@ -241,28 +314,30 @@ void Webhook::Filter(const std::string& body, Reply* reply) const {
                  {{"verb", "filter"},
                   {"pod", PodKey(args->pod())},
                   {"candidates", absl::StrCat(args->has_nodes() ? args->nodes().items_size()
-                                                                : args->node_names_size())},
-                  {"failed", absl::StrCat(result->failed_nodes_size() +
-                                          result->failed_and_unresolvable_nodes_size())}});
+                                                                : scratch.names.size())},
+                  {"failed", absl::StrCat(result->failed_nodes.size() +
+                                          result->failed_and_unresolvable_nodes.size())}});
   }
 }
 
 void Webhook::Prioritize(const std::string& body, Reply* reply) const {
   Scratch& scratch = ThreadScratch();
   v1::ExtenderArgs* args = &scratch.args;
-  v1::HostPriorityList* result = &scratch.priorities;
   auto release = scratch.ReleaseAfter(body);
   args->Clear();
-  result->Clear();
-  if (absl::Status s = scratch.decoder.DecodeExtenderArgs(body, args, nullptr); !s.ok()) {
+  scratch.priorities.Clear();
+  std::vector<absl::string_view>* names = bytes_ != nullptr ? &scratch.names : nullptr;
+  if (absl::Status s = scratch.decoder.DecodeExtenderArgs(body, args, nullptr, names); !s.ok()) {
     return BadRequest(Verb::kPrioritize, s, reply);
   }
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.server_timeout));
-  if (grpc::Status s = extender_->Prioritize(&context, *args, result); !s.ok()) {
+  if (names != nullptr && args->has_nodes()) {
+    for (absl::string_view name : *names) args->add_node_names(name.data(), name.size());
+    names = nullptr;
+  }
+  if (grpc::Status s = CallPrioritize(*args, names, &scratch.priority_view); !s.ok()) {
     return ServerFailure(Verb::kPrioritize, s, PodKey(args->pod()), reply);
   }
-  EncodeHostPriorityList(*result, &reply->body);
+  EncodeHostPriorityList(scratch.priority_view, &reply->body);
 }
 
 void Webhook::Bind(const std::string& body, Reply* reply) const {

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/shim/json_codec.h"
 #include "client/shim/logger.h"
 #include "client/shim/metrics.h"
 #include "fitledger/v1/extender.grpc.pb.h"
@@ -81,6 +82,18 @@ class SyncExtenderStub : public v1::Extender::StubInterface {
   }
 };
 
+// A transport that carries the Extender's messages as their protobuf bytes (the shim's own
+// HTTP/2 client). A stub that is one too lets the webhook write Filter's and Prioritize's requests
+// and read their replies without building messages (extender_bytes.h).
+class ExtenderBytesCaller {
+ public:
+  virtual ~ExtenderBytesCaller() = default;
+  // Calls `method` ("/fitledger.v1.Extender/Filter") with the request's bytes; on OK, `*reply`
+  // views the reply's bytes until this thread's next call. Errors as the stub's methods.
+  virtual grpc::Status CallBytes(absl::string_view method, absl::string_view request,
+                                 absl::Time deadline, absl::string_view* reply) = 0;
+};
+
 // Thread-safe: the stubs are thread-safe, the rest is constant after construction (plus an
 // atomic log-rate limiter). Decoding buffers are per thread.
 class Webhook {
@@ -108,6 +121,14 @@ class Webhook {
   void Bind(const std::string& body, Reply* reply) const;
   void Preempt(const std::string& body, Reply* reply) const;
 
+  // Filter's and Prioritize's calls, on bytes when the stub carries them (bytes_), else on
+  // messages. `names`, when not null, are the candidates (not in args.node_names).
+  grpc::Status CallFilter(const v1::ExtenderArgs& args, const std::vector<absl::string_view>* names,
+                          FilterResultView* result) const;
+  grpc::Status CallPrioritize(const v1::ExtenderArgs& args,
+                              const std::vector<absl::string_view>* names,
+                              HostPriorityView* result) const;
+
   // Fills `reply` for a failed call and counts and logs it.
   void ServerFailure(Verb verb, const grpc::Status& status, absl::string_view pod,
                      Reply* reply) const;
@@ -117,6 +138,7 @@ class Webhook {
 
   // Constant after construction.
   const std::unique_ptr<v1::Extender::StubInterface> extender_;
+  ExtenderBytesCaller* const bytes_;  // extender_, if it carries bytes; else null
   const std::unique_ptr<grpc::health::v1::Health::StubInterface> health_;
   const Options options_;
   Metrics* const metrics_;

@@ -1,17 +1,53 @@
-// libFuzzer target: Filter's request read in place (server/service/extender_wire.h), checked
-// against protobuf's own parser. Whatever the in-place reader accepts, protobuf must parse to the
-// same pod and names; the answer is then written as the unary listener would.
+// libFuzzer target: Filter's and Prioritize's messages read in place, checked against protobuf's
+// own parser: the server's request reader (server/service/extender_wire.h) and the shim's reply
+// readers (client/shim/extender_bytes.h). Whatever they accept, protobuf must parse to the same.
+// The server's answer is then written as the unary listener would.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "client/shim/extender_bytes.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "server/service/extender_wire.h"
 
+namespace {
+
+// The shim's readers of the replies.
+void CheckReplyReaders(const std::string& bytes) {
+  fitledger::shim::FilterResultView view;
+  if (fitledger::shim::ReadFilterResult(bytes, &view)) {
+    fitledger::v1::ExtenderFilterResult parsed;
+    if (!parsed.ParseFromString(bytes) || parsed.has_nodes() ||
+        static_cast<int>(view.node_names.size()) != parsed.node_names_size() ||
+        view.error != parsed.error()) {
+      std::abort();
+    }
+    for (const auto& [key, value] : view.failed_nodes) {
+      auto it = parsed.failed_nodes().find(std::string(key));
+      if (it == parsed.failed_nodes().end()) std::abort();
+    }
+  }
+  fitledger::shim::HostPriorityView priorities;
+  if (fitledger::shim::ReadHostPriorityList(bytes, &priorities)) {
+    fitledger::v1::HostPriorityList parsed;
+    if (!parsed.ParseFromString(bytes) ||
+        static_cast<int>(priorities.size()) != parsed.items_size()) {
+      std::abort();
+    }
+    for (size_t i = 0; i < priorities.size(); ++i) {
+      const auto& item = parsed.items(static_cast<int>(i));
+      if (priorities[i].first != item.host() || priorities[i].second != item.score()) std::abort();
+    }
+  }
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
+  CheckReplyReaders(bytes);
   fitledger::v1::Pod pod;
   std::vector<absl::string_view> names;
   if (!fitledger::ReadExtenderArgs(bytes, &pod, &names)) return 0;

@@ -44,18 +44,52 @@ std::string ReadFixture(const std::string& name) {
   return buffer.str();
 }
 
-// The shim wired as main.cc wires it, serving on free ports.
+// H2ExtenderStub without its bytes (ExtenderBytesCaller): the webhook then calls Filter and
+// Prioritize with messages, as it does in the server's own webhook listener.
+class MessagesOnlyStub final : public SyncExtenderStub {
+ public:
+  explicit MessagesOnlyStub(std::shared_ptr<GrpcH2Client> client) : stub_(std::move(client)) {}
+  grpc::Status Filter(grpc::ClientContext* context, const v1::ExtenderArgs& request,
+                      v1::ExtenderFilterResult* response) override {
+    return stub_.Filter(context, request, response);
+  }
+  grpc::Status Prioritize(grpc::ClientContext* context, const v1::ExtenderArgs& request,
+                          v1::HostPriorityList* response) override {
+    return stub_.Prioritize(context, request, response);
+  }
+  grpc::Status Bind(grpc::ClientContext* context, const v1::ExtenderBindingArgs& request,
+                    v1::ExtenderBindingResult* response) override {
+    return stub_.Bind(context, request, response);
+  }
+  grpc::Status Preempt(grpc::ClientContext* context, const v1::ExtenderPreemptionArgs& request,
+                       v1::ExtenderPreemptionResult* response) override {
+    return stub_.Preempt(context, request, response);
+  }
+
+ private:
+  H2ExtenderStub stub_;
+};
+
+// The shim wired as main.cc wires it, serving on free ports; with `messages_only`, Filter and
+// Prioritize go as messages rather than bytes.
 class Shim {
  public:
-  explicit Shim(const std::string& server_target, config::ShimConfig config = {})
+  explicit Shim(const std::string& server_target, config::ShimConfig config = {},
+                bool messages_only = false)
       : logger_(LogLevel::kError) {
     config.listen = "127.0.0.1:0";
     config.monitor_listen = "127.0.0.1:0";
     config.server = server_target;
     auto client = std::make_shared<GrpcH2Client>(server_target);
-    webhook_ = std::make_unique<Webhook>(
-        std::make_unique<H2ExtenderStub>(client), std::make_unique<H2HealthStub>(client),
-        Webhook::Options{.server_timeout = absl::Seconds(3)}, &metrics_, &logger_);
+    std::unique_ptr<v1::Extender::StubInterface> stub;
+    if (messages_only) {
+      stub = std::make_unique<MessagesOnlyStub>(client);
+    } else {
+      stub = std::make_unique<H2ExtenderStub>(client);
+    }
+    webhook_ = std::make_unique<Webhook>(std::move(stub), std::make_unique<H2HealthStub>(client),
+                                         Webhook::Options{.server_timeout = absl::Seconds(3)},
+                                         &metrics_, &logger_);
     server_ = std::make_unique<ShimServer>(config, webhook_.get(), &metrics_, &logger_);
     status_ = server_->Start();
   }
@@ -105,12 +139,14 @@ constexpr char kFilterArgs[] =
     R"("spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"}}}]}},)"
     R"("Nodes":null,"NodeNames":["w1","w2","w3","w4"]})";
 
-class ShimHttpTest : public ::testing::Test {
+// Every test runs twice: Filter and Prioritize on bytes (the shim's way), and on messages (the
+// server's own webhook's way). The answers must be the same.
+class ShimHttpTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     server_ = FakeServer::Start(&fake_, "127.0.0.1:0");
     ASSERT_NE(server_, nullptr);
-    shim_ = std::make_unique<Shim>(server_->target());
+    shim_ = std::make_unique<Shim>(server_->target(), config::ShimConfig{}, GetParam());
     ASSERT_TRUE(shim_->status().ok()) << shim_->status();
     client_ = shim_->Client();
   }
@@ -121,7 +157,7 @@ class ShimHttpTest : public ::testing::Test {
   std::unique_ptr<httplib::Client> client_;
 };
 
-TEST_F(ShimHttpTest, FilterWithNodeNamesAnswersNamesAndFailures) {
+TEST_P(ShimHttpTest, FilterWithNodeNamesAnswersNamesAndFailures) {
   fake_.set_filter([](const v1::ExtenderArgs&, v1::ExtenderFilterResult* result) {
     result->add_node_names("w1");
     result->add_node_names("w3");
@@ -145,7 +181,7 @@ TEST_F(ShimHttpTest, FilterWithNodeNamesAnswersNamesAndFailures) {
   EXPECT_THAT(sent.node_names(), ::testing::ElementsAre("w1", "w2", "w3", "w4"));
 }
 
-TEST_F(ShimHttpTest, FilterDropsNamesThatWereNotCandidates) {
+TEST_P(ShimHttpTest, FilterDropsNamesThatWereNotCandidates) {
   fake_.set_filter([](const v1::ExtenderArgs&, v1::ExtenderFilterResult* result) {
     for (const char* name : {"w3", "zz", "w1"}) result->add_node_names(name);
     return grpc::Status::OK;
@@ -156,7 +192,7 @@ TEST_F(ShimHttpTest, FilterDropsNamesThatWereNotCandidates) {
                         R"("FailedAndUnresolvableNodes":{},"Error":""})");
 }
 
-TEST_F(ShimHttpTest, FilterWithFullNodesEchoesTheNodeObjectsAsReceived) {
+TEST_P(ShimHttpTest, FilterWithFullNodesEchoesTheNodeObjectsAsReceived) {
   const std::string a =
       R"({"metadata":{"name":"a","labels":{"x":"1"}},"status":{"allocatable":{"cpu":"4"}},"spec":{"unschedulable":false}})";
   const std::string b = R"({ "metadata" : { "name" : "b" }, "extra": [1, 2.50, "\u00e9"] })";
@@ -179,7 +215,7 @@ TEST_F(ShimHttpTest, FilterWithFullNodesEchoesTheNodeObjectsAsReceived) {
                                      R"("FailedAndUnresolvableNodes":{},"Error":""})"));
 }
 
-TEST_F(ShimHttpTest, FilterWithTheRealisticNodesFixture) {
+TEST_P(ShimHttpTest, FilterWithTheRealisticNodesFixture) {
   const std::string body = ReadFixture("filter_nodes.json");
   fake_.set_filter([](const v1::ExtenderArgs& args, v1::ExtenderFilterResult* result) {
     result->add_node_names("gpu-node-01");
@@ -202,7 +238,7 @@ TEST_F(ShimHttpTest, FilterWithTheRealisticNodesFixture) {
   EXPECT_EQ(body[at + node.size()], ']');
 }
 
-TEST_F(ShimHttpTest, PrioritizeAnswersABareArray) {
+TEST_P(ShimHttpTest, PrioritizeAnswersABareArray) {
   fake_.set_prioritize([](const v1::ExtenderArgs&, v1::HostPriorityList* result) {
     auto* a = result->add_items();
     a->set_host("w1");
@@ -217,7 +253,7 @@ TEST_F(ShimHttpTest, PrioritizeAnswersABareArray) {
   EXPECT_EQ(reply.body, R"([{"Host":"w1","Score":7},{"Host":"w2","Score":3}])");
 }
 
-TEST_F(ShimHttpTest, BindSucceedsAndReportsRejectionsAsError) {
+TEST_P(ShimHttpTest, BindSucceedsAndReportsRejectionsAsError) {
   HttpReply reply = Post(*client_, "/bind", ReadFixture("bind_oddcase.json"));
   EXPECT_EQ(reply.status, 200);
   EXPECT_EQ(reply.body, R"({"Error":""})");
@@ -237,7 +273,7 @@ TEST_F(ShimHttpTest, BindSucceedsAndReportsRejectionsAsError) {
                         R"(sched-lab/burst-7d9f-abcde no longer fits node w2: Insufficient cpu"})");
 }
 
-TEST_F(ShimHttpTest, PreemptAnswersMetaVictims) {
+TEST_P(ShimHttpTest, PreemptAnswersMetaVictims) {
   HttpReply reply = Post(*client_, "/preempt", ReadFixture("preempt_meta_victims_oddcase.json"));
   EXPECT_EQ(reply.status, 200);
   EXPECT_EQ(
@@ -259,7 +295,7 @@ TEST_F(ShimHttpTest, PreemptAnswersMetaVictims) {
                         R"("6f1c2e1a-0b5e-4a43-9a55-1d2f3e4a5b6c"}],"NumPDBViolations":0}}})");
 }
 
-TEST_F(ShimHttpTest, BadInputGetsExactCodesAndTheShimKeepsServing) {
+TEST_P(ShimHttpTest, BadInputGetsExactCodesAndTheShimKeepsServing) {
   struct Case {
     const char* name;
     const char* method;
@@ -307,7 +343,7 @@ TEST_F(ShimHttpTest, BadInputGetsExactCodesAndTheShimKeepsServing) {
   EXPECT_EQ(fake_.calls(), 1);
 }
 
-TEST_F(ShimHttpTest, ProbesAllowGetAndHeadOnly) {
+TEST_P(ShimHttpTest, ProbesAllowGetAndHeadOnly) {
   httplib::Result res = client_->Post("/healthz", "{}", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 405);
@@ -319,10 +355,10 @@ TEST_F(ShimHttpTest, ProbesAllowGetAndHeadOnly) {
   EXPECT_EQ(Get(*client_, "/healthz").status, 200);
 }
 
-TEST_F(ShimHttpTest, OversizedBodyIs413AndTheNextRequestWorks) {
+TEST_P(ShimHttpTest, OversizedBodyIs413AndTheNextRequestWorks) {
   config::ShimConfig config;
   config.max_body_bytes = 4096;
-  Shim small(server_->target(), config);
+  Shim small(server_->target(), config, GetParam());
   ASSERT_TRUE(small.status().ok()) << small.status();
   auto client = small.Client();
   const std::string big = absl::StrCat(R"({"NodeNames":[")", std::string(5000, 'x'), R"("]})");
@@ -336,7 +372,7 @@ TEST_F(ShimHttpTest, OversizedBodyIs413AndTheNextRequestWorks) {
 // `curl --data-binary` without -H sends application/x-www-form-urlencoded; the webhook reads
 // any body as JSON, at any size up to maxBodyBytes (cpp-httplib, used before, refused such
 // bodies over 8 KiB).
-TEST_F(ShimHttpTest, AFormEncodedBodyIsReadAsJson) {
+TEST_P(ShimHttpTest, AFormEncodedBodyIsReadAsJson) {
   std::string names;
   for (int i = 0; i < 1000; ++i) absl::StrAppend(&names, ",\"extra-node-", i, "\"");
   std::string body = kFilterArgs;
@@ -349,7 +385,7 @@ TEST_F(ShimHttpTest, AFormEncodedBodyIsReadAsJson) {
   // Over maxBodyBytes, the reply names the limit.
   config::ShimConfig config;
   config.max_body_bytes = 4096;
-  Shim small(server_->target(), config);
+  Shim small(server_->target(), config, GetParam());
   ASSERT_TRUE(small.status().ok()) << small.status();
   auto res_small = small.Client()->Post("/filter", body, "application/x-www-form-urlencoded");
   ASSERT_TRUE(res_small) << httplib::to_string(res_small.error());
@@ -358,7 +394,7 @@ TEST_F(ShimHttpTest, AFormEncodedBodyIsReadAsJson) {
   EXPECT_EQ(fake_.calls(), 1);
 }
 
-TEST_F(ShimHttpTest, KeepAliveServesManyRequestsOnOneConnection) {
+TEST_P(ShimHttpTest, KeepAliveServesManyRequestsOnOneConnection) {
   client_->set_keep_alive(true);
   for (int i = 0; i < 20; ++i) {
     HttpReply reply = Post(*client_, "/filter", kFilterArgs);
@@ -369,7 +405,7 @@ TEST_F(ShimHttpTest, KeepAliveServesManyRequestsOnOneConnection) {
 
 // One keep-alive connection is served by one pool thread, which reuses its request and reply
 // messages: nothing of one request may leak into the next.
-TEST_F(ShimHttpTest, ReusedMessagesCarryNothingFromOneRequestToTheNext) {
+TEST_P(ShimHttpTest, ReusedMessagesCarryNothingFromOneRequestToTheNext) {
   client_->set_keep_alive(true);
   fake_.set_filter([](const v1::ExtenderArgs& args, v1::ExtenderFilterResult* result) {
     if (args.has_nodes()) {
@@ -418,10 +454,10 @@ TEST_F(ShimHttpTest, ReusedMessagesCarryNothingFromOneRequestToTheNext) {
   }
 }
 
-TEST_F(ShimHttpTest, PrefixMovesTheVerbs) {
+TEST_P(ShimHttpTest, PrefixMovesTheVerbs) {
   config::ShimConfig config;
   config.prefix = "/fitledger";
-  Shim prefixed(server_->target(), config);
+  Shim prefixed(server_->target(), config, GetParam());
   ASSERT_TRUE(prefixed.status().ok());
   auto client = prefixed.Client();
   EXPECT_EQ(Post(*client, "/fitledger/filter", kFilterArgs).status, 200);
@@ -430,7 +466,7 @@ TEST_F(ShimHttpTest, PrefixMovesTheVerbs) {
   EXPECT_EQ(Get(*client, "/healthz").status, 200);
 }
 
-TEST_F(ShimHttpTest, ProbesAndMetrics) {
+TEST_P(ShimHttpTest, ProbesAndMetrics) {
   EXPECT_EQ(Get(*client_, "/healthz").body, "ok\n");
   EXPECT_EQ(Get(*client_, "/readyz").status, 200);
   auto monitor = shim_->Monitor();
@@ -496,6 +532,11 @@ bool WaitFor(Fn condition, absl::Duration timeout = absl::Seconds(15)) {
   }
   return condition();
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, ShimHttpTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Messages" : "Bytes";
+                         });
 
 TEST(ShimOutageTest, ServerDownThenBack) {
   char dir_template[] = "/tmp/shim-outage-XXXXXX";

@@ -635,26 +635,35 @@ grpc::Status GrpcH2Client::Call(absl::string_view method,
   if (status.ok() && !response->ParseFromArray(reply.data(), static_cast<int>(reply.size()))) {
     status = grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the reply");
   }
+  ReleaseLargeBuffers();
   return status;
 }
 
 grpc::Status GrpcH2Client::CallBytes(absl::string_view method, absl::string_view request,
-                                     absl::Time deadline, absl::string_view* reply) {
+                                     absl::Time deadline, std::string* reply) {
   if (request.size() > 0xffffffffu) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request too large");
   }
   std::string& frame = StartFrame(request.size());
   std::memcpy(frame.data() + 5, request.data(), request.size());
-  return CallFrame(method, frame, deadline, reply);
+  absl::string_view bytes;
+  grpc::Status status = CallFrame(method, frame, deadline, &bytes);
+  if (status.ok()) reply->assign(bytes.data(), bytes.size());
+  ReleaseLargeBuffers();
+  return status;
+}
+
+void GrpcH2Client::ReleaseLargeBuffers() {
+  if (std::string& frame = ThreadFrame(); frame.capacity() > kKeepBufferBytes) {
+    std::string().swap(frame);
+  }
+  if (std::string& body = ThreadBody(); body.capacity() > kKeepBufferBytes) {
+    std::string().swap(body);
+  }
 }
 
 std::string& GrpcH2Client::StartFrame(size_t size) {
   std::string& frame = ThreadFrame();
-  // What a huge call left behind goes now: its reply may have been in use until this call.
-  if (frame.capacity() > kKeepBufferBytes) std::string().swap(frame);
-  if (std::string& body = ThreadBody(); body.capacity() > kKeepBufferBytes) {
-    std::string().swap(body);
-  }
   frame.resize(5 + size);
   frame[0] = 0;
   frame[1] = static_cast<char>(size >> 24);
@@ -707,7 +716,7 @@ absl::Time DeadlineOf(const grpc::ClientContext* context) {
 }  // namespace
 
 grpc::Status H2ExtenderStub::CallBytes(absl::string_view method, absl::string_view request,
-                                       absl::Time deadline, absl::string_view* reply) {
+                                       absl::Time deadline, std::string* reply) {
   return client_->CallBytes(method, request, deadline, reply);
 }
 

@@ -70,10 +70,10 @@ class GrpcH2Client {
   grpc::Status Call(absl::string_view method, const google::protobuf::MessageLite& request,
                     google::protobuf::MessageLite* response, absl::Time deadline);
 
-  // The same call on bytes: `request` is the request message's protobuf encoding; on OK,
-  // `*reply` views the reply's, valid until this thread's next call.
+  // The same call on bytes: `request` is the request message's protobuf encoding; on OK, the
+  // reply's replaces `*reply`.
   grpc::Status CallBytes(absl::string_view method, absl::string_view request, absl::Time deadline,
-                         absl::string_view* reply);
+                         std::string* reply);
 
   // OK when `target` has one of the forms above.
   static absl::Status CheckTarget(absl::string_view target);
@@ -92,8 +92,10 @@ class GrpcH2Client {
   void Give(std::unique_ptr<H2Connection> connection);
   // This thread's request frame, sized for a message of `size` bytes after its 5-byte prefix.
   static std::string& StartFrame(size_t size);
+  // Frees this thread's frame and reply buffers if a call grew them over 1 MiB.
+  static void ReleaseLargeBuffers();
   // Sends `frame` (once more on a new connection if the server cannot have seen it) and checks
-  // the reply is one uncompressed message; `*reply` views it.
+  // the reply is one uncompressed message; `*reply` views it in this thread's reply buffer.
   grpc::Status CallFrame(absl::string_view method, const std::string& frame, absl::Time deadline,
                          absl::string_view* reply);
 
@@ -128,7 +130,7 @@ class H2ExtenderStub final : public SyncExtenderStub, public ExtenderBytesCaller
                        v1::ExtenderPreemptionResult* response) override;
 
   grpc::Status CallBytes(absl::string_view method, absl::string_view request, absl::Time deadline,
-                         absl::string_view* reply) override;
+                         std::string* reply) override;
 
   GrpcH2Client& client() { return *client_; }
 

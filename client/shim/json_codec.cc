@@ -610,8 +610,7 @@ std::vector<const typename google::protobuf::Map<std::string, V>::value_type*> S
 
 // Entries sorted by key, as Go's encoding/json writes maps; of entries with one key, the last.
 void AppendStringMap(const FilterResultView::Entries& entries, std::string* out) {
-  thread_local FilterResultView::Entries sorted;
-  sorted.assign(entries.begin(), entries.end());
+  FilterResultView::Entries sorted(entries.begin(), entries.end());
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   out->push_back('{');

@@ -32,6 +32,7 @@ struct Scratch {
   static constexpr size_t kKeepBodyBytes = 1 << 20;
   auto ReleaseAfter(absl::string_view body) {
     return absl::Cleanup([this, large = body.size() > kKeepBodyBytes] {
+      if (reply.capacity() > kKeepBodyBytes) std::string().swap(reply);
       if (!large) return;
       args = v1::ExtenderArgs();
       filter_result = v1::ExtenderFilterResult();
@@ -42,8 +43,10 @@ struct Scratch {
       priority_view = {};
     });
   }
-  // Bytes and views for a transport that carries bytes (Webhook::bytes_).
+  // Bytes and views for a transport that carries bytes (Webhook::bytes_); the views point into
+  // `reply` (or into the messages above) until the next request.
   std::string request;
+  std::string reply;
   std::vector<absl::string_view> names;
   FilterResultView filter_view;
   HostPriorityView priority_view;
@@ -213,7 +216,7 @@ grpc::Status Webhook::CallFilter(const v1::ExtenderArgs& args,
   if (names != nullptr) {
     scratch.request.clear();
     WriteExtenderArgs(args.has_pod() ? &args.pod() : nullptr, *names, &scratch.request);
-    absl::string_view reply;
+    std::string& reply = scratch.reply;
     grpc::Status s = bytes_->CallBytes(kFilterMethod, scratch.request, deadline, &reply);
     if (!s.ok() || ReadFilterResult(reply, result)) return s;
     // A reply of another shape: protobuf reads it.
@@ -238,7 +241,7 @@ grpc::Status Webhook::CallPrioritize(const v1::ExtenderArgs& args,
   if (names != nullptr) {
     scratch.request.clear();
     WriteExtenderArgs(args.has_pod() ? &args.pod() : nullptr, *names, &scratch.request);
-    absl::string_view reply;
+    std::string& reply = scratch.reply;
     grpc::Status s = bytes_->CallBytes(kPrioritizeMethod, scratch.request, deadline, &reply);
     if (!s.ok() || ReadHostPriorityList(reply, result)) return s;
     if (!scratch.priorities.ParseFromArray(reply.data(), static_cast<int>(reply.size()))) {

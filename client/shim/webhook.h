@@ -88,10 +88,10 @@ class SyncExtenderStub : public v1::Extender::StubInterface {
 class ExtenderBytesCaller {
  public:
   virtual ~ExtenderBytesCaller() = default;
-  // Calls `method` ("/fitledger.v1.Extender/Filter") with the request's bytes; on OK, `*reply`
-  // views the reply's bytes until this thread's next call. Errors as the stub's methods.
+  // Calls `method` ("/fitledger.v1.Extender/Filter") with the request's bytes; on OK, the
+  // reply's bytes replace `*reply`. Errors as the stub's methods.
   virtual grpc::Status CallBytes(absl::string_view method, absl::string_view request,
-                                 absl::Time deadline, absl::string_view* reply) = 0;
+                                 absl::Time deadline, std::string* reply) = 0;
 };
 
 // Thread-safe: the stubs are thread-safe, the rest is constant after construction (plus an

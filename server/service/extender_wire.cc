@@ -1,6 +1,7 @@
 #include "server/service/extender_wire.h"
 
 #include "common/proto_wire.h"
+#include "google/protobuf/io/coded_stream.h"
 
 namespace fitledger {
 namespace {
@@ -73,7 +74,12 @@ bool ReadExtenderArgs(absl::string_view bytes, v1::Pod* pod,
     pod->Clear();
     return true;
   }
-  return pod->ParseFromArray(pod_bytes.data(), static_cast<int>(pod_bytes.size()));
+  // Inside ExtenderArgs the pod is one level deep: it gets one level less of protobuf's nesting
+  // budget than a pod parsed alone.
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(pod_bytes.data()),
+                                            static_cast<int>(pod_bytes.size()));
+  in.SetRecursionLimit(google::protobuf::io::CodedInputStream::GetDefaultRecursionLimit() - 1);
+  return pod->ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
 }
 
 void WriteFilterResult(absl::Span<const absl::string_view> names, const FilterResult& result,

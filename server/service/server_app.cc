@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -117,19 +118,22 @@ GrpcUnaryMethod PooledUnary(Call call) {
 
 // Filter and Prioritize: a request of the usual shape (a pod and candidate names) is read in
 // place and answered as bytes, with no request or reply message (extender_wire.h); any other
-// goes to `pooled`. The pod message stays with the thread unless it was large.
+// goes to `pooled`. The pod message and the names' vector stay with the thread unless they grew
+// large, whichever way the call went (a request the reader gave up on may have grown them).
 template <typename InPlace>
 GrpcUnaryMethod InPlaceOrPooled(InPlace in_place, GrpcUnaryMethod pooled) {
   return [in_place, pooled](absl::string_view bytes, std::string* out) -> absl::Status {
     thread_local v1::Pod pod;
     thread_local std::vector<absl::string_view> names;
+    absl::Cleanup trim = [bytes] {
+      if (names.capacity() > kThreadPooledCandidateNames) names = {};
+      names.clear();  // views into `bytes`
+      if (bytes.size() > kThreadPooledPodBytes && pod.ByteSizeLong() > kThreadPooledPodBytes) {
+        pod = v1::Pod();
+      }
+    };
     if (!ReadExtenderArgs(bytes, &pod, &names)) return pooled(bytes, out);
-    absl::Status status =
-        FromGrpcStatus(in_place(pod, absl::Span<const absl::string_view>(names), out));
-    if (names.capacity() > kThreadPooledCandidateNames) names = {};
-    names.clear();  // views into `bytes`
-    if (bytes.size() > kThreadPooledPodBytes) pod = v1::Pod();
-    return status;
+    return FromGrpcStatus(in_place(pod, absl::Span<const absl::string_view>(names), out));
   };
 }
 

@@ -113,6 +113,33 @@ TEST(ExtenderWireTest, LeavesEveryOtherShapeToProtobuf) {
   }
 }
 
+// A pod nested `depth` unknown groups deep, followed by one candidate name.
+std::string NestedGroupsPod(int depth) {
+  const std::string groups = std::string(depth, '\x23') + std::string(depth, '\x24');  // field 4
+  std::string bytes = "\x0a";
+  bytes += static_cast<char>(0x80 | (groups.size() & 0x7f));
+  bytes += static_cast<char>(groups.size() >> 7);
+  return bytes + groups + std::string("\x1a\x02n1", 4);
+}
+
+TEST(ExtenderWireTest, ThePodGetsTheNestingBudgetItHasInsideTheRequest) {
+  // Protobuf limits nesting (100 levels by default); the pod is one level into the request.
+  int protobuf_reads = 0;
+  int reads = 0;
+  for (int depth = 90; depth <= 110; ++depth) {
+    SCOPED_TRACE(depth);
+    v1::ExtenderArgs parsed;
+    const bool protobuf_read = parsed.ParseFromString(NestedGroupsPod(depth));
+    bool read = false;
+    ExpectAgreesWithProtobuf(NestedGroupsPod(depth), &read);
+    EXPECT_EQ(read, protobuf_read);
+    protobuf_reads += protobuf_read;
+    reads += read;
+  }
+  EXPECT_GT(protobuf_reads, 0);
+  EXPECT_LT(protobuf_reads, 21);  // the limit is inside the range
+}
+
 TEST(ExtenderWireTest, EveryPrefixAndMutationItReadsProtobufReadsTheSame) {
   const std::string bytes = SomeArgs(20).SerializeAsString();
   google::protobuf::LogSilencer quiet;  // protobuf logs each bad UTF-8 string it refuses

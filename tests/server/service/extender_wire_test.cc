@@ -93,7 +93,7 @@ TEST(ExtenderWireTest, LeavesEveryOtherShapeToProtobuf) {
   v1::ExtenderArgs with_nodes = SomeArgs(0);
   with_nodes.mutable_nodes()->add_items()->mutable_metadata()->set_name("n1");
   v1::ExtenderArgs not_ascii = SomeArgs(1);
-  not_ascii.add_node_names("n\xc3\xb6de");
+  not_ascii.add_node_names("n\xc3\xb6" "de");
   const Case cases[] = {
       {"full nodes", with_nodes.SerializeAsString()},
       // Two encodings back to back are one message: protobuf merges the two pods.
@@ -125,7 +125,6 @@ std::string NestedGroupsPod(int depth) {
 TEST(ExtenderWireTest, ThePodGetsTheNestingBudgetItHasInsideTheRequest) {
   // Protobuf limits nesting (100 levels by default); the pod is one level into the request.
   int protobuf_reads = 0;
-  int reads = 0;
   for (int depth = 90; depth <= 110; ++depth) {
     SCOPED_TRACE(depth);
     v1::ExtenderArgs parsed;
@@ -134,7 +133,6 @@ TEST(ExtenderWireTest, ThePodGetsTheNestingBudgetItHasInsideTheRequest) {
     ExpectAgreesWithProtobuf(NestedGroupsPod(depth), &read);
     EXPECT_EQ(read, protobuf_read);
     protobuf_reads += protobuf_read;
-    reads += read;
   }
   EXPECT_GT(protobuf_reads, 0);
   EXPECT_LT(protobuf_reads, 21);  // the limit is inside the range

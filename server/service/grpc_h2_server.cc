@@ -23,7 +23,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -41,8 +43,11 @@ constexpr size_t kKeepBufferBytes = 1 << 20;
 // grpc-timeout: 1-8 digits and a unit (gRPC's PROTOCOL-HTTP2.md). False when malformed.
 bool ParseTimeout(absl::string_view value, absl::Duration* out) {
   if (value.size() < 2 || value.size() > 9) return false;
+  const absl::string_view digits = value.substr(0, value.size() - 1);
+  // Digits only: SimpleAtoi would also take a sign or blanks.
+  if (!absl::c_all_of(digits, absl::ascii_isdigit)) return false;
   int64_t n = 0;
-  if (!absl::SimpleAtoi(value.substr(0, value.size() - 1), &n) || n < 0) return false;
+  if (!absl::SimpleAtoi(digits, &n)) return false;
   switch (value.back()) {
     case 'H':
       *out = absl::Hours(n);

@@ -337,10 +337,19 @@ TEST_F(GrpcH2ServerTest, MalformedRequestsGetAClearStatusAndTheConnectionGoesOn)
   r = raw.Call({}, Framed("\xff\xff\xff"));  // not a protobuf
   EXPECT_EQ(r.grpc_status, static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
 
-  // A malformed grpc-timeout is ignored: the call runs.
+  // A malformed grpc-timeout is ignored: the call runs. Only digits count as the value (a
+  // sign or a blank would have read as 0, an expired call). A leading blank never arrives:
+  // HTTP/2 refuses such a header value.
   r = raw.Call({{"grpc-timeout", "banana"}}, Framed(Args("banana", 2).SerializeAsString()));
   EXPECT_EQ(r.grpc_status, 0);
   EXPECT_EQ(Calls("banana"), 1);
+  for (const char* timeout : {"+0m", "-0m", "0 m"}) {
+    SCOPED_TRACE(timeout);
+    const std::string name = absl::StrCat("timeout[", timeout, "]");
+    r = raw.Call({{"grpc-timeout", timeout}}, Framed(Args(name, 2).SerializeAsString()));
+    EXPECT_EQ(r.grpc_status, 0);
+    EXPECT_EQ(Calls(name), 1);
+  }
 
   // Headers over 16 KiB: RESOURCE_EXHAUSTED, and the method does not run.
   r = raw.Call({{"x-big", std::string(20000, 'x')}},

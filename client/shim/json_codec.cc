@@ -160,30 +160,28 @@ absl::Status Int64(ond::value& v, const Path& p, int64_t* out) {
   return absl::OkStatus();
 }
 
-absl::Status StringList(ond::value& v, const Path& p,
-                        google::protobuf::RepeatedPtrField<std::string>* out) {
+// An array of strings or null: `add` gets each string, a view into the decoder's buffer.
+template <typename Add>
+absl::Status Strings(ond::value& v, const Path& p, Add add) {
   return ForEachElement(v, p, "an array of strings or null", [&](ond::value& e, const Path& ep) {
     json_type t;
     RETURN_IF_ERROR(TypeOf(e, ep, &t));
     if (t != json_type::string) return TypeError(ep, "a string", t);
     std::string_view s;
     JSON_OK(e.get_string().get(s), ep);
-    out->Add()->assign(s.data(), s.size());
+    add(s);
     return absl::OkStatus();
   });
 }
 
+absl::Status StringList(ond::value& v, const Path& p,
+                        google::protobuf::RepeatedPtrField<std::string>* out) {
+  return Strings(v, p, [out](std::string_view s) { out->Add()->assign(s.data(), s.size()); });
+}
+
 // As StringList, as views into the decoder's string buffer.
 absl::Status StringViews(ond::value& v, const Path& p, std::vector<absl::string_view>* out) {
-  return ForEachElement(v, p, "an array of strings or null", [&](ond::value& e, const Path& ep) {
-    json_type t;
-    RETURN_IF_ERROR(TypeOf(e, ep, &t));
-    if (t != json_type::string) return TypeError(ep, "a string", t);
-    std::string_view s;
-    JSON_OK(e.get_string().get(s), ep);
-    out->emplace_back(s.data(), s.size());
-    return absl::OkStatus();
-  });
+  return Strings(v, p, [out](std::string_view s) { out->emplace_back(s.data(), s.size()); });
 }
 
 using StringMap = google::protobuf::Map<std::string, std::string>;

@@ -208,56 +208,64 @@ void Webhook::ServerFailure(Verb verb, const grpc::Status& status, absl::string_
   }
 }
 
+template <typename View, typename CallWithMessages>
+grpc::Status Webhook::CallExtender(absl::string_view method, const v1::ExtenderArgs& args,
+                                   const std::vector<absl::string_view>* names,
+                                   bool (*read)(absl::string_view, View*),
+                                   CallWithMessages call_with_messages, View* view,
+                                   google::protobuf::MessageLite* message, bool* in_message) const {
+  const absl::Time deadline = absl::Now() + options_.server_timeout;
+  *in_message = true;
+  if (names == nullptr) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    return call_with_messages(&context);
+  }
+  Scratch& scratch = ThreadScratch();
+  scratch.request.clear();
+  WriteExtenderArgs(args.has_pod() ? &args.pod() : nullptr, *names, &scratch.request);
+  grpc::Status s = bytes_->CallBytes(method, scratch.request, deadline, &scratch.reply);
+  if (!s.ok()) return s;
+  if (read(scratch.reply, view)) {
+    *in_message = false;
+    return s;
+  }
+  // A reply of another shape: protobuf reads it.
+  if (!message->ParseFromArray(scratch.reply.data(), static_cast<int>(scratch.reply.size()))) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the reply");
+  }
+  return s;
+}
+
 grpc::Status Webhook::CallFilter(const v1::ExtenderArgs& args,
                                  const std::vector<absl::string_view>* names,
                                  FilterResultView* result) const {
-  Scratch& scratch = ThreadScratch();
-  const absl::Time deadline = absl::Now() + options_.server_timeout;
-  if (names != nullptr) {
-    scratch.request.clear();
-    WriteExtenderArgs(args.has_pod() ? &args.pod() : nullptr, *names, &scratch.request);
-    std::string& reply = scratch.reply;
-    grpc::Status s = bytes_->CallBytes(kFilterMethod, scratch.request, deadline, &reply);
-    if (!s.ok() || ReadFilterResult(reply, result)) return s;
-    // A reply of another shape: protobuf reads it.
-    if (!scratch.filter_result.ParseFromArray(reply.data(), static_cast<int>(reply.size()))) {
-      return grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the reply");
-    }
-  } else {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(deadline));
-    grpc::Status s = extender_->Filter(&context, args, &scratch.filter_result);
-    if (!s.ok()) return s;
-  }
-  result->Assign(scratch.filter_result);
-  return grpc::Status::OK;
+  v1::ExtenderFilterResult& message = ThreadScratch().filter_result;
+  bool in_message = false;
+  grpc::Status s = CallExtender(
+      kFilterMethod, args, names, &ReadFilterResult,
+      [&](grpc::ClientContext* context) { return extender_->Filter(context, args, &message); },
+      result, &message, &in_message);
+  if (s.ok() && in_message) result->Assign(message);
+  return s;
 }
 
 grpc::Status Webhook::CallPrioritize(const v1::ExtenderArgs& args,
                                      const std::vector<absl::string_view>* names,
                                      HostPriorityView* result) const {
-  Scratch& scratch = ThreadScratch();
-  const absl::Time deadline = absl::Now() + options_.server_timeout;
-  if (names != nullptr) {
-    scratch.request.clear();
-    WriteExtenderArgs(args.has_pod() ? &args.pod() : nullptr, *names, &scratch.request);
-    std::string& reply = scratch.reply;
-    grpc::Status s = bytes_->CallBytes(kPrioritizeMethod, scratch.request, deadline, &reply);
-    if (!s.ok() || ReadHostPriorityList(reply, result)) return s;
-    if (!scratch.priorities.ParseFromArray(reply.data(), static_cast<int>(reply.size()))) {
-      return grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the reply");
+  v1::HostPriorityList& message = ThreadScratch().priorities;
+  bool in_message = false;
+  grpc::Status s = CallExtender(
+      kPrioritizeMethod, args, names, &ReadHostPriorityList,
+      [&](grpc::ClientContext* context) { return extender_->Prioritize(context, args, &message); },
+      result, &message, &in_message);
+  if (s.ok() && in_message) {
+    result->clear();
+    for (const v1::HostPriority& item : message.items()) {
+      result->emplace_back(item.host(), item.score());
     }
-  } else {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(deadline));
-    grpc::Status s = extender_->Prioritize(&context, args, &scratch.priorities);
-    if (!s.ok()) return s;
   }
-  result->clear();
-  for (const v1::HostPriority& item : scratch.priorities.items()) {
-    result->emplace_back(item.host(), item.score());
-  }
-  return grpc::Status::OK;
+  return s;
 }
 
 void Webhook::Filter(const std::string& body, Reply* reply) const {

@@ -128,6 +128,16 @@ class Webhook {
   grpc::Status CallPrioritize(const v1::ExtenderArgs& args,
                               const std::vector<absl::string_view>* names,
                               HostPriorityView* result) const;
+  // Their common part. With `names`: the request written from args' pod and `names` and sent as
+  // bytes to `method`; the reply read into `view` by `read`, or, of another shape, parsed into
+  // `message`. Without: `call_with_messages` (the stub's method, filling `message`).
+  // `*in_message` says where the answer is.
+  template <typename View, typename CallWithMessages>
+  grpc::Status CallExtender(absl::string_view method, const v1::ExtenderArgs& args,
+                            const std::vector<absl::string_view>* names,
+                            bool (*read)(absl::string_view, View*),
+                            CallWithMessages call_with_messages, View* view,
+                            google::protobuf::MessageLite* message, bool* in_message) const;
 
   // Fills `reply` for a failed call and counts and logs it.
   void ServerFailure(Verb verb, const grpc::Status& status, absl::string_view pod,

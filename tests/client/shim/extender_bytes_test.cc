@@ -1,13 +1,13 @@
 #include "client/shim/extender_bytes.h"
 
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/stubs/logging.h"
 #include "gtest/gtest.h"
+#include "tests/common/wire_variants.h"
 
 namespace fitledger::shim {
 namespace {
@@ -159,7 +159,6 @@ TEST(ExtenderBytesTest, EveryPrefixAndMutationReadIsWhatProtobufReads) {
   google::protobuf::LogSilencer quiet;  // protobuf logs each bad UTF-8 string it refuses
   const std::string inputs[] = {SomeFilterResult().SerializeAsString(),
                                 SomePriorities().SerializeAsString()};
-  std::mt19937 random(4321);
   for (int kind = 0; kind < 2; ++kind) {
     SCOPED_TRACE(kind == 0 ? "ExtenderFilterResult" : "HostPriorityList");
     const std::string& bytes = inputs[kind];
@@ -170,26 +169,18 @@ TEST(ExtenderBytesTest, EveryPrefixAndMutationReadIsWhatProtobufReads) {
         ExpectPrioritiesAgree(b, read);
       }
     };
-    int reads = 0;
-    for (size_t n = 0; n <= bytes.size(); ++n) {
+    const std::vector<std::string> variants =
+        testing::PrefixesAndMutations(bytes, 20000, 4321 + kind);
+    int prefix_reads = 0;
+    int mutated_reads = 0;
+    for (size_t i = 0; i < variants.size(); ++i) {
       bool read = false;
-      check(bytes.substr(0, n), &read);
-      reads += read;
+      check(variants[i], &read);
+      (i <= bytes.size() ? prefix_reads : mutated_reads) += read;
+      if (::testing::Test::HasFailure()) FAIL() << "input " << i;
     }
-    EXPECT_GE(reads, 5);
-    reads = 0;
-    for (int round = 0; round < 20000; ++round) {
-      std::string mutated = bytes;
-      const int edits = 1 + static_cast<int>(random() % 3);
-      for (int e = 0; e < edits; ++e) {
-        mutated[random() % mutated.size()] = static_cast<char>(random() % 256);
-      }
-      bool read = false;
-      check(mutated, &read);
-      reads += read;
-      if (::testing::Test::HasFailure()) FAIL() << "round " << round;
-    }
-    EXPECT_GT(reads, 1000);  // the comparison ran on read inputs, not only on refusals
+    EXPECT_GE(prefix_reads, 5);
+    EXPECT_GT(mutated_reads, 1000);  // the comparison ran on read inputs, not only on refusals
   }
 }
 

@@ -1,6 +1,5 @@
 #include "server/service/extender_wire.h"
 
-#include <random>
 #include <string>
 #include <vector>
 
@@ -10,6 +9,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/service/grpc_services.h"
+#include "tests/common/wire_variants.h"
 
 namespace fitledger {
 namespace {
@@ -93,7 +93,9 @@ TEST(ExtenderWireTest, LeavesEveryOtherShapeToProtobuf) {
   v1::ExtenderArgs with_nodes = SomeArgs(0);
   with_nodes.mutable_nodes()->add_items()->mutable_metadata()->set_name("n1");
   v1::ExtenderArgs not_ascii = SomeArgs(1);
-  not_ascii.add_node_names("n\xc3\xb6" "de");
+  not_ascii.add_node_names(
+      "n\xc3\xb6"
+      "de");
   const Case cases[] = {
       {"full nodes", with_nodes.SerializeAsString()},
       // Two encodings back to back are one message: protobuf merges the two pods.
@@ -141,26 +143,16 @@ TEST(ExtenderWireTest, ThePodGetsTheNestingBudgetItHasInsideTheRequest) {
 TEST(ExtenderWireTest, EveryPrefixAndMutationItReadsProtobufReadsTheSame) {
   const std::string bytes = SomeArgs(20).SerializeAsString();
   google::protobuf::LogSilencer quiet;  // protobuf logs each bad UTF-8 string it refuses
-  int read_count = 0;
-  for (size_t n = 0; n <= bytes.size(); ++n) {
-    bool read = false;
-    ExpectAgreesWithProtobuf(bytes.substr(0, n), &read);
-    read_count += read;
-  }
-  EXPECT_GT(read_count, 20);  // every whole-field prefix
-  std::mt19937 random(12345);
+  const std::vector<std::string> inputs = testing::PrefixesAndMutations(bytes, 20000, 12345);
+  int prefix_reads = 0;
   int mutated_reads = 0;
-  for (int round = 0; round < 20000; ++round) {
-    std::string mutated = bytes;
-    const int edits = 1 + static_cast<int>(random() % 3);
-    for (int e = 0; e < edits; ++e) {
-      mutated[random() % mutated.size()] = static_cast<char>(random() % 256);
-    }
+  for (size_t i = 0; i < inputs.size(); ++i) {
     bool read = false;
-    ExpectAgreesWithProtobuf(mutated, &read);
-    mutated_reads += read;
-    if (::testing::Test::HasFailure()) FAIL() << "round " << round;
+    ExpectAgreesWithProtobuf(inputs[i], &read);
+    (i <= bytes.size() ? prefix_reads : mutated_reads) += read;
+    if (::testing::Test::HasFailure()) FAIL() << "input " << i;
   }
+  EXPECT_GT(prefix_reads, 20);     // every whole-field prefix
   EXPECT_GT(mutated_reads, 1000);  // the check ran on read inputs, not only on refusals
 }
 

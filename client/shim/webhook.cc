@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/shim/extender_bytes.h"
 #include "client/shim/json_codec.h"
+#include "common/status_macros.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -114,6 +115,21 @@ std::vector<int> MatchCandidates(int candidate_count, NameOf name_of,
     if (auto it = index.find(name); it != index.end()) indexes.push_back(it->second);
   }
   return indexes;
+}
+
+// Decodes filter's and prioritize's `body` into scratch.args. With `as_bytes`, the candidate
+// names go to scratch.names as views and `*names` points there, unless the body has full Nodes:
+// those go as a message, the names in it, and `*names` stays null.
+absl::Status DecodeArgs(Scratch& scratch, const std::string& body, bool as_bytes,
+                        std::vector<absl::string_view>* raw_nodes,
+                        std::vector<absl::string_view>** names) {
+  *names = as_bytes ? &scratch.names : nullptr;
+  RETURN_IF_ERROR(scratch.decoder.DecodeExtenderArgs(body, &scratch.args, raw_nodes, *names));
+  if (*names != nullptr && scratch.args.has_nodes()) {
+    for (absl::string_view name : **names) scratch.args.add_node_names(name.data(), name.size());
+    *names = nullptr;
+  }
+  return absl::OkStatus();
 }
 
 constexpr char kFilterMethod[] = "/fitledger.v1.Extender/Filter";
@@ -275,16 +291,10 @@ void Webhook::Filter(const std::string& body, Reply* reply) const {
   auto release = scratch.ReleaseAfter(body);
   args->Clear();
   scratch.filter_result.Clear();
-  // On bytes, the candidate names stay views into the decoder.
-  std::vector<absl::string_view>* names = bytes_ != nullptr ? &scratch.names : nullptr;
-  if (absl::Status s = scratch.decoder.DecodeExtenderArgs(body, args, &scratch.raw_nodes, names);
+  std::vector<absl::string_view>* names = nullptr;
+  if (absl::Status s = DecodeArgs(scratch, body, bytes_ != nullptr, &scratch.raw_nodes, &names);
       !s.ok()) {
     return BadRequest(Verb::kFilter, s, reply);
-  }
-  if (names != nullptr && args->has_nodes()) {
-    // Full nodes go as a message: the names back into it.
-    for (absl::string_view name : *names) args->add_node_names(name.data(), name.size());
-    names = nullptr;
   }
   if (grpc::Status s = CallFilter(*args, names, result); !s.ok()) {
     return ServerFailure(Verb::kFilter, s, PodKey(args->pod()), reply);
@@ -337,13 +347,9 @@ void Webhook::Prioritize(const std::string& body, Reply* reply) const {
   auto release = scratch.ReleaseAfter(body);
   args->Clear();
   scratch.priorities.Clear();
-  std::vector<absl::string_view>* names = bytes_ != nullptr ? &scratch.names : nullptr;
-  if (absl::Status s = scratch.decoder.DecodeExtenderArgs(body, args, nullptr, names); !s.ok()) {
+  std::vector<absl::string_view>* names = nullptr;
+  if (absl::Status s = DecodeArgs(scratch, body, bytes_ != nullptr, nullptr, &names); !s.ok()) {
     return BadRequest(Verb::kPrioritize, s, reply);
-  }
-  if (names != nullptr && args->has_nodes()) {
-    for (absl::string_view name : *names) args->add_node_names(name.data(), name.size());
-    names = nullptr;
   }
   if (grpc::Status s = CallPrioritize(*args, names, &scratch.priority_view); !s.ok()) {
     return ServerFailure(Verb::kPrioritize, s, PodKey(args->pod()), reply);

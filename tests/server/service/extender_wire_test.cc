@@ -206,7 +206,8 @@ class NoBinder : public kube::Binder {
     return {};
   }
   absl::StatusOr<Pod> GetPod(const std::string&, const std::string&) override {
-    return absl::UnimplementedError("not in this test");
+    ADD_FAILURE() << "GetPod called";
+    return absl::NotFoundError("Filter and Prioritize read no pod from the API");
   }
 };
 

@@ -10,7 +10,9 @@
 # --inprocess: also measure fitledger-server serving the webhook itself (--webhook-listen: the
 # shim's code in the server's process, no gRPC hop); --inprocess-server BIN: the same with another
 # server binary. Side by side on the same sim (rows marked "Server webhook (in-process...)").
-# Full: 3 repeats of 8 s load runs, ~6 min (~7 with --inprocess). --quick: 1 repeat of
+# Rows marked "one vCPU" repeat the 1-client Filter runs with wrk and the serving processes
+# pinned to one CPU (taskset), beside wake_pingpong's cost of a thread wake-up, free and pinned.
+# Full: 3 repeats of 8 s load runs, ~14 min (~16 with --inprocess). --quick: 1 repeat of
 # 3 s runs, ~1 min. Both after the build.
 # Needs: wrk, h2load (nghttp2-client), python3, Go 1.19 (/usr/lib/go-1.19/bin/go), a build dir
 # configured with
@@ -51,7 +53,7 @@ mkdir -p "$OUT"
 RESULTS="$OUT/results.jsonl"
 : > "$RESULTS"
 GO=/usr/lib/go-1.19/bin/go
-for tool in wrk h2load python3 "$GO"; do
+for tool in wrk h2load python3 taskset "$GO"; do
   command -v "$tool" >/dev/null || {
     echo "tests/perf/run.sh needs $tool (wrk: apt-get install wrk; h2load: apt-get install nghttp2-client; Go: golang-1.19-go)" >&2
     exit 2
@@ -202,7 +204,7 @@ wrk_run() {  # wrk_run KIND PORT CONNECTIONS PID...: the PIDs are the serving pr
   local kind="$1" port="$2" conns="$3" line before after requests
   shift 3
   before="$(cpu_ticks "$@")"
-  line="$(FILTER_BODY="$OUT/filter_500.json" wrk -t1 -c"$conns" -d"${SECONDS_PER_RUN}s" --latency \
+  line="$(FILTER_BODY="$OUT/filter_500.json" ${WRK_CPUS:+taskset -c "$WRK_CPUS"} wrk -t1 -c"$conns" -d"${SECONDS_PER_RUN}s" --latency \
           -s "$PERF/filter.lua" "http://127.0.0.1:$port" | tee -a "$OUT/wrk.log" | sed -n 's/^WRK_JSON //p')"
   after="$(cpu_ticks "$@")"
   requests="$(sed -n 's/.*"requests":\([0-9]*\).*/\1/p' <<< "$line")"
@@ -269,6 +271,32 @@ PY
   requests="$(python3 -c "import json; r=json.loads('$line'); print(int(r['requests'] * (r['seconds'] + 1) / r['seconds']))")"
   record "$kind" "{\"cpu_us_per_call\":$(cpu_per_call "$before" "$after" "$requests"),${line#\{}"
   log "$kind c=$clients: $(tail -1 "$RESULTS")"
+}
+
+# Placement. The Filter rows above let the kernel place wrk and the serving processes; on a
+# virtual machine, waking a thread on an idle vCPU costs far more than on the running one
+# (wake_pingpong measures it). These 1-client runs put wrk and the serving processes on one vCPU
+# (taskset, all threads), then give them back all of this script's CPUs.
+ONE_CPU="$(taskset -c -p $$ | sed 's/.*: //; s/[,-].*//')"
+ALL_CPUS="$(taskset -c -p $$ | sed 's/.*: //')"
+set_cpus() {  # set_cpus CPU-LIST PID...
+  local cpus="$1" pid
+  shift
+  for pid in "$@"; do taskset -a -c -p "$cpus" "$pid" > /dev/null; done
+}
+onecpu_run() {  # onecpu_run KIND PORT PID...: wrk_run at 1 client, wrk and the PIDs on $ONE_CPU
+  local kind="$1" port="$2"
+  shift 2
+  set_cpus "$ONE_CPU" "$@"
+  WRK_CPUS="$ONE_CPU" wrk_run "$kind" "$port" 1 "$@"
+  set_cpus "$ALL_CPUS" "$@"
+}
+pingpong_run() {  # pingpong_run KIND CPUS: a 1-byte Unix socket round trip between two threads
+  local line
+  line="$("$BENCH/wake_pingpong" --cpus "$2" | sed -n 's/^PINGPONG_JSON //p')"
+  [[ -n "$line" ]] || { echo "$1: wake_pingpong failed" >&2; exit 1; }
+  record "$1" "$line"
+  log "$1: $line"
 }
 
 # --- 1. Baseline memory: the same 5,000 nodes with no pods ---
@@ -367,6 +395,11 @@ for r in $(seq 1 "$REPEATS"); do
     wrk_run inprocess "$INPROC_PORT" "$CLIENTS" "$INPROC_PID"
   fi
   noise_run
+  onecpu_run shim_onecpu "$SHIM_PORT" "$SHIM_PID" "$SERVER_PID"
+  onecpu_run go_onecpu "$GO_PORT" "$GO_PID"
+  if [[ -n "$INPROC_PID" ]]; then onecpu_run inprocess_onecpu "$INPROC_PORT" "$INPROC_PID"; fi
+  pingpong_run wake_free ""
+  pingpong_run wake_onecpu "$ONE_CPU"
   grpc_run grpc "$SERVER_GRPC_PORT" 1 "$SERVER_PID"
   grpc_run grpc "$SERVER_GRPC_PORT" "$CLIENTS" "$SERVER_PID"
   h2load_run grpc_h2load "$SERVER_GRPC_PORT" 1 "$SERVER_PID" "$SERVER_MONITOR_PORT"

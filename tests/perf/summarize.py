@@ -99,6 +99,25 @@ def main() -> int:
             med("noise", "p50_us"))
         out[-1] = out[-1].replace(f"| {f0(med('noise', 'p50_us'))} |",
                                   f"| {f0(med('noise', 'p50_us'))} / {f0(med('noise', 'p99_us'))} |", 1)
+    if select("go_onecpu"):
+        # The same 1-client runs with wrk and the serving processes pinned to one vCPU.
+        o1_p50, o1_p99 = med("go_onecpu", "p50_us"), med("go_onecpu", "p99_us")
+        for kind, name in (("shim_onecpu", "Filter via shim"),
+                           ("inprocess_onecpu", "Server webhook (in-process)")):
+            if not select(kind):
+                continue
+            p50, p99 = med(kind, "p50_us"), med(kind, "p99_us")
+            row(f"{name}, 1 client, one vCPU (taskset): p50 (us)", p50, o1_p50, ratio(o1_p50, p50))
+            row(f"{name}, 1 client, one vCPU (taskset): p99 (us)", p99, o1_p99, ratio(o1_p99, p99))
+            row(f"{name}, 1 client, one vCPU (taskset): CPU per call (us)",
+                med(kind, "cpu_us_per_call"), med("go_onecpu", "cpu_us_per_call"),
+                ratio(med("go_onecpu", "cpu_us_per_call"), med(kind, "cpu_us_per_call")))
+    for kind, where in (("wake_free", "placed by the kernel"), ("wake_onecpu", "on one vCPU")):
+        if select(kind):
+            out.append(f"| Wake-up floor: 1-byte Unix socket round trip between two threads, {where}: "
+                       f"p50 / p99 (us); CPU per round trip (us) | "
+                       f"{f0(med(kind, 'p50_us'))} / {f0(med(kind, 'p99_us'))}; "
+                       f"{f0(med(kind, 'cpu_us_per_round_trip'))} | | | | |")
     row("Filter, direct gRPC, 1 client: p50 (us)", med("grpc", "p50_us", clients=1))
     row("Filter, direct gRPC, 1 client: p99 (us)", med("grpc", "p99_us", clients=1), None, None,
         "<= 200", (med("grpc", "p99_us", clients=1) or 1e9) <= 200)

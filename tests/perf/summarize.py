@@ -43,6 +43,11 @@ def main() -> int:
         out.append(f"| {name} | {f(ours)} | {f(base) if base is not None else ''} | "
                    f"{'' if ratio is None else f'{ratio:.1f}x'} | {target} | {verdict} |")
 
+    def latency_row(name, cpu_label, kind, cpu_field, **match):  # "p50 / p99; CPU" in one cell
+        out.append(f"| {name}: p50 / p99 (us); {cpu_label} (us) | "
+                   f"{f0(med(kind, 'p50_us', **match))} / {f0(med(kind, 'p99_us', **match))}; "
+                   f"{f0(med(kind, cpu_field, **match))} | | | | |")
+
     s1_p50, g1_p50 = med("shim", "p50_us", clients=1), med("go", "p50_us", clients=1)
     s1_p99, g1_p99 = med("shim", "p99_us", clients=1), med("go", "p99_us", clients=1)
     sn_rps, gn_rps = med("shim", "rps", clients=n), med("go", "rps", clients=n)
@@ -114,10 +119,8 @@ def main() -> int:
                 ratio(med("go_onecpu", "cpu_us_per_call"), med(kind, "cpu_us_per_call")))
     for kind, where in (("wake_free", "placed by the kernel"), ("wake_onecpu", "on one vCPU")):
         if select(kind):
-            out.append(f"| Wake-up floor: 1-byte Unix socket round trip between two threads, {where}: "
-                       f"p50 / p99 (us); CPU per round trip (us) | "
-                       f"{f0(med(kind, 'p50_us'))} / {f0(med(kind, 'p99_us'))}; "
-                       f"{f0(med(kind, 'cpu_us_per_round_trip'))} | | | | |")
+            latency_row("Wake-up floor: 1-byte Unix socket round trip between two threads, "
+                        f"{where}", "CPU per round trip", kind, "cpu_us_per_round_trip")
     row("Filter, direct gRPC, 1 client: p50 (us)", med("grpc", "p50_us", clients=1))
     row("Filter, direct gRPC, 1 client: p99 (us)", med("grpc", "p99_us", clients=1), None, None,
         "<= 200", (med("grpc", "p99_us", clients=1) or 1e9) <= 200)
@@ -151,10 +154,9 @@ def main() -> int:
                 med("unary_h2load", "cpu_us_per_call", clients=c))
     for kind, client in (("echo_grpc", "the C++ gRPC client"), ("echo_h2load", "h2load")):
         if select(kind):
-            out.append(f"| Floor of the hop: the same Filter answered by grpc_echo_server (no work), "
-                       f"from {client}, 1 client: p50 / p99 (us); server CPU per call (us) | "
-                       f"{f0(med(kind, 'p50_us', clients=1))} / {f0(med(kind, 'p99_us', clients=1))}; "
-                       f"{f0(med(kind, 'cpu_us_per_call', clients=1))} | | | | |")
+            latency_row("Floor of the hop: the same Filter answered by grpc_echo_server (no work), "
+                        f"from {client}, 1 client", "server CPU per call", kind,
+                        "cpu_us_per_call", clients=1)
     cyc = med("cycle", "pods_per_s")
     row("Filter + bind cycle (serial filter, 16 binders): pods/s", cyc, None, None, ">= 3,000",
         cyc is not None and cyc >= 3000)

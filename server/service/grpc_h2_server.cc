@@ -206,6 +206,7 @@ struct GrpcH2Server::Impl {
   Impl(GrpcH2ServerOptions o, std::vector<std::pair<std::string, GrpcUnaryMethod>> m)
       : options(o), methods(m.begin(), m.end()) {
     stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    reap_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   }
 
   void AcceptLoop(Listener* listener);
@@ -216,6 +217,7 @@ struct GrpcH2Server::Impl {
   const GrpcH2ServerOptions options;
   const absl::flat_hash_map<std::string, GrpcUnaryMethod> methods;
   int stop_fd = -1;  // readable once Stop began
+  int reap_fd = -1;  // readable when a connection thread finished: a listener thread joins it
   std::atomic<int> open{0};
   std::atomic<int64_t> buffered{0};  // request bytes held by all connections
 
@@ -720,9 +722,15 @@ void GrpcH2Server::Impl::Reap() {
 
 void GrpcH2Server::Impl::AcceptLoop(Listener* listener) {
   for (;;) {
-    pollfd p[2] = {{listener->fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-    if (poll(p, 2, -1) < 0 && errno != EINTR) return;
+    pollfd p[3] = {{listener->fd, POLLIN, 0}, {stop_fd, POLLIN, 0}, {reap_fd, POLLIN, 0}};
+    if (poll(p, 3, -1) < 0 && errno != EINTR) return;
     if (p[1].revents != 0) return;
+    if (p[2].revents != 0) {
+      uint64_t count = 0;
+      (void)!read(reap_fd, &count, sizeof(count));  // another listener may have read it first
+      std::lock_guard<std::mutex> lock(mu);
+      Reap();
+    }
     if (p[0].revents == 0) continue;
     const int fd = accept4(listener->fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -751,7 +759,9 @@ void GrpcH2Server::Impl::AcceptLoop(Listener* listener) {
       raw->thread = std::thread([this, fd, raw] {
         Serve(fd);
         --open;
-        raw->done = true;
+        raw->done = true;  // `raw` may be joined and freed from here on
+        const uint64_t one = 1;
+        (void)!write(reap_fd, &one, sizeof(one));
       });
     } catch (const std::system_error&) {  // no thread to be had: refuse this connection
       connections.pop_back();
@@ -776,10 +786,11 @@ GrpcH2Server::GrpcH2Server(GrpcH2ServerOptions options,
 GrpcH2Server::~GrpcH2Server() {
   Stop();
   if (impl_->stop_fd >= 0) close(impl_->stop_fd);
+  if (impl_->reap_fd >= 0) close(impl_->reap_fd);
 }
 
 absl::StatusOr<int> GrpcH2Server::Listen(const std::string& address) {
-  if (impl_->stop_fd < 0) return absl::InternalError("eventfd failed");
+  if (impl_->stop_fd < 0 || impl_->reap_fd < 0) return absl::InternalError("eventfd failed");
   auto listener = std::make_unique<Impl::Listener>();
   int port = 0;
   absl::string_view rest = address;
@@ -836,5 +847,10 @@ void GrpcH2Server::Stop() {
 }
 
 int GrpcH2Server::connections() const { return impl_->open.load(); }
+
+int GrpcH2Server::threads() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return static_cast<int>(impl_->connections.size());
+}
 
 }  // namespace fitledger

@@ -65,6 +65,9 @@ class GrpcH2Server {
 
   // Open connections (for tests and metrics).
   int connections() const;
+  // Connection threads not yet joined: the open connections, and closed ones until a listener
+  // thread joins them, which it does as soon as they finish (for tests).
+  int threads() const;
 
  private:
   struct Impl;

@@ -488,6 +488,21 @@ TEST_F(GrpcH2ServerTest, ConnectionsOverTheCapAreClosed) {
   EXPECT_TRUE(first.Call(kFilter, Args("p", 2), &result, absl::Now() + absl::Seconds(20)).ok());
 }
 
+TEST_F(GrpcH2ServerTest, AClosedConnectionsThreadIsJoinedWithoutWaitingForTheNextOne) {
+  auto server = MakeServer();
+  ASSERT_TRUE(server->Listen(dir_.Socket()).ok());
+  {
+    shim::GrpcH2Client client(dir_.Socket());
+    v1::ExtenderFilterResult result;
+    ASSERT_TRUE(client.Call(kFilter, Args("p", 2), &result, absl::Now() + absl::Seconds(20)).ok());
+    ASSERT_EQ(server->connections(), 1);
+    ASSERT_EQ(server->threads(), 1);
+  }  // the client closes its connection
+  ASSERT_TRUE(WaitFor([&] { return server->connections() == 0; }));
+  // No new connection arrives: the listener joins the finished thread by itself.
+  EXPECT_TRUE(WaitFor([&] { return server->threads() == 0; })) << server->threads();
+}
+
 TEST_F(GrpcH2ServerTest, StopLetsTheCallInFlightFinishThenRefusesConnections) {
   auto server = MakeServer();
   ASSERT_TRUE(server->Listen(dir_.Socket()).ok());

@@ -211,7 +211,7 @@ struct GrpcH2Server::Impl {
 
   void AcceptLoop(Listener* listener);
   void Serve(int fd);
-  // Joins finished connection threads. Needs mu.
+  // Joins finished connection threads (each signals reap_fd when it finishes). Needs mu.
   void Reap();
 
   const GrpcH2ServerOptions options;
@@ -746,7 +746,6 @@ void GrpcH2Server::Impl::AcceptLoop(Listener* listener) {
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     std::lock_guard<std::mutex> lock(mu);
-    Reap();
     if (stopped || open.load() >= options.max_connections) {
       close(fd);
       continue;

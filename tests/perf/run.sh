@@ -277,8 +277,8 @@ PY
 # virtual machine, waking a thread on an idle vCPU costs far more than on the running one
 # (wake_pingpong measures it). These 1-client runs put wrk and the serving processes on one vCPU
 # (taskset, all threads), then give them back all of this script's CPUs.
-ONE_CPU="$(taskset -c -p $$ | sed 's/.*: //; s/[,-].*//')"
 ALL_CPUS="$(taskset -c -p $$ | sed 's/.*: //')"
+ONE_CPU="${ALL_CPUS%%[,-]*}"
 set_cpus() {  # set_cpus CPU-LIST PID...
   local cpus="$1" pid
   shift

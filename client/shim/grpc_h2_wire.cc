@@ -211,9 +211,8 @@ bool NewH2ClientSession(nghttp2_session** session, const nghttp2_session_callbac
   return nghttp2_session_set_local_window_size(*session, NGHTTP2_FLAG_NONE, 0, 16 << 20) == 0;
 }
 
-std::array<nghttp2_nv, 8> GrpcRequestHeaders(absl::string_view method,
-                                              absl::string_view authority,
-                                              absl::string_view timeout) {
+std::array<nghttp2_nv, 8> GrpcRequestHeaders(absl::string_view method, absl::string_view authority,
+                                             absl::string_view timeout) {
   return {
       Nv(":method", "POST"),
       Nv(":scheme", "http"),

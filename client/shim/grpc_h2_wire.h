@@ -47,9 +47,8 @@ bool NewH2ClientSession(nghttp2_session** session, const nghttp2_session_callbac
 
 // The request headers of a unary call to `method` ("/pkg.Service/Method"); `timeout` is the
 // grpc-timeout value (GrpcTimeout). The views must outlive the submit.
-std::array<nghttp2_nv, 8> GrpcRequestHeaders(absl::string_view method,
-                                              absl::string_view authority,
-                                              absl::string_view timeout);
+std::array<nghttp2_nv, 8> GrpcRequestHeaders(absl::string_view method, absl::string_view authority,
+                                             absl::string_view timeout);
 
 // The grpc-timeout header for `deadline`: at most 8 digits and a unit, at least 1 ms.
 std::string GrpcTimeout(absl::Time deadline);

@@ -122,7 +122,13 @@ Io Wait(int fd, short events, absl::Time deadline) {
   }
 }
 
-struct Conn {
+// The phases of a request's handling, for a handler that answers later (HttpLater).
+enum Phase : int { kHandling, kDeferred, kAnswered };
+
+}  // namespace
+
+struct HttpConnection {
+  HttpServer::Impl* server = nullptr;
   int fd = -1;
   SSL* ssl = nullptr;
   bool handshaken = false;
@@ -140,8 +146,23 @@ struct Conn {
   HttpRequest req;
   HttpResponse res;
   std::string out;
+  // The reply to the request being answered: set before its handler runs.
+  absl::Time start;
+  bool head_only = false;
+  bool http10 = false;
+  bool close_asked = false;  // by the client, or keepAliveMaxRequests reached
+  // kHandling while the handler runs; kDeferred once the worker has let go of a request whose
+  // handler answers later; kAnswered when the answer came before the worker let go.
+  std::atomic<int> phase{kHandling};
+  // A deferred reply whose write could not finish without waiting: a worker writes the rest
+  // (from write_off of out + body), then closes when write_close.
+  bool write_pending = false;
+  size_t write_off = 0;
+  bool write_close = false;
 };
 
+namespace {
+using Conn = HttpConnection;
 }  // namespace
 
 const std::string* HttpRequest::Header(absl::string_view lower_name) const {
@@ -152,7 +173,7 @@ const std::string* HttpRequest::Header(absl::string_view lower_name) const {
 }
 
 struct HttpServer::Impl {
-  Impl(HttpOptions o, HttpHandler h, HttpErrorHandler e, HttpObserver ob)
+  Impl(HttpOptions o, HttpDeferringHandler h, HttpErrorHandler e, HttpObserver ob)
       : options(std::move(o)),
         handler(std::move(h)),
         on_error(std::move(e)),
@@ -220,20 +241,17 @@ struct HttpServer::Impl {
     return r;
   }
 
-  bool WriteAll(Conn& c, absl::string_view a, absl::string_view b) const {
-    const absl::Time deadline = absl::Now() + options.write_timeout;
+  // Writes `a` then `b` from byte *off of the two (on TLS `b` must be empty), advancing *off.
+  // With `wait`, waits for the socket until `deadline`; without, returns kAgain when it would.
+  Io WriteFrom(Conn& c, absl::string_view a, absl::string_view b, size_t* off, bool wait,
+               absl::Time deadline) const {
     if (c.ssl != nullptr) {
-      if (!b.empty()) {
-        c.out.append(b.data(), b.size());  // a is c.out
-        a = c.out;
-      }
-      size_t off = 0;
-      while (off < a.size()) {
+      while (*off < a.size()) {
         ERR_clear_error();
-        const int r = SSL_write(c.ssl, a.data() + off,
-                                static_cast<int>(std::min<size_t>(a.size() - off, 1 << 30)));
+        const int r = SSL_write(c.ssl, a.data() + *off,
+                                static_cast<int>(std::min<size_t>(a.size() - *off, 1 << 30)));
         if (r > 0) {
-          off += static_cast<size_t>(r);
+          *off += static_cast<size_t>(r);
           continue;
         }
         const int err = SSL_get_error(c.ssl, r);
@@ -243,37 +261,41 @@ struct HttpServer::Impl {
         } else if (err == SSL_ERROR_WANT_READ) {
           want = POLLIN;
         } else {
-          return false;
+          return Io::kError;
         }
-        if (Wait(c.fd, want, deadline) != Io::kOk) return false;
+        if (!wait) return Io::kAgain;
+        if (Io w = Wait(c.fd, want, deadline); w != Io::kOk) return w;
       }
-      return true;
+      return Io::kOk;
     }
-    iovec iov[2] = {{const_cast<char*>(a.data()), a.size()},
-                    {const_cast<char*>(b.data()), b.size()}};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = b.empty() ? 1 : 2;
-    while (msg.msg_iovlen > 0) {
+    while (*off < a.size() + b.size()) {
+      iovec iov[2];
+      msghdr msg{};
+      msg.msg_iov = iov;
+      if (*off < a.size()) {
+        iov[0] = {const_cast<char*>(a.data() + *off), a.size() - *off};
+        iov[1] = {const_cast<char*>(b.data()), b.size()};
+        msg.msg_iovlen = b.empty() ? 1 : 2;
+      } else {
+        iov[0] = {const_cast<char*>(b.data() + (*off - a.size())), a.size() + b.size() - *off};
+        msg.msg_iovlen = 1;
+      }
       const ssize_t r = sendmsg(c.fd, &msg, MSG_NOSIGNAL);
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
-        if (Wait(c.fd, POLLOUT, deadline) != Io::kOk) return false;
+      if (r >= 0) {
+        *off += static_cast<size_t>(r);
         continue;
       }
-      size_t n = static_cast<size_t>(r);
-      while (msg.msg_iovlen > 0 && n >= msg.msg_iov[0].iov_len) {
-        n -= msg.msg_iov[0].iov_len;
-        ++msg.msg_iov;
-        --msg.msg_iovlen;
-      }
-      if (msg.msg_iovlen > 0) {
-        msg.msg_iov[0].iov_base = static_cast<char*>(msg.msg_iov[0].iov_base) + n;
-        msg.msg_iov[0].iov_len -= n;
-      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return Io::kError;
+      if (!wait) return Io::kAgain;
+      if (Io w = Wait(c.fd, POLLOUT, deadline); w != Io::kOk) return w;
     }
-    return true;
+    return Io::kOk;
+  }
+
+  bool WriteAll(Conn& c, absl::string_view a, absl::string_view b) const {
+    size_t off = 0;
+    return WriteFrom(c, a, b, &off, true, absl::Now() + options.write_timeout) == Io::kOk;
   }
 
   bool Handshake(Conn& c) const {
@@ -299,8 +321,8 @@ struct HttpServer::Impl {
 
   // ---- HTTP ----
 
-  // Writes c.res (after c.req) and reports it; false when the connection must close.
-  bool Reply(Conn& c, bool head_only, bool close, bool http10, absl::Time start) const {
+  // c.out: the head of c.res, and on TLS its body too (then ReplyBody is empty).
+  void BuildReply(Conn& c, bool head_only, bool close, bool http10) const {
     const HttpResponse& res = c.res;
     c.out.clear();
     absl::StrAppend(&c.out, "HTTP/1.1 ", res.status, " ", Reason(res.status), "\r\n");
@@ -315,9 +337,52 @@ struct HttpServer::Impl {
       c.out.append("Connection: keep-alive\r\n");
     }
     c.out.append("\r\n");
-    const bool ok = WriteAll(c, c.out, head_only ? absl::string_view() : res.body);
-    if (observer) observer(c.req, res, absl::Now() - start);
+    if (c.ssl != nullptr && !head_only) c.out.append(res.body);
+  }
+  static absl::string_view ReplyBody(const Conn& c, bool head_only) {
+    return c.ssl != nullptr || head_only ? absl::string_view() : absl::string_view(c.res.body);
+  }
+
+  // Writes c.res (after c.req) and reports it; false when the connection must close.
+  bool Reply(Conn& c, bool head_only, bool close, bool http10, absl::Time start) const {
+    BuildReply(c, head_only, close, http10);
+    const bool ok = WriteAll(c, c.out, ReplyBody(c, head_only));
+    if (observer) observer(c.req, c.res, absl::Now() - start);
     return ok && !close;
+  }
+
+  // Writes the reply of a deferred request (HttpLater::Finish, on the finishing thread, which
+  // now owns `c`) without waiting, then lets the connection go as a worker would. A write that
+  // would wait is left to a worker (EPOLLOUT).
+  void FinishLater(Conn* c) {
+    const bool close = c->close_asked || stopping.load(std::memory_order_relaxed);
+    BuildReply(*c, c->head_only, close, c->http10);
+    c->write_off = 0;
+    const Io r = WriteFrom(*c, c->out, ReplyBody(*c, c->head_only), &c->write_off, false,
+                           absl::InfiniteFuture());
+    if (r == Io::kAgain) {
+      c->write_pending = true;
+      c->write_close = close;
+      std::unique_lock<std::mutex> lock(mu);
+      epoll_event mod{};
+      mod.events = EPOLLOUT | EPOLLRDHUP | EPOLLONESHOT;
+      mod.data.ptr = c;
+      if (epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &mod) == 0) return;
+      lock.unlock();
+      Release(c, false);
+      return;
+    }
+    if (observer) observer(c->req, c->res, absl::Now() - c->start);
+    Release(c, r == Io::kOk && !close);
+  }
+
+  // A worker's part of a deferred reply that FinishLater could not write at once.
+  bool FinishPendingWrite(Conn& c) const {
+    c.write_pending = false;
+    const Io r = WriteFrom(c, c.out, ReplyBody(c, c.head_only), &c.write_off, true,
+                           absl::Now() + options.write_timeout);
+    if (observer) observer(c.req, c.res, absl::Now() - c.start);
+    return r == Io::kOk && !c.write_close;
   }
 
   // Refuses the request on `c` with `status` and closes the connection. Unread request bytes
@@ -442,7 +507,8 @@ struct HttpServer::Impl {
   }
 
   // Serves one request from c.in (which holds at least one byte). False: close the connection.
-  bool ServeOne(Conn& c) const {
+  // `*deferred`: the handler answers later and the connection is no longer this thread's.
+  bool ServeOne(Conn& c, bool* deferred) const {
     while (c.begin < c.end && (c.in[c.begin] == '\r' || c.in[c.begin] == '\n')) ++c.begin;
     if (c.begin == c.end) return true;  // empty lines before a request are ignored
     const absl::Time start = absl::Now();
@@ -584,35 +650,57 @@ struct HttpServer::Impl {
     c.res.content_type.clear();
     c.res.body.clear();
     c.res.headers.clear();
+    ++c.served;
+    const std::string* connection = req.Header("connection");
+    c.start = start;
+    c.head_only = req.method == "HEAD";
+    c.http10 = http10;
+    c.close_asked =
+        (http10 ? !ListsToken(connection, "keep-alive") : ListsToken(connection, "close")) ||
+        c.served >= options.keep_alive_max_requests;
+    c.phase.store(kHandling);
+    bool now = true;
     try {
-      handler(req, c.res);
+      now = handler(req, c.res, HttpLater(&c));
     } catch (...) {
       c.res = HttpResponse();
       c.res.status = 500;
       on_error(c.res, 500, "internal error");
     }
-    ++c.served;
-    const std::string* connection = req.Header("connection");
-    const bool close =
-        (http10 ? !ListsToken(connection, "keep-alive") : ListsToken(connection, "close")) ||
-        c.served >= options.keep_alive_max_requests || stopping.load(std::memory_order_relaxed);
-    return Reply(c, req.method == "HEAD", close, http10, start);
+    if (!now) {
+      int expected = kHandling;
+      if (c.phase.compare_exchange_strong(expected, kDeferred)) {
+        *deferred = true;  // c is the finishing thread's from here on
+        return true;
+      }
+      // Answered already (by another thread, or inside the handler): written here.
+    }
+    const bool close = c.close_asked || stopping.load(std::memory_order_relaxed);
+    return Reply(c, c.head_only, close, http10, start);
   }
 
-  // Serves what is on `c` now; false when it must close, true to wait for its next request.
-  bool Serve(Conn& c) const {
+  enum class Served { kClose, kKeep, kDeferred };
+
+  // Serves what is on `c` now: kClose when it must close, kKeep to wait for its next request,
+  // kDeferred when a handler answers later (c is then no longer this thread's).
+  Served Serve(Conn& c) const {
     if (c.ssl != nullptr && !c.handshaken) {
-      if (!Handshake(c)) return false;
+      if (!Handshake(c)) return Served::kClose;
       c.handshaken = true;
     }
+    if (c.write_pending && !FinishPendingWrite(c)) return Served::kClose;
     for (;;) {
       if (c.begin == c.end) {
         const Io r = ReadMore(c, false);
-        if (r == Io::kAgain) return true;
-        if (r != Io::kOk) return false;
+        if (r == Io::kAgain) return Served::kKeep;
+        if (r != Io::kOk) return Served::kClose;
       }
-      if (!ServeOne(c)) return false;
-      if (c.begin == c.end && (c.ssl == nullptr || SSL_has_pending(c.ssl) == 0)) return true;
+      bool deferred = false;
+      if (!ServeOne(c, &deferred)) return Served::kClose;
+      if (deferred) return Served::kDeferred;
+      if (c.begin == c.end && (c.ssl == nullptr || SSL_has_pending(c.ssl) == 0)) {
+        return Served::kKeep;
+      }
     }
   }
 
@@ -684,23 +772,31 @@ struct HttpServer::Impl {
       Conn* c = static_cast<Conn*>(ev.data.ptr);
       c->idle = false;
       lock.unlock();
-      const bool keep = Serve(*c);
-      if (keep) Trim(*c);
-      lock.lock();
-      if (keep && !stopping.load() && !c->shut) {
-        c->idle = true;
-        c->last_active = absl::Now();
-        epoll_event mod{};
-        mod.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
-        mod.data.ptr = c;
-        if (epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &mod) == 0) continue;
-      }
-      conns.erase(c);
-      if (conns.empty()) drained.notify_all();
-      lock.unlock();
-      Destroy(c);
+      const Served served = Serve(*c);
+      if (served != Served::kDeferred) Release(c, served == Served::kKeep);
       lock.lock();
     }
+  }
+
+  // After a request: back into the epoll set for the next one (`keep`), or closed. Bytes of a
+  // next request already read (pipelined behind a deferred reply) are served at once: the
+  // connection is armed for EPOLLOUT too, which a writable socket reports straight away.
+  void Release(Conn* c, bool keep) {
+    if (keep) Trim(*c);
+    std::unique_lock<std::mutex> lock(mu);
+    if (keep && !stopping.load() && !c->shut) {
+      c->idle = true;
+      c->last_active = absl::Now();
+      epoll_event mod{};
+      mod.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+      if (c->begin < c->end) mod.events |= EPOLLOUT;
+      mod.data.ptr = c;
+      if (epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &mod) == 0) return;
+    }
+    conns.erase(c);
+    if (conns.empty()) drained.notify_all();
+    lock.unlock();
+    Destroy(c);
   }
 
   void Accept() {
@@ -724,6 +820,7 @@ struct HttpServer::Impl {
   // the server is stopping.
   bool Add(int fd) {
     auto* c = new Conn;
+    c->server = this;
     c->fd = fd;
     if (ctx != nullptr) {
       c->ssl = SSL_new(ctx);
@@ -842,7 +939,7 @@ struct HttpServer::Impl {
   }
 
   const HttpOptions options;
-  const HttpHandler handler;
+  const HttpDeferringHandler handler;
   const HttpErrorHandler on_error;
   const HttpObserver observer;
   SSL_CTX* ctx = nullptr;
@@ -869,8 +966,25 @@ struct HttpServer::Impl {
 
 HttpServer::HttpServer(HttpOptions options, HttpHandler handler, HttpErrorHandler on_error,
                        HttpObserver observer)
+    : HttpServer(std::move(options),
+                 HttpDeferringHandler([handler = std::move(handler)](const HttpRequest& req,
+                                                                     HttpResponse& res, HttpLater) {
+                   handler(req, res);
+                   return true;
+                 }),
+                 std::move(on_error), std::move(observer)) {}
+
+HttpServer::HttpServer(HttpOptions options, HttpDeferringHandler handler, HttpErrorHandler on_error,
+                       HttpObserver observer)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(handler), std::move(on_error),
                                    std::move(observer))) {}
+
+void HttpLater::Finish() const {
+  HttpConnection* c = connection_;
+  int expected = kHandling;
+  if (c->phase.compare_exchange_strong(expected, kAnswered)) return;  // its worker writes it
+  c->server->FinishLater(c);
+}
 
 HttpServer::~HttpServer() { Stop(); }
 

@@ -55,6 +55,29 @@ struct HttpOptions {
 
 // Answers a parsed request. Runs on a worker thread; may run concurrently with itself.
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
+
+struct HttpConnection;  // http1.cc
+
+// The reply to a request whose handler answers later (HttpDeferringHandler). Copyable; Finish()
+// must be called exactly once, from any thread, once the response is filled.
+class HttpLater {
+ public:
+  // Writes the response and goes on serving the connection. It writes without waiting: when the
+  // client is not reading, a worker finishes the write (bounded by writeTimeout).
+  void Finish() const;
+
+ private:
+  friend class HttpServer;
+  explicit HttpLater(HttpConnection* connection) : connection_(connection) {}
+  HttpConnection* connection_;
+};
+
+// Like HttpHandler, but it may answer later. True: `res` holds the reply now, and `later` is not
+// used. False: the reply is written when `later.Finish()` is called (possibly before this
+// returns); until then `req` and `res` stay valid and the server does not touch them, and the
+// connection reads no further request. A handler that returns false must not throw.
+using HttpDeferringHandler =
+    std::function<bool(const HttpRequest& req, HttpResponse& res, HttpLater later)>;
 // Fills the reply to a request the server refuses itself (status 400, 408, 413, 431, 501, 505);
 // `message` says why.
 using HttpErrorHandler = std::function<void(HttpResponse&, int status, absl::string_view message)>;
@@ -65,6 +88,8 @@ using HttpObserver =
 class HttpServer {
  public:
   HttpServer(HttpOptions options, HttpHandler handler, HttpErrorHandler on_error,
+             HttpObserver observer);
+  HttpServer(HttpOptions options, HttpDeferringHandler handler, HttpErrorHandler on_error,
              HttpObserver observer);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
@@ -77,10 +102,13 @@ class HttpServer {
   // tests and fuzzing over a socketpair. FailedPrecondition unless running.
   absl::Status Adopt(int fd);
   // Stops accepting, closes idle connections, lets requests in flight finish (each bounded by
-  // the read and write timeouts), joins the threads. Idempotent.
+  // the read and write timeouts; a deferred reply is waited for until it is finished), joins the
+  // threads. Idempotent.
   void Stop();
 
  private:
+  friend struct HttpConnection;
+  friend class HttpLater;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

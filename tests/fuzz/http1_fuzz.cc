@@ -2,7 +2,8 @@
 // one server for the process, one connection per input (HttpServer::Adopt, so no TCP ports or
 // TIME_WAIT). The client half-closes after the input, so every read of the server ends at
 // end-of-stream, never at a timeout. Checks that the server never crashes (ASan / UBSan),
-// answers only with HTTP/1.1 status lines, and always closes.
+// answers only with HTTP/1.1 status lines, and always closes; some paths are answered later
+// from another thread (HttpLater), so deferred replies meet pipelining and garbage too.
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -36,11 +38,24 @@ fitledger::shim::HttpServer& Server() {
     options.read_timeout = absl::Seconds(2);
     server = new fitledger::shim::HttpServer(
         options,
-        [](const fitledger::shim::HttpRequest& req, fitledger::shim::HttpResponse& res) {
+        fitledger::shim::HttpDeferringHandler([](const fitledger::shim::HttpRequest& req,
+                                                 fitledger::shim::HttpResponse& res,
+                                                 fitledger::shim::HttpLater later) {
           res.content_type = "text/plain";
           res.body = absl::StrCat(req.method, " ", req.path, " ", req.headers.size(), " ",
                                   req.body.size());
-        },
+          // Paths starting "/l" are answered later from another thread, "/i" later but
+          // before the handler returns (as the shim's Filter may be); the rest at once.
+          if (absl::StartsWith(req.path, "/l")) {
+            std::thread([later] { later.Finish(); }).detach();
+            return false;
+          }
+          if (absl::StartsWith(req.path, "/i")) {
+            later.Finish();
+            return false;
+          }
+          return true;
+        }),
         [](fitledger::shim::HttpResponse& res, int status, absl::string_view message) {
           res.status = status;
           res.body = std::string(message);

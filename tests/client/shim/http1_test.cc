@@ -1,5 +1,6 @@
 // The webhook's HTTP/1.1 server, spoken to over raw sockets: framing (Content-Length, chunked,
-// 100-continue, pipelining, HTTP/1.0), refusals, timeouts, idle connections and Stop().
+// 100-continue, pipelining, HTTP/1.0), refusals, timeouts, idle connections, Stop(), and replies
+// a handler finishes later from another thread.
 
 #include "client/shim/http1.h"
 
@@ -10,7 +11,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -556,6 +561,158 @@ TEST_F(Http1Test, AdoptServesAConnectedSocket) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   EXPECT_TRUE(absl::IsFailedPrecondition(server_->Adopt(sv[0])));
   close(sv[1]);
+}
+
+// A handler that answers later (HttpDeferringHandler): POST /later is answered when the test
+// finishes it (Finish() from the test's thread); /inline is finished inside the handler before
+// it returns false; anything else is answered at once.
+class Http1LaterTest : public ::testing::Test {
+ protected:
+  struct Waiting {
+    HttpResponse* res = nullptr;
+    std::optional<HttpLater> later;
+    std::string body;
+  };
+
+  void SetUp() override {
+    server_ = std::make_unique<HttpServer>(
+        HttpOptions{},
+        HttpDeferringHandler([this](const HttpRequest& req, HttpResponse& res, HttpLater later) {
+          if (req.path == "/inline") {
+            res.body = "inline|" + req.body;
+            later.Finish();
+            return false;
+          }
+          if (req.path != "/later") {
+            res.body = "now|" + req.body;
+            return true;
+          }
+          std::lock_guard<std::mutex> lock(mu_);
+          waiting_.push_back({&res, later, req.body});
+          cv_.notify_all();
+          return false;
+        }),
+        [](HttpResponse& res, int status, absl::string_view message) {
+          res.status = status;
+          res.body = std::string(message);
+        },
+        [this](const HttpRequest&, const HttpResponse&, absl::Duration) {
+          observed_.fetch_add(1);
+        });
+    absl::StatusOr<int> port = server_->Start("127.0.0.1", 0);
+    ASSERT_TRUE(port.ok()) << port.status();
+    port_ = *port;
+  }
+
+  // The next request waiting for its answer (generous deadline).
+  bool NextWaiting(Waiting* out) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(20), [&] { return !waiting_.empty(); })) {
+      return false;
+    }
+    *out = waiting_.front();
+    waiting_.erase(waiting_.begin());
+    return true;
+  }
+
+  // Answers `w` with `body` from another thread, as the shim's connection threads do.
+  static void FinishElsewhere(const Waiting& w, std::string body) {
+    std::thread([w, body = std::move(body)] {
+      w.res->body = body;
+      w.later->Finish();
+    }).join();
+  }
+
+  std::unique_ptr<HttpServer> server_;
+  int port_ = 0;
+  std::atomic<int> observed_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Waiting> waiting_;
+};
+
+TEST_F(Http1LaterTest, AReplyFinishedFromAnotherThreadIsSentAndTheConnectionGoesOn) {
+  Raw c(port_);
+  ASSERT_TRUE(c.Send(Post("/later", "a")));
+  Waiting w;
+  ASSERT_TRUE(NextWaiting(&w));
+  EXPECT_EQ(w.body, "a");
+  EXPECT_FALSE(c.Readable());  // nothing before the answer
+  FinishElsewhere(w, "later|a");
+  Raw::Response r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "later|a");
+  ASSERT_TRUE(c.Send(Post("/now", "b")));
+  r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "now|b");
+  EXPECT_EQ(observed_.load(), 2);
+}
+
+TEST_F(Http1LaterTest, AReplyFinishedBeforeTheHandlerReturnsIsSent) {
+  Raw c(port_);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(c.Send(Post("/inline", absl::StrCat(i))));
+    Raw::Response r = c.Read();
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, absl::StrCat("inline|", i));
+  }
+}
+
+TEST_F(Http1LaterTest, PipelinedRequestsBehindADeferredReplyAreAnsweredInOrder) {
+  Raw c(port_);
+  ASSERT_TRUE(c.Send(Post("/later", "first") + Post("/now", "second") + Post("/later", "third")));
+  Waiting w;
+  ASSERT_TRUE(NextWaiting(&w));
+  EXPECT_EQ(w.body, "first");
+  EXPECT_FALSE(c.Readable());  // "second" waits behind "first"
+  FinishElsewhere(w, "later|first");
+  ASSERT_TRUE(NextWaiting(&w));
+  EXPECT_EQ(w.body, "third");
+  FinishElsewhere(w, "later|third");
+  EXPECT_EQ(c.Read().body, "later|first");
+  EXPECT_EQ(c.Read().body, "now|second");
+  EXPECT_EQ(c.Read().body, "later|third");
+}
+
+// A reply larger than the socket takes at once, to a client that is not reading: Finish()
+// returns without waiting for the client, and a worker writes the rest once it reads.
+TEST_F(Http1LaterTest, AReplyTooLargeToWriteAtOnceIsFinishedByAWorker) {
+  Raw c(port_);
+  ASSERT_TRUE(c.Send(Post("/later", "big")));
+  Waiting w;
+  ASSERT_TRUE(NextWaiting(&w));
+  const std::string big(64 << 20, 'x');
+  w.res->body = big;
+  w.later->Finish();  // on this thread: would hang here if it waited for the reader below
+  Raw::Response r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body.size(), big.size());
+  EXPECT_EQ(r.body, big);
+  ASSERT_TRUE(c.Send(Post("/now", "after")));
+  EXPECT_EQ(c.Read().body, "now|after");
+  EXPECT_EQ(observed_.load(), 2);
+}
+
+TEST_F(Http1LaterTest, StopWaitsForADeferredReplyAndThenClosesTheConnection) {
+  Raw c(port_);
+  ASSERT_TRUE(c.Send(Post("/later", "x")));
+  Waiting w;
+  ASSERT_TRUE(NextWaiting(&w));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    server_->Stop();
+    stopped = true;
+  });
+  EXPECT_FALSE(stopped.load());  // the deferred reply holds Stop
+  FinishElsewhere(w, "later|x");
+  Raw::Response r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "later|x");
+  EXPECT_THAT(r.head, HasSubstr("Connection: close"));
+  stopper.join();
+  EXPECT_TRUE(stopped.load());
+  EXPECT_TRUE(c.Closed());
 }
 
 TEST(Http1StartTest, ABusyPortIsUnavailableAndBadTlsFilesAreInvalid) {

@@ -42,8 +42,9 @@ class JsonDecoder {
 
   // The body of filter and prioritize. When it carries Nodes, `raw_nodes` (if not null) gets the
   // exact JSON text of each Nodes.items[i], in order. With `node_names` (not null), NodeNames go
-  // there instead of into out->node_names. The views point into `body` or into this decoder and
-  // stay valid until `body` changes or the next Decode* call.
+  // there instead of into out->node_names. The views point into `body` (names without escapes,
+  // when `body`'s capacity holds simdjson's padding; valid until `body` changes) or into this
+  // decoder (valid until the next Decode* call).
   absl::Status DecodeExtenderArgs(const std::string& body, v1::ExtenderArgs* out,
                                   std::vector<absl::string_view>* raw_nodes,
                                   std::vector<absl::string_view>* node_names = nullptr);

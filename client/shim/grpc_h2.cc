@@ -100,8 +100,8 @@ class H2Connection {
     const auto headers = GrpcRequestHeaders(method, authority_, timeout);
     nghttp2_data_provider provider{};
     provider.read_callback = &H2Connection::ReadRequest;
-    stream_id_ =
-        nghttp2_submit_request(session_, nullptr, headers.data(), headers.size(), &provider, nullptr);
+    stream_id_ = nghttp2_submit_request(session_, nullptr, headers.data(), headers.size(),
+                                        &provider, nullptr);
     if (stream_id_ < 0) {
       broken_ = true;  // e.g. stream ids used up: a new connection
       *retryable = true;
@@ -446,6 +446,11 @@ absl::Time DeadlineOf(const grpc::ClientContext* context) {
 grpc::Status H2ExtenderStub::CallBytes(absl::string_view method, absl::string_view request,
                                        absl::Time deadline, std::string* reply) {
   return client_->CallBytes(method, request, deadline, reply);
+}
+
+bool H2ExtenderStub::StartBytes(absl::string_view method, absl::string_view request,
+                                absl::Time deadline, BytesDone done) {
+  return mux_ != nullptr && mux_->Call(method, request, deadline, std::move(done));
 }
 
 grpc::Status H2ExtenderStub::Filter(grpc::ClientContext* context, const v1::ExtenderArgs& request,

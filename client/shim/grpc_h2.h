@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/shim/grpc_h2_mux.h"
 #include "client/shim/webhook.h"
 #include "fitledger/v1/extender.grpc.pb.h"
 #include "google/protobuf/message_lite.h"
@@ -115,10 +116,13 @@ class GrpcH2Client {
 // The Extender stub fitledger-shim's Webhook calls, on a GrpcH2Client. The deadline is the
 // ClientContext's; nothing else of the context is used. Only the synchronous methods are
 // provided: the asynchronous ones return nullptr (the webhook never calls them). It carries bytes
-// too (ExtenderBytesCaller), which the webhook uses for Filter and Prioritize.
+// too (ExtenderBytesCaller), which the webhook uses for Filter and Prioritize; with a
+// GrpcH2MuxClient it also starts those calls without waiting (StartBytes).
 class H2ExtenderStub final : public SyncExtenderStub, public ExtenderBytesCaller {
  public:
-  explicit H2ExtenderStub(std::shared_ptr<GrpcH2Client> client) : client_(std::move(client)) {}
+  explicit H2ExtenderStub(std::shared_ptr<GrpcH2Client> client,
+                          std::shared_ptr<GrpcH2MuxClient> mux = nullptr)
+      : client_(std::move(client)), mux_(std::move(mux)) {}
 
   grpc::Status Filter(grpc::ClientContext* context, const v1::ExtenderArgs& request,
                       v1::ExtenderFilterResult* response) override;
@@ -131,11 +135,14 @@ class H2ExtenderStub final : public SyncExtenderStub, public ExtenderBytesCaller
 
   grpc::Status CallBytes(absl::string_view method, absl::string_view request, absl::Time deadline,
                          std::string* reply) override;
+  bool StartBytes(absl::string_view method, absl::string_view request, absl::Time deadline,
+                  BytesDone done) override;
 
   GrpcH2Client& client() { return *client_; }
 
  private:
   const std::shared_ptr<GrpcH2Client> client_;
+  const std::shared_ptr<GrpcH2MuxClient> mux_;  // may be null
 };
 
 // grpc.health.v1's Check on a GrpcH2Client, for the shim's readiness; Watch (a stream) is not

@@ -119,22 +119,37 @@ struct ShimServer::Impl {
     o.client_ca_file = config.tls.client_ca_file;
     return std::make_unique<HttpServer>(
         std::move(o),
-        [this](const HttpRequest& req, HttpResponse& res) {
+        HttpDeferringHandler([this](const HttpRequest& req, HttpResponse& res, HttpLater later) {
           if (req.method == "POST") {
             const Verb* verb = VerbAt(req.path);
-            if (verb == nullptr) return Other(req, res);
+            if (verb == nullptr) {
+              Other(req, res);
+              return true;
+            }
+            // Swapped, not moved: the reply buffers go round and allocate nothing per call.
+            auto answer = [&res](Reply& reply) {
+              res.status = reply.status;
+              res.body.swap(reply.body);
+              res.content_type = kJson;
+            };
             Reply reply;
-            webhook->Handle(*verb, req.body, &reply);
-            res.status = reply.status;
-            res.body = std::move(reply.body);
-            res.content_type = kJson;
-            return;
+            reply.body.swap(res.body);
+            if (webhook->HandleLater(*verb, req.body, &reply, [answer, later](Reply& r) {
+                  answer(r);
+                  later.Finish();
+                })) {
+              answer(reply);
+              return true;
+            }
+            return false;
           }
           if (IsGet(req) && (req.path == "/healthz" || req.path == "/readyz")) {
-            return Probe(req, res);
+            Probe(req, res);
+            return true;
           }
           Other(req, res);
-        },
+          return true;
+        }),
         SetJsonError,
         [this](const HttpRequest& req, const HttpResponse& res, absl::Duration elapsed) {
           metrics->ObserveRequest(MetricVerb(req.path), res.status, elapsed);

@@ -3,11 +3,13 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -96,10 +98,17 @@ int Run(int argc, char** argv) {
 
   const Logger logger(*ParseLogLevel(config.log_level));
   Metrics metrics;
-  // fitledger-server is called through the shim's own unary gRPC client (grpc_h2.h: a
-  // connection per call in flight, no thread hand-off).
+  // fitledger-server is called through the shim's own unary gRPC clients: Filter and Prioritize
+  // multiplexed on a few connections, no thread waiting for a reply (grpc_h2_mux.h); the rest,
+  // and those two while no multiplexed connection is up, on a connection per call in flight
+  // (grpc_h2.h).
   auto client = std::make_shared<GrpcH2Client>(config.server);
-  Webhook webhook(std::make_unique<H2ExtenderStub>(client), std::make_unique<H2HealthStub>(client),
+  GrpcH2MuxClient::Options mux_options;
+  mux_options.connections = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 4);
+  auto mux = std::make_shared<GrpcH2MuxClient>(config.server, mux_options);
+  mux->Start();
+  Webhook webhook(std::make_unique<H2ExtenderStub>(client, mux),
+                  std::make_unique<H2HealthStub>(client),
                   Webhook::Options{.server_timeout = config.server_timeout}, &metrics, &logger);
   ShimServer server(config, &webhook, &metrics, &logger);
   if (absl::Status s = server.Start(); !s.ok()) {
@@ -127,7 +136,8 @@ int Run(int argc, char** argv) {
   sigwait(&stop_signals, &signal);
   logger.Log(LogLevel::kInfo, "stopping: draining in-flight requests",
              {{"signal", signal == SIGTERM ? "SIGTERM" : "SIGINT"}});
-  server.Stop();
+  server.Stop();  // waits for the replies still due from the multiplexed calls
+  mux->Stop();
   logger.Log(LogLevel::kInfo, "stopped");
   return 0;
 }

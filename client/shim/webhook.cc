@@ -1,5 +1,6 @@
 #include "client/shim/webhook.h"
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -135,7 +136,39 @@ absl::Status DecodeArgs(Scratch& scratch, const std::string& body, bool as_bytes
 constexpr char kFilterMethod[] = "/fitledger.v1.Extender/Filter";
 constexpr char kPrioritizeMethod[] = "/fitledger.v1.Extender/Prioritize";
 
+// Reads a reply's `bytes` into `view` with `read`, or, of another shape, into `message` with
+// protobuf (then `*in_message`). INTERNAL when neither can.
+template <typename View>
+grpc::Status ReadReply(absl::string_view bytes, bool (*read)(absl::string_view, View*), View* view,
+                       google::protobuf::MessageLite* message, bool* in_message) {
+  *in_message = false;
+  if (read(bytes, view)) return grpc::Status::OK;
+  *in_message = true;
+  if (!message->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the reply");
+  }
+  return grpc::Status::OK;
+}
+
+// Prioritize's answer from its message, when the reply came in that shape.
+void AssignPriorities(const v1::HostPriorityList& message, HostPriorityView* result) {
+  result->clear();
+  for (const v1::HostPriority& item : message.items()) {
+    result->emplace_back(item.host(), item.score());
+  }
+}
+
 }  // namespace
+
+// A Filter or Prioritize answered later: what its completion needs of the request.
+struct Webhook::Pending {
+  Verb verb = Verb::kFilter;
+  std::vector<absl::string_view> names;  // the candidates: views into the request's body or owned
+  std::string owned;                     // candidates that are not in the body (StartLater)
+  std::string pod;                       // "namespace/name", for the log
+  Reply reply;
+  ReplyDone done;
+};
 
 absl::string_view VerbName(Verb verb) {
   switch (verb) {
@@ -169,18 +202,150 @@ Webhook::Webhook(std::unique_ptr<v1::Extender::StubInterface> extender,
       metrics_(metrics),
       logger_(logger) {}
 
+Webhook::~Webhook() = default;
+
 void Webhook::Handle(Verb verb, const std::string& body, Reply* reply) const {
   reply->status = 200;
   reply->body.clear();
   switch (verb) {
     case Verb::kFilter:
-      return Filter(body, reply);
+      Filter(body, reply, nullptr);
+      return;
     case Verb::kPrioritize:
-      return Prioritize(body, reply);
+      Prioritize(body, reply, nullptr);
+      return;
     case Verb::kBind:
       return Bind(body, reply);
     case Verb::kPreempt:
       return Preempt(body, reply);
+  }
+}
+
+bool Webhook::HandleLater(Verb verb, const std::string& body, Reply* reply, ReplyDone done) const {
+  reply->status = 200;
+  reply->body.clear();
+  switch (verb) {
+    case Verb::kFilter:
+      return Filter(body, reply, &done);
+    case Verb::kPrioritize:
+      return Prioritize(body, reply, &done);
+    case Verb::kBind:
+    case Verb::kPreempt:
+      Handle(verb, body, reply);
+      return true;
+  }
+  return true;
+}
+
+bool Webhook::StartLater(Verb verb, absl::string_view method, const std::string& body,
+                         absl::string_view pod, ReplyDone* done) const {
+  Scratch& scratch = ThreadScratch();
+  std::unique_ptr<Pending> pending;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    if (!pending_pool_.empty()) {
+      pending = std::move(pending_pool_.back());
+      pending_pool_.pop_back();
+    }
+  }
+  if (pending == nullptr) pending = std::make_unique<Pending>();
+  pending->verb = verb;
+  // The candidates outlive this thread's next request: views into `body` stay valid until the
+  // reply is written; those into the decoder's buffer (names with escapes) are copied. The
+  // scratch's views stay as they are, for the call here if the transport does not take it.
+  pending->names.assign(scratch.names.begin(), scratch.names.end());
+  const auto begin = reinterpret_cast<uintptr_t>(body.data());
+  const auto end = begin + body.size();
+  auto outside = [&](absl::string_view name) {
+    const auto at = reinterpret_cast<uintptr_t>(name.data());
+    return at < begin || at + name.size() > end;
+  };
+  size_t copied = 0;
+  for (absl::string_view name : pending->names) copied += outside(name) ? name.size() : 0;
+  pending->owned.clear();
+  if (copied > 0) {
+    pending->owned.reserve(copied);
+    for (absl::string_view& name : pending->names) {
+      if (!outside(name)) continue;
+      const size_t at = pending->owned.size();
+      pending->owned.append(name.data(), name.size());
+      name = absl::string_view(pending->owned.data() + at, name.size());
+    }
+  }
+  pending->pod.assign(pod.data(), pod.size());
+  pending->done = std::move(*done);
+  Pending* p = pending.get();
+  if (bytes_->StartBytes(method, scratch.request, absl::Now() + options_.server_timeout,
+                         [this, p](const grpc::Status& status, absl::string_view bytes) {
+                           FinishLater(p, status, bytes);
+                         })) {
+    pending.release();  // FinishLater's now; it may have run already
+    return true;
+  }
+  // Not started: the caller calls and answers now.
+  *done = std::move(pending->done);
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  pending_pool_.push_back(std::move(pending));
+  return false;
+}
+
+void Webhook::FinishLater(Pending* p, const grpc::Status& status, absl::string_view bytes) const {
+  Scratch& scratch = ThreadScratch();  // the completing thread's
+  Reply& reply = p->reply;
+  reply.status = 200;
+  reply.body.clear();
+  grpc::Status s = status;
+  bool in_message = false;
+  if (p->verb == Verb::kFilter) {
+    FilterResultView* result = &scratch.filter_view;
+    if (s.ok()) {
+      s = ReadReply(bytes, &ReadFilterResult, result, &scratch.filter_result, &in_message);
+    }
+    if (!s.ok()) {
+      ServerFailure(Verb::kFilter, s, p->pod, &reply);
+    } else {
+      if (in_message) result->Assign(scratch.filter_result);
+      AnswerNames(p->names, result, p->pod, &reply);
+    }
+  } else {
+    HostPriorityView* result = &scratch.priority_view;
+    if (s.ok()) {
+      s = ReadReply(bytes, &ReadHostPriorityList, result, &scratch.priorities, &in_message);
+    }
+    if (!s.ok()) {
+      ServerFailure(Verb::kPrioritize, s, p->pod, &reply);
+    } else {
+      if (in_message) AssignPriorities(scratch.priorities, result);
+      EncodeHostPriorityList(*result, &reply.body);
+    }
+  }
+  p->done(reply);
+  p->done = nullptr;
+  if (reply.body.capacity() > Scratch::kKeepBodyBytes) std::string().swap(reply.body);
+  if (p->names.capacity() > 4096) p->names = {};
+  if (p->owned.capacity() > Scratch::kKeepBodyBytes) std::string().swap(p->owned);
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  pending_pool_.emplace_back(p);
+}
+
+void Webhook::AnswerNames(const std::vector<absl::string_view>& candidates,
+                          FilterResultView* result, absl::string_view pod, Reply* reply) const {
+  std::vector<int> keep = MatchCandidates(
+      candidates.size(), [&](int i) { return candidates[i]; }, result->node_names);
+  if (keep.size() != result->node_names.size()) {
+    logger_->Log(LogLevel::kWarn, "server answered nodes that were not candidates; dropped",
+                 {{"verb", "filter"}, {"pod", pod}});
+    result->node_names.clear();
+    for (int i : keep) result->node_names.push_back(candidates[i]);
+  }
+  EncodeFilterResult(*result, &reply->body);
+  if (logger_->Enabled(LogLevel::kDebug)) {
+    logger_->Log(LogLevel::kDebug, "filter",
+                 {{"verb", "filter"},
+                  {"pod", pod},
+                  {"candidates", absl::StrCat(candidates.size())},
+                  {"failed", absl::StrCat(result->failed_nodes.size() +
+                                          result->failed_and_unresolvable_nodes.size())}});
   }
 }
 
@@ -242,15 +407,7 @@ grpc::Status Webhook::CallExtender(absl::string_view method, const v1::ExtenderA
   WriteExtenderArgs(args.has_pod() ? &args.pod() : nullptr, *names, &scratch.request);
   grpc::Status s = bytes_->CallBytes(method, scratch.request, deadline, &scratch.reply);
   if (!s.ok()) return s;
-  if (read(scratch.reply, view)) {
-    *in_message = false;
-    return s;
-  }
-  // A reply of another shape: protobuf reads it.
-  if (!message->ParseFromArray(scratch.reply.data(), static_cast<int>(scratch.reply.size()))) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the reply");
-  }
-  return s;
+  return ReadReply(absl::string_view(scratch.reply), read, view, message, in_message);
 }
 
 grpc::Status Webhook::CallFilter(const v1::ExtenderArgs& args,
@@ -275,16 +432,11 @@ grpc::Status Webhook::CallPrioritize(const v1::ExtenderArgs& args,
       kPrioritizeMethod, args, names, &ReadHostPriorityList,
       [&](grpc::ClientContext* context) { return extender_->Prioritize(context, args, &message); },
       result, &message, &in_message);
-  if (s.ok() && in_message) {
-    result->clear();
-    for (const v1::HostPriority& item : message.items()) {
-      result->emplace_back(item.host(), item.score());
-    }
-  }
+  if (s.ok() && in_message) AssignPriorities(message, result);
   return s;
 }
 
-void Webhook::Filter(const std::string& body, Reply* reply) const {
+bool Webhook::Filter(const std::string& body, Reply* reply, ReplyDone* done) const {
   Scratch& scratch = ThreadScratch();
   v1::ExtenderArgs* args = &scratch.args;
   FilterResultView* result = &scratch.filter_view;
@@ -294,10 +446,17 @@ void Webhook::Filter(const std::string& body, Reply* reply) const {
   std::vector<absl::string_view>* names = nullptr;
   if (absl::Status s = DecodeArgs(scratch, body, bytes_ != nullptr, &scratch.raw_nodes, &names);
       !s.ok()) {
-    return BadRequest(Verb::kFilter, s, reply);
+    BadRequest(Verb::kFilter, s, reply);
+    return true;
+  }
+  if (done != nullptr && names != nullptr) {
+    scratch.request.clear();
+    WriteExtenderArgs(args->has_pod() ? &args->pod() : nullptr, *names, &scratch.request);
+    if (StartLater(Verb::kFilter, kFilterMethod, body, PodKey(args->pod()), done)) return false;
   }
   if (grpc::Status s = CallFilter(*args, names, result); !s.ok()) {
-    return ServerFailure(Verb::kFilter, s, PodKey(args->pod()), reply);
+    ServerFailure(Verb::kFilter, s, PodKey(args->pod()), reply);
+    return true;
   }
   if (!args->has_nodes()) {
     // nodeCacheCapable: answer names, a subset of the candidates.
@@ -305,43 +464,34 @@ void Webhook::Filter(const std::string& body, Reply* reply) const {
       scratch.names.assign(args->node_names().begin(), args->node_names().end());
       names = &scratch.names;
     }
-    const std::vector<absl::string_view>& candidates = *names;
-    std::vector<int> keep = MatchCandidates(
-        candidates.size(), [&](int i) { return candidates[i]; }, result->node_names);
-    if (keep.size() != result->node_names.size()) {
-      logger_->Log(LogLevel::kWarn, "server answered nodes that were not candidates; dropped",
-                   {{"verb", "filter"}, {"pod", PodKey(args->pod())}});
-      result->node_names.clear();
-      for (int i : keep) result->node_names.push_back(candidates[i]);
-    }
-    EncodeFilterResult(*result, &reply->body);
-  } else {
-    // Full nodes: answer the passing nodes' objects exactly as kube-scheduler sent them.
-    const auto& items = args->nodes().items();
-    if (result->node_names.empty()) {
-      for (const v1::Node& node : scratch.filter_result.nodes().items()) {
-        result->node_names.push_back(node.metadata().name());
-      }
-    }
-    std::vector<int> keep = MatchCandidates(
-        items.size(), [&](int i) -> absl::string_view { return items[i].metadata().name(); },
-        result->node_names);
-    scratch.passing_nodes.clear();
-    for (int i : keep) scratch.passing_nodes.push_back(scratch.raw_nodes[i]);
-    EncodeFilterResultWithNodes(*result, scratch.passing_nodes, &reply->body);
+    AnswerNames(*names, result, PodKey(args->pod()), reply);
+    return true;
   }
+  // Full nodes: answer the passing nodes' objects exactly as kube-scheduler sent them.
+  const auto& items = args->nodes().items();
+  if (result->node_names.empty()) {
+    for (const v1::Node& node : scratch.filter_result.nodes().items()) {
+      result->node_names.push_back(node.metadata().name());
+    }
+  }
+  std::vector<int> keep = MatchCandidates(
+      items.size(), [&](int i) -> absl::string_view { return items[i].metadata().name(); },
+      result->node_names);
+  scratch.passing_nodes.clear();
+  for (int i : keep) scratch.passing_nodes.push_back(scratch.raw_nodes[i]);
+  EncodeFilterResultWithNodes(*result, scratch.passing_nodes, &reply->body);
   if (logger_->Enabled(LogLevel::kDebug)) {
     logger_->Log(LogLevel::kDebug, "filter",
                  {{"verb", "filter"},
                   {"pod", PodKey(args->pod())},
-                  {"candidates", absl::StrCat(args->has_nodes() ? args->nodes().items_size()
-                                                                : scratch.names.size())},
+                  {"candidates", absl::StrCat(args->nodes().items_size())},
                   {"failed", absl::StrCat(result->failed_nodes.size() +
                                           result->failed_and_unresolvable_nodes.size())}});
   }
+  return true;
 }
 
-void Webhook::Prioritize(const std::string& body, Reply* reply) const {
+bool Webhook::Prioritize(const std::string& body, Reply* reply, ReplyDone* done) const {
   Scratch& scratch = ThreadScratch();
   v1::ExtenderArgs* args = &scratch.args;
   auto release = scratch.ReleaseAfter(body);
@@ -349,12 +499,22 @@ void Webhook::Prioritize(const std::string& body, Reply* reply) const {
   scratch.priorities.Clear();
   std::vector<absl::string_view>* names = nullptr;
   if (absl::Status s = DecodeArgs(scratch, body, bytes_ != nullptr, nullptr, &names); !s.ok()) {
-    return BadRequest(Verb::kPrioritize, s, reply);
+    BadRequest(Verb::kPrioritize, s, reply);
+    return true;
+  }
+  if (done != nullptr && names != nullptr) {
+    scratch.request.clear();
+    WriteExtenderArgs(args->has_pod() ? &args->pod() : nullptr, *names, &scratch.request);
+    if (StartLater(Verb::kPrioritize, kPrioritizeMethod, body, PodKey(args->pod()), done)) {
+      return false;
+    }
   }
   if (grpc::Status s = CallPrioritize(*args, names, &scratch.priority_view); !s.ok()) {
-    return ServerFailure(Verb::kPrioritize, s, PodKey(args->pod()), reply);
+    ServerFailure(Verb::kPrioritize, s, PodKey(args->pod()), reply);
+    return true;
   }
   EncodeHostPriorityList(scratch.priority_view, &reply->body);
+  return true;
 }
 
 void Webhook::Bind(const std::string& body, Reply* reply) const {

@@ -12,8 +12,11 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -92,6 +95,17 @@ class ExtenderBytesCaller {
   // reply's bytes replace `*reply`. Errors as the stub's methods.
   virtual grpc::Status CallBytes(absl::string_view method, absl::string_view request,
                                  absl::Time deadline, std::string* reply) = 0;
+
+  // The outcome of a call started by StartBytes; on OK `reply` views the reply's bytes for the
+  // time of the call only.
+  using BytesDone = absl::AnyInvocable<void(const grpc::Status& status, absl::string_view reply)>;
+  // Starts the call without waiting for it and returns true: `done` then runs exactly once, on
+  // another thread. False when the transport cannot start it now (or at all: the default);
+  // `done` is then dropped unrun and the caller uses CallBytes.
+  virtual bool StartBytes(absl::string_view method, absl::string_view request, absl::Time deadline,
+                          BytesDone done) {
+    return false;
+  }
 };
 
 // Thread-safe: the stubs are thread-safe, the rest is constant after construction (plus an
@@ -107,17 +121,38 @@ class Webhook {
   Webhook(std::unique_ptr<v1::Extender::StubInterface> extender,
           std::unique_ptr<grpc::health::v1::Health::StubInterface> health, Options options,
           Metrics* metrics, const Logger* logger);
+  ~Webhook();
 
   // Answers one POST of `verb` with `body` (any key case, see json_codec.h).
   void Handle(Verb verb, const std::string& body, Reply* reply) const;
+
+  // Runs with the reply of a request answered later; the reply may be moved from.
+  using ReplyDone = absl::AnyInvocable<void(Reply& reply)>;
+  // Handle, but Filter and Prioritize with candidate names answer later when the transport
+  // starts calls (ExtenderBytesCaller::StartBytes): then this returns false and `done` runs
+  // exactly once, on another thread, with the reply; `body` must stay valid until it has.
+  // Otherwise true with `*reply` filled, and `done` is dropped unrun.
+  bool HandleLater(Verb verb, const std::string& body, Reply* reply, ReplyDone done) const;
 
   // OK when the server's grpc.health.v1 service answers SERVING for "", else Unavailable with
   // the reason.
   absl::Status CheckReady() const;
 
  private:
-  void Filter(const std::string& body, Reply* reply) const;
-  void Prioritize(const std::string& body, Reply* reply) const;
+  struct Pending;  // a request answered later (webhook.cc)
+
+  // With `done`, they may answer later (HandleLater's contract; false when they do).
+  bool Filter(const std::string& body, Reply* reply, ReplyDone* done) const;
+  bool Prioritize(const std::string& body, Reply* reply, ReplyDone* done) const;
+  // Starts Filter's or Prioritize's call with the request in this thread's scratch (decoded from
+  // `body`); true when it will complete later (FinishLater, on another thread). False: `*done`
+  // is still the caller's.
+  bool StartLater(Verb verb, absl::string_view method, const std::string& body,
+                  absl::string_view pod, ReplyDone* done) const;
+  void FinishLater(Pending* pending, const grpc::Status& status, absl::string_view bytes) const;
+  // Filter's answer to nodeCacheCapable arguments: names of `candidates` that `result` passed.
+  void AnswerNames(const std::vector<absl::string_view>& candidates, FilterResultView* result,
+                   absl::string_view pod, Reply* reply) const;
   void Bind(const std::string& body, Reply* reply) const;
   void Preempt(const std::string& body, Reply* reply) const;
 
@@ -156,6 +191,10 @@ class Webhook {
 
   // When the last failure was logged (absl::ToUnixNanos).
   mutable std::atomic<int64_t> last_failure_log_ns_{0};
+
+  // Finished Pending records, reused.
+  mutable std::mutex pending_mu_;
+  mutable std::vector<std::unique_ptr<Pending>> pending_pool_;  // guarded by pending_mu_
 };
 
 }  // namespace fitledger::shim

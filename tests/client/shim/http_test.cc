@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -70,22 +71,41 @@ class MessagesOnlyStub final : public SyncExtenderStub {
   H2ExtenderStub stub_;
 };
 
-// The shim wired as main.cc wires it, serving on free ports; with `messages_only`, Filter and
-// Prioritize go as messages rather than bytes.
+// Polls `condition` until it holds or `timeout` passes.
+template <typename Fn>
+bool WaitFor(Fn condition, absl::Duration timeout = absl::Seconds(15)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return condition();
+}
+
+// How the shim's Filter and Prioritize reach the server: multiplexed and answered later (as
+// main.cc wires it), as bytes on a connection per call (the fallback while no multiplexed
+// connection is up), or as messages (as the server's own webhook listener calls them).
+enum class Transport { kMultiplexed, kBytes, kMessages };
+
+// The shim wired as main.cc wires it (or with another transport), serving on free ports.
 class Shim {
  public:
   explicit Shim(const std::string& server_target, config::ShimConfig config = {},
-                bool messages_only = false)
+                Transport transport = Transport::kMultiplexed)
       : logger_(LogLevel::kError) {
     config.listen = "127.0.0.1:0";
     config.monitor_listen = "127.0.0.1:0";
     config.server = server_target;
     auto client = std::make_shared<GrpcH2Client>(server_target);
     std::unique_ptr<v1::Extender::StubInterface> stub;
-    if (messages_only) {
+    if (transport == Transport::kMessages) {
       stub = std::make_unique<MessagesOnlyStub>(client);
-    } else {
+    } else if (transport == Transport::kBytes) {
       stub = std::make_unique<H2ExtenderStub>(client);
+    } else {
+      mux_ = std::make_shared<GrpcH2MuxClient>(server_target, GrpcH2MuxClient::Options{});
+      mux_->Start();
+      stub = std::make_unique<H2ExtenderStub>(client, mux_);
     }
     webhook_ = std::make_unique<Webhook>(std::move(stub), std::make_unique<H2HealthStub>(client),
                                          Webhook::Options{.server_timeout = absl::Seconds(3)},
@@ -94,8 +114,15 @@ class Shim {
     status_ = server_->Start();
   }
 
+  ~Shim() {
+    server_->Stop();
+    if (mux_ != nullptr) mux_->Stop();
+  }
+
   const absl::Status& status() const { return status_; }
   int port() const { return server_->port(); }
+  // Null unless multiplexed.
+  GrpcH2MuxClient* mux() const { return mux_.get(); }
 
   std::unique_ptr<httplib::Client> Client() const { return MakeClient(server_->port()); }
   std::unique_ptr<httplib::Client> Monitor() const { return MakeClient(server_->monitor_port()); }
@@ -111,6 +138,7 @@ class Shim {
 
   Metrics metrics_;
   Logger logger_;
+  std::shared_ptr<GrpcH2MuxClient> mux_;
   std::unique_ptr<Webhook> webhook_;
   std::unique_ptr<ShimServer> server_;
   absl::Status status_;
@@ -139,15 +167,20 @@ constexpr char kFilterArgs[] =
     R"("spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"}}}]}},)"
     R"("Nodes":null,"NodeNames":["w1","w2","w3","w4"]})";
 
-// Every test runs twice: Filter and Prioritize on bytes (the shim's way), and on messages (the
-// server's own webhook's way). The answers must be the same.
-class ShimHttpTest : public ::testing::TestWithParam<bool> {
+// Every test runs three times: Filter and Prioritize multiplexed (the shim's way), as bytes on a
+// connection per call, and as messages (the server's own webhook's way). The answers must be the
+// same.
+class ShimHttpTest : public ::testing::TestWithParam<Transport> {
  protected:
   void SetUp() override {
     server_ = FakeServer::Start(&fake_, "127.0.0.1:0");
     ASSERT_NE(server_, nullptr);
     shim_ = std::make_unique<Shim>(server_->target(), config::ShimConfig{}, GetParam());
     ASSERT_TRUE(shim_->status().ok()) << shim_->status();
+    // Multiplexed: the connections are up before the test, so its calls take that way.
+    if (GrpcH2MuxClient* mux = shim_->mux()) {
+      ASSERT_TRUE(WaitFor([&] { return mux->connections_up() > 0; }));
+    }
     client_ = shim_->Client();
   }
 
@@ -522,20 +555,66 @@ TEST_P(ShimHttpTest, ProbesAndMetrics) {
   EXPECT_EQ(Get(*monitor, "/nope").status, 404);
 }
 
-// Polls `condition` until it holds or `timeout` passes.
-template <typename Fn>
-bool WaitFor(Fn condition, absl::Duration timeout = absl::Seconds(15)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+// Clients at once, each with candidates of its own (some spelled with escapes, which the decoder
+// unescapes into its own buffer): every answer lists exactly the asker's candidates, as sent.
+TEST_P(ShimHttpTest, ConcurrentFiltersEachGetTheirOwnCandidates) {
+  constexpr int kClients = 6;
+  constexpr int kRequests = 40;
+  std::atomic<int> good{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      auto client = shim_->Client();
+      for (int r = 0; r < kRequests; ++r) {
+        std::string names;
+        std::string expected;
+        for (int i = 0; i < 20 + (c * kRequests + r) % 30; ++i) {
+          const std::string name = absl::StrCat("n", c, "-", r, "-", i);
+          // Every third name with its first letter escaped: \u006e is "n".
+          absl::StrAppend(&names, i == 0 ? "" : ",", "\"",
+                          i % 3 == 0 ? absl::StrCat("\\u006e", name.substr(1)) : name, "\"");
+          absl::StrAppend(&expected, i == 0 ? "" : ",", "\"", name, "\"");
+        }
+        const std::string body = absl::StrCat(
+            R"({"Pod":{"metadata":{"name":"p)", c, "-", r,
+            R"(","namespace":"ns","uid":"u"},"spec":{"containers":[{"name":"c"}]}},"NodeNames":[)",
+            names, "]}");
+        HttpReply reply = Post(*client, "/filter", body);
+        if (reply.status == 200 &&
+            absl::StartsWith(reply.body, absl::StrCat(R"({"NodeNames":[)", expected, "]"))) {
+          ++good;
+        } else {
+          ADD_FAILURE() << reply.status << " " << reply.body.substr(0, 300);
+        }
+      }
+    });
   }
-  return condition();
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(good.load(), kClients * kRequests);
+  if (GrpcH2MuxClient* mux = shim_->mux()) EXPECT_EQ(mux->calls_taken(), kClients * kRequests);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, ShimHttpTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "Messages" : "Bytes";
+// Multiplexed, Filter and Prioritize go on the multiplexed connections (answered later).
+TEST_P(ShimHttpTest, FilterAndPrioritizeTakeTheTransportsWay) {
+  ASSERT_EQ(Post(*client_, "/filter", kFilterArgs).status, 200);
+  ASSERT_EQ(Post(*client_, "/prioritize", kFilterArgs).status, 200);
+  if (GrpcH2MuxClient* mux = shim_->mux()) EXPECT_EQ(mux->calls_taken(), 2);
+  EXPECT_EQ(fake_.calls(), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ShimHttpTest,
+                         ::testing::Values(Transport::kMultiplexed, Transport::kBytes,
+                                           Transport::kMessages),
+                         [](const ::testing::TestParamInfo<Transport>& info) {
+                           switch (info.param) {
+                             case Transport::kMultiplexed:
+                               return "Multiplexed";
+                             case Transport::kBytes:
+                               return "Bytes";
+                             case Transport::kMessages:
+                               return "Messages";
+                           }
+                           return "Unknown";
                          });
 
 TEST(ShimOutageTest, ServerDownThenBack) {

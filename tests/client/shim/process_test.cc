@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "client/shim/grpc_h2.h"
 #include "client/shim/http_server.h"
 #include "client/shim/logger.h"
 #include "client/shim/metrics.h"
@@ -236,10 +237,18 @@ class ShimTlsTest : public ::testing::Test {
         << ReadFile(dir_.File("openssl.log"));
     server_ = FakeServer::Start(&fake_, "127.0.0.1:0");
     ASSERT_NE(server_, nullptr);
-    std::shared_ptr<grpc::Channel> channel = DialServer(server_->target());
-    webhook_ = std::make_unique<Webhook>(v1::Extender::NewStub(channel),
-                                         grpc::health::v1::Health::NewStub(channel),
-                                         Webhook::Options{}, &metrics_, &logger_);
+    // As main.cc wires it: Filter and Prioritize multiplexed, answered later (the TLS reply is
+    // then written from the multiplexed connection's thread).
+    auto client = std::make_shared<GrpcH2Client>(server_->target());
+    mux_ = std::make_shared<GrpcH2MuxClient>(server_->target(), GrpcH2MuxClient::Options{});
+    mux_->Start();
+    const absl::Time up_by = absl::Now() + absl::Seconds(20);
+    while (mux_->connections_up() == 0 && absl::Now() < up_by)
+      absl::SleepFor(absl::Milliseconds(5));
+    ASSERT_GT(mux_->connections_up(), 0);
+    webhook_ = std::make_unique<Webhook>(std::make_unique<H2ExtenderStub>(client, mux_),
+                                         std::make_unique<H2HealthStub>(client), Webhook::Options{},
+                                         &metrics_, &logger_);
     config::ShimConfig config;
     config.listen = "127.0.0.1:0";
     config.server = server_->target();
@@ -266,8 +275,15 @@ class ShimTlsTest : public ::testing::Test {
   std::unique_ptr<FakeServer> server_;
   Metrics metrics_;
   Logger logger_{LogLevel::kError};
+  std::shared_ptr<GrpcH2MuxClient> mux_;
   std::unique_ptr<Webhook> webhook_;
   std::unique_ptr<ShimServer> shim_;
+
+ public:
+  ~ShimTlsTest() override {
+    if (shim_ != nullptr) shim_->Stop();
+    if (mux_ != nullptr) mux_->Stop();
+  }
 };
 
 TEST_F(ShimTlsTest, ClientWithCertificateSignedByTheCaIsServed) {
@@ -294,8 +310,10 @@ TEST_F(ShimTlsTest, KeepAliveAndALargeBodyOverTls) {
         client->Post("/filter", i % 2 == 0 ? big : kFilterArgs, "application/json");
     ASSERT_TRUE(res) << static_cast<int>(res.error());
     EXPECT_EQ(res->status, 200) << res->body;
+    if (i % 2 == 0) EXPECT_GT(res->body.size(), 300000u);
   }
   EXPECT_EQ(fake_.calls(), 5);
+  EXPECT_EQ(mux_->calls_taken(), 5);  // answered later, over TLS
 }
 
 TEST_F(ShimTlsTest, ClientWithoutCertificateIsRefused) {

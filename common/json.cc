@@ -7,9 +7,10 @@ namespace fitledger {
 
 namespace {
 
-// True if a byte of `v` is a control character (< 0x20), '"' or '\\': the bytes JSON escapes.
-// Exact (no false positives): the classic "has a zero / smaller byte" word tricks.
-inline bool AnyNeedsEscape(uint64_t v) {
+// The bytes of `v` (in memory order) that are a control character (< 0x20), '"' or '\\': their
+// high bit set in the result, and wrongly set only in bytes after a true one (the classic "has a
+// zero / smaller byte" word tricks), so the lowest set bit finds the first.
+inline uint64_t EscapeMask(uint64_t v) {
   constexpr uint64_t kOnes = 0x0101010101010101ULL;
   constexpr uint64_t kHigh = 0x8080808080808080ULL;
   const auto has_zero = [](uint64_t x) { return (x - kOnes) & ~x & kHigh; };
@@ -17,30 +18,34 @@ inline bool AnyNeedsEscape(uint64_t v) {
          has_zero(v ^ (kOnes * '\\'));
 }
 
+inline bool NeedsEscape(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
+
 }  // namespace
+
+size_t JsonPlainPrefix(absl::string_view s) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "EscapeMask's first byte is lowest");
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t word;
+    std::memcpy(&word, s.data() + i, sizeof(word));
+    if (const uint64_t mask = EscapeMask(word); mask != 0) {
+      return i + static_cast<size_t>(__builtin_ctzll(mask)) / 8;
+    }
+  }
+  while (i < s.size() && !NeedsEscape(static_cast<unsigned char>(s[i]))) ++i;
+  return i;
+}
 
 void AppendJsonString(absl::string_view s, std::string* out) {
   static constexpr char kHex[] = "0123456789abcdef";
   out->push_back('"');
-  size_t run = 0;  // start of the pending run of characters that need no escaping
-  size_t i = 0;
-  while (i < s.size()) {
-    // Names and most values need no escaping at all: skip eight bytes at a time.
-    if (i + 8 <= s.size()) {
-      uint64_t word;
-      std::memcpy(&word, s.data() + i, sizeof(word));
-      if (!AnyNeedsEscape(word)) {
-        i += 8;
-        continue;
-      }
-    }
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') {
-      ++i;
-      continue;
-    }
-    out->append(s.data() + run, i - run);
-    run = ++i;
+  for (;;) {
+    // Names and most values need no escaping at all.
+    const size_t plain = JsonPlainPrefix(s);
+    out->append(s.data(), plain);
+    if (plain == s.size()) break;
+    const unsigned char c = static_cast<unsigned char>(s[plain]);
+    s.remove_prefix(plain + 1);
     switch (c) {
       case '"':
         out->append("\\\"");
@@ -63,7 +68,6 @@ void AppendJsonString(absl::string_view s, std::string* out) {
         out->push_back(kHex[c & 0xf]);
     }
   }
-  out->append(s.data() + run, s.size() - run);
   out->push_back('"');
 }
 

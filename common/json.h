@@ -2,6 +2,7 @@
 #ifndef FITLEDGER_COMMON_JSON_H_
 #define FITLEDGER_COMMON_JSON_H_
 
+#include <cstddef>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -13,6 +14,10 @@ namespace fitledger {
 void AppendJsonString(absl::string_view s, std::string* out);
 // The same, as a new string.
 std::string JsonString(absl::string_view s);
+
+// The length of the longest prefix of `s` with no byte a JSON string escapes ('"', '\\',
+// control characters); s.size() when it has none.
+size_t JsonPlainPrefix(absl::string_view s);
 
 }  // namespace fitledger
 

@@ -78,5 +78,23 @@ TEST(AppendJsonString, MatchesTheByteRuleOnRandomBytes) {
   }
 }
 
+// JsonPlainPrefix stops at the first byte the byte rule escapes, wherever it is in a word.
+TEST(JsonPlainPrefix, StopsAtTheFirstByteToEscape) {
+  EXPECT_EQ(JsonPlainPrefix(""), 0u);
+  EXPECT_EQ(JsonPlainPrefix("node-4999"), 9u);
+  EXPECT_EQ(JsonPlainPrefix("node-4999\",\"node-5000"), 9u);
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::string s(rng() % 40, 'a');
+    for (char& c : s) {
+      const unsigned r = rng();
+      c = r % 8 == 0 ? static_cast<char>(r >> 8 & 0xff) : static_cast<char>('a' + r % 26);
+    }
+    size_t expected = 0;
+    while (expected < s.size() && Reference(std::string(1, s[expected])).size() == 3) ++expected;
+    ASSERT_EQ(JsonPlainPrefix(s), expected) << "trial " << trial;
+  }
+}
+
 }  // namespace
 }  // namespace fitledger

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 #include "server/model/quantity.h"
 #include "simdjson.h"
@@ -179,9 +180,44 @@ absl::Status StringList(ond::value& v, const Path& p,
   return Strings(v, p, [out](std::string_view s) { out->Add()->assign(s.data(), s.size()); });
 }
 
+bool IsJsonBlank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// An array of plain strings (no escapes, no control characters: node names always are) read
+// straight from the text at `p` (its '['), which ends by `end`: each string a view of its bytes.
+// False, with `out` as it was, for anything else (which the caller reads element by element).
+// simdjson skips the array after; this scan is several times faster than its iteration.
+bool PlainStringViews(const char* p, const char* end, std::vector<absl::string_view>* out) {
+  const size_t before = out->size();
+  const auto blanks = [&] {
+    while (p < end && IsJsonBlank(*p)) ++p;
+  };
+  if (p >= end || *p != '[') return false;
+  ++p;
+  blanks();
+  if (p < end && *p == ']') return true;
+  for (;;) {
+    if (p >= end || *p != '"') break;
+    const char* text = ++p;
+    p += JsonPlainPrefix(absl::string_view(text, static_cast<size_t>(end - text)));
+    if (p >= end || *p != '"') break;  // an escape or a control character
+    out->emplace_back(text, static_cast<size_t>(p - text));
+    ++p;
+    blanks();
+    if (p < end && *p == ']') return true;
+    if (p >= end || *p != ',') break;
+    ++p;
+    blanks();
+  }
+  out->resize(before);
+  return false;
+}
+
 // As StringList, as views: a string with no escapes (every node name) is a view into the body
-// itself, its bytes as they came; any other, into the decoder's string buffer.
-absl::Status StringViews(ond::value& v, const Path& p, std::vector<absl::string_view>* out) {
+// itself, its bytes as they came; any other, into the decoder's string buffer. `end`: the end of
+// the text simdjson reads.
+absl::Status StringViews(ond::value& v, const Path& p, const char* end,
+                         std::vector<absl::string_view>* out) {
+  if (PlainStringViews(v.raw_json_token().data(), end, out)) return absl::OkStatus();
   return ForEachElement(v, p, "an array of strings or null", [&](ond::value& e, const Path& ep) {
     json_type t;
     RETURN_IF_ERROR(TypeOf(e, ep, &t));
@@ -502,6 +538,8 @@ struct JsonDecoder::Impl {
   // A padded copy of the body when the body's own capacity leaves no room for simdjson's
   // padding.
   std::string padded;
+  // The end of the text being parsed (the body, or its padded copy).
+  const char* end = nullptr;
 
   // Starts parsing `body` and runs fn(doc, root) on the root value, which must be an object.
   template <typename Fn>
@@ -518,6 +556,7 @@ struct JsonDecoder::Impl {
       data = padded.data();
       capacity = padded.capacity();
     }
+    end = data + body.size();
     ond::document doc;
     JSON_OK(parser.iterate(data, body.size(), capacity).get(doc), root);
     ond::value value;
@@ -559,7 +598,9 @@ absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::Extend
                              });
                            }
                            if (absl::EqualsIgnoreCase(A(key), "NodeNames")) {
-                             if (node_names != nullptr) return StringViews(e, fp, node_names);
+                             if (node_names != nullptr) {
+                               return StringViews(e, fp, impl_->end, node_names);
+                             }
                              return StringList(e, fp, out->mutable_node_names());
                            }
                            return absl::OkStatus();

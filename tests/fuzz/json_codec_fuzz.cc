@@ -1,11 +1,16 @@
 // libFuzzer target: the shim's extender JSON decoding (client/shim/json_codec.h). The first byte
 // picks the body kind (filter/prioritize, bind, preempt); the rest is the body. Successful decodes
-// are encoded back, as the shim would answer.
+// are encoded back, as the shim would answer; filter bodies are also decoded with NodeNames as
+// views and must give the same names (or fail the same way).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "client/shim/json_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -17,7 +22,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       fitledger::v1::ExtenderArgs args;
       std::vector<absl::string_view> raw_nodes;
-      if (decoder->DecodeExtenderArgs(body, &args, &raw_nodes).ok()) {
+      // The shim's way first: NodeNames as views (plain ones read in place, with the body's
+      // capacity holding simdjson's padding as the HTTP server leaves it). Same outcome and
+      // names as decoded to strings, always.
+      static fitledger::shim::JsonDecoder* views_decoder = new fitledger::shim::JsonDecoder();
+      std::string padded = body;
+      padded.reserve(padded.size() + 64);
+      fitledger::v1::ExtenderArgs views_args;
+      std::vector<absl::string_view> views;
+      const absl::Status by_views =
+          views_decoder->DecodeExtenderArgs(padded, &views_args, nullptr, &views);
+      const absl::Status by_strings = decoder->DecodeExtenderArgs(body, &args, &raw_nodes);
+      if (by_views.ok() != by_strings.ok() ||
+          (by_views.ok() && !std::equal(views.begin(), views.end(), args.node_names().begin(),
+                                        args.node_names().end()))) {
+        std::fprintf(stderr, "views and strings disagree: %s / %s\n", by_views.ToString().c_str(),
+                     by_strings.ToString().c_str());
+        std::abort();
+      }
+      if (by_strings.ok()) {
         fitledger::v1::ExtenderFilterResult result;
         *result.mutable_node_names() = args.node_names();
         fitledger::shim::EncodeFilterResult(result, &out);

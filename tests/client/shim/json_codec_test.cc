@@ -153,6 +153,55 @@ TEST(JsonCodecTest, RawNodesOfTheRealisticFixtureParseBackToEachItem) {
   }
 }
 
+// NodeNames as views (the shim's way: plain names read in place, the rest by simdjson) and as
+// strings: the same names, or the same error, on every spelling; plain names point into the body.
+TEST(JsonCodecTest, NodeNamesAsViewsAreTheNamesAsStrings) {
+  const std::vector<std::string> arrays = {
+      R"([])",
+      R"([ ])",
+      R"(null)",
+      R"(["a"])",
+      R"(["node-1","node-2","node-3"])",
+      "[ \"a\" ,\n\t\"bb\"\r\n, \"\" ]",
+      R"(["a","b\u0063","\"quoted\"","back\\slash","h\u00e9","e\u0301"])",
+      "[\"caf\xc3\xa9\",\"\xe4\xb8\xad\"]",
+      R"(["a",1])",
+      R"(["a",null])",
+      R"(["a",])",
+      R"(["a" "b"])",
+      R"(["a",["b"]])",
+      R"("a")",
+      R"({"a":1})",
+      "[\"tab\tinside\"]",
+      R"(["x","y")",
+  };
+  for (const std::string& names : arrays) {
+    SCOPED_TRACE(names);
+    std::string body = absl::StrCat(R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":)", names,
+                                    R"(,"Nodes":null})");
+    body.reserve(body.size() + 64);  // simdjson's padding in the body, as the HTTP server leaves
+    JsonDecoder as_views;
+    JsonDecoder as_strings;
+    v1::ExtenderArgs views_args;
+    v1::ExtenderArgs strings_args;
+    std::vector<absl::string_view> views;
+    const absl::Status a = as_views.DecodeExtenderArgs(body, &views_args, nullptr, &views);
+    const absl::Status b = as_strings.DecodeExtenderArgs(body, &strings_args, nullptr);
+    EXPECT_EQ(a, b);
+    if (!a.ok() || !b.ok()) continue;
+    EXPECT_EQ(std::vector<std::string>(views.begin(), views.end()),
+              std::vector<std::string>(strings_args.node_names().begin(),
+                                       strings_args.node_names().end()));
+    for (absl::string_view name : views) {
+      if (body.find(absl::StrCat("\"", name, "\"")) != std::string::npos) {
+        EXPECT_TRUE(name.data() >= body.data() &&
+                    name.data() + name.size() <= body.data() + body.size())
+            << name << " is a plain name: a view into the body";
+      }
+    }
+  }
+}
+
 TEST(JsonCodecTest, QuantitiesAreTrimmedAndBareNumbersAccepted) {
   // As Kubernetes' Quantity.UnmarshalJSON; protobuf would reject the number.
   const std::string body =

@@ -13,7 +13,6 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "client/shim/grpc_h2_wire.h"
 
@@ -411,13 +410,7 @@ class MuxConnection {
 };
 
 GrpcH2MuxClient::GrpcH2MuxClient(std::string target, Options options)
-    : target_(std::move(target)),
-      parsed_([this]() -> std::unique_ptr<const H2Target> {
-        absl::StatusOr<H2Target> parsed = ParseH2Target(target_);
-        if (!parsed.ok()) return nullptr;
-        return std::make_unique<const H2Target>(*std::move(parsed));
-      }()),
-      options_([&] {
+    : target_(std::move(target)), parsed_(ParsedH2TargetOrNull(target_)), options_([&] {
         options.connections = std::max(1, options.connections);
         options.initial_backoff = std::max(options.initial_backoff, absl::Milliseconds(1));
         options.max_backoff = std::max(options.max_backoff, options.initial_backoff);

@@ -155,6 +155,12 @@ absl::StatusOr<H2Target> ParseH2Target(absl::string_view target) {
   return t;
 }
 
+std::unique_ptr<const H2Target> ParsedH2TargetOrNull(absl::string_view target) {
+  absl::StatusOr<H2Target> parsed = ParseH2Target(target);
+  if (!parsed.ok()) return nullptr;
+  return std::make_unique<const H2Target>(*std::move(parsed));
+}
+
 int MillisLeft(absl::Time deadline) {
   const absl::Duration left = deadline - absl::Now();
   if (left <= absl::ZeroDuration()) return 0;

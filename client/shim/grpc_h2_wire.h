@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -29,6 +30,8 @@ struct H2Target {
 
 // "unix:///path", "unix:path", "dns:///host:port", "host:port", "[v6]:port".
 absl::StatusOr<H2Target> ParseH2Target(absl::string_view target);
+// The same, null for a bad address (ParseH2Target says why).
+std::unique_ptr<const H2Target> ParsedH2TargetOrNull(absl::string_view target);
 
 // Milliseconds left until `deadline` for poll(2), rounded up; 0 once it has passed.
 int MillisLeft(absl::Time deadline);

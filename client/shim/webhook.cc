@@ -23,10 +23,9 @@ namespace {
 // block of each request's arena.
 struct Scratch {
   JsonDecoder decoder;
-  // Filter's and Prioritize's messages, reused call after call: Clear() keeps their strings and
-  // sub-messages allocated, so a call with 500 candidates allocates nothing for them after the
-  // first.
-  v1::ExtenderArgs args;
+  // Filter's and Prioritize's replies when they come as messages, reused call after call:
+  // Clear() keeps their strings allocated. (Their requests are decoded into an arena on
+  // arena_block: the pod's maps would otherwise free and allocate their entries every call.)
   v1::ExtenderFilterResult filter_result;
   v1::HostPriorityList priorities;
 
@@ -36,7 +35,6 @@ struct Scratch {
     return absl::Cleanup([this, large = body.size() > kKeepBodyBytes] {
       if (reply.capacity() > kKeepBodyBytes) std::string().swap(reply);
       if (!large) return;
-      args = v1::ExtenderArgs();
       filter_result = v1::ExtenderFilterResult();
       priorities = v1::HostPriorityList();
       std::string().swap(request);
@@ -118,16 +116,16 @@ std::vector<int> MatchCandidates(int candidate_count, NameOf name_of,
   return indexes;
 }
 
-// Decodes filter's and prioritize's `body` into scratch.args. With `as_bytes`, the candidate
+// Decodes filter's and prioritize's `body` into `args`. With `as_bytes`, the candidate
 // names go to scratch.names as views and `*names` points there, unless the body has full Nodes:
 // those go as a message, the names in it, and `*names` stays null.
 absl::Status DecodeArgs(Scratch& scratch, const std::string& body, bool as_bytes,
-                        std::vector<absl::string_view>* raw_nodes,
+                        v1::ExtenderArgs* args, std::vector<absl::string_view>* raw_nodes,
                         std::vector<absl::string_view>** names) {
   *names = as_bytes ? &scratch.names : nullptr;
-  RETURN_IF_ERROR(scratch.decoder.DecodeExtenderArgs(body, &scratch.args, raw_nodes, *names));
-  if (*names != nullptr && scratch.args.has_nodes()) {
-    for (absl::string_view name : **names) scratch.args.add_node_names(name.data(), name.size());
+  RETURN_IF_ERROR(scratch.decoder.DecodeExtenderArgs(body, args, raw_nodes, *names));
+  if (*names != nullptr && args->has_nodes()) {
+    for (absl::string_view name : **names) args->add_node_names(name.data(), name.size());
     *names = nullptr;
   }
   return absl::OkStatus();
@@ -438,13 +436,14 @@ grpc::Status Webhook::CallPrioritize(const v1::ExtenderArgs& args,
 
 bool Webhook::Filter(const std::string& body, Reply* reply, ReplyDone* done) const {
   Scratch& scratch = ThreadScratch();
-  v1::ExtenderArgs* args = &scratch.args;
+  google::protobuf::Arena arena(ArenaOptionsFor(scratch));
+  auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderArgs>(&arena);
   FilterResultView* result = &scratch.filter_view;
   auto release = scratch.ReleaseAfter(body);
-  args->Clear();
   scratch.filter_result.Clear();
   std::vector<absl::string_view>* names = nullptr;
-  if (absl::Status s = DecodeArgs(scratch, body, bytes_ != nullptr, &scratch.raw_nodes, &names);
+  if (absl::Status s =
+          DecodeArgs(scratch, body, bytes_ != nullptr, args, &scratch.raw_nodes, &names);
       !s.ok()) {
     BadRequest(Verb::kFilter, s, reply);
     return true;
@@ -493,12 +492,13 @@ bool Webhook::Filter(const std::string& body, Reply* reply, ReplyDone* done) con
 
 bool Webhook::Prioritize(const std::string& body, Reply* reply, ReplyDone* done) const {
   Scratch& scratch = ThreadScratch();
-  v1::ExtenderArgs* args = &scratch.args;
+  google::protobuf::Arena arena(ArenaOptionsFor(scratch));
+  auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderArgs>(&arena);
   auto release = scratch.ReleaseAfter(body);
-  args->Clear();
   scratch.priorities.Clear();
   std::vector<absl::string_view>* names = nullptr;
-  if (absl::Status s = DecodeArgs(scratch, body, bytes_ != nullptr, nullptr, &names); !s.ok()) {
+  if (absl::Status s = DecodeArgs(scratch, body, bytes_ != nullptr, args, nullptr, &names);
+      !s.ok()) {
     BadRequest(Verb::kPrioritize, s, reply);
     return true;
   }

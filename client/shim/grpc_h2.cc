@@ -7,10 +7,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "client/shim/grpc_h2_wire.h"
 #include "grpcpp/client_context.h"
@@ -258,13 +259,7 @@ class H2Connection {
 };
 
 GrpcH2Client::GrpcH2Client(std::string target, Options options)
-    : target_(std::move(target)),
-      parsed_([this]() -> std::unique_ptr<const H2Target> {
-        absl::StatusOr<H2Target> parsed = ParseH2Target(target_);
-        if (!parsed.ok()) return nullptr;
-        return std::make_unique<const H2Target>(*std::move(parsed));
-      }()),
-      options_([&] {
+    : target_(std::move(target)), parsed_(ParsedH2TargetOrNull(target_)), options_([&] {
         options.initial_backoff = std::max(options.initial_backoff, absl::ZeroDuration());
         options.max_backoff = std::max(options.max_backoff, options.initial_backoff);
         return options;
@@ -479,7 +474,35 @@ grpc::Status H2ExtenderStub::Preempt(grpc::ClientContext* context,
 grpc::Status H2HealthStub::Check(grpc::ClientContext* context,
                                  const grpc::health::v1::HealthCheckRequest& request,
                                  grpc::health::v1::HealthCheckResponse* response) {
-  return client_->Call("/grpc.health.v1.Health/Check", request, response, DeadlineOf(context));
+  constexpr char kCheck[] = "/grpc.health.v1.Health/Check";
+  const absl::Time deadline = DeadlineOf(context);
+  if (mux_ != nullptr) {
+    // Filter's own way while it is up: readiness then says what Filter will find.
+    struct Outcome {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      grpc::Status status;
+      std::string reply;
+    };
+    auto outcome = std::make_shared<Outcome>();
+    if (mux_->Call(kCheck, request.SerializeAsString(), deadline,
+                   [outcome](const grpc::Status& status, absl::string_view reply) {
+                     std::lock_guard<std::mutex> lock(outcome->mu);
+                     outcome->status = status;
+                     outcome->reply.assign(reply.data(), reply.size());
+                     outcome->done = true;
+                     outcome->cv.notify_all();
+                   })) {
+      std::unique_lock<std::mutex> lock(outcome->mu);
+      outcome->cv.wait(lock, [&] { return outcome->done; });
+      if (outcome->status.ok() && !response->ParseFromString(outcome->reply)) {
+        return grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the reply");
+      }
+      return outcome->status;
+    }
+  }
+  return client_->Call(kCheck, request, response, deadline);
 }
 
 }  // namespace fitledger::shim

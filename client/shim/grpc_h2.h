@@ -145,11 +145,14 @@ class H2ExtenderStub final : public SyncExtenderStub, public ExtenderBytesCaller
   const std::shared_ptr<GrpcH2MuxClient> mux_;  // may be null
 };
 
-// grpc.health.v1's Check on a GrpcH2Client, for the shim's readiness; Watch (a stream) is not
-// provided and returns nullptr, as do the asynchronous forms.
+// grpc.health.v1's Check on a GrpcH2Client, for the shim's readiness: on the GrpcH2MuxClient
+// while one of its connections is up (the way Filter goes), else on the GrpcH2Client. Watch (a
+// stream) is not provided and returns nullptr, as do the asynchronous forms.
 class H2HealthStub final : public grpc::health::v1::Health::StubInterface {
  public:
-  explicit H2HealthStub(std::shared_ptr<GrpcH2Client> client) : client_(std::move(client)) {}
+  explicit H2HealthStub(std::shared_ptr<GrpcH2Client> client,
+                        std::shared_ptr<GrpcH2MuxClient> mux = nullptr)
+      : client_(std::move(client)), mux_(std::move(mux)) {}
 
   grpc::Status Check(grpc::ClientContext* context,
                      const grpc::health::v1::HealthCheckRequest& request,
@@ -180,6 +183,7 @@ class H2HealthStub final : public grpc::health::v1::Health::StubInterface {
   }
 
   const std::shared_ptr<GrpcH2Client> client_;
+  const std::shared_ptr<GrpcH2MuxClient> mux_;  // may be null
 };
 
 }  // namespace fitledger::shim

@@ -108,7 +108,7 @@ int Run(int argc, char** argv) {
   auto mux = std::make_shared<GrpcH2MuxClient>(config.server, mux_options);
   mux->Start();
   Webhook webhook(std::make_unique<H2ExtenderStub>(client, mux),
-                  std::make_unique<H2HealthStub>(client),
+                  std::make_unique<H2HealthStub>(client, mux),
                   Webhook::Options{.server_timeout = config.server_timeout}, &metrics, &logger);
   ShimServer server(config, &webhook, &metrics, &logger);
   if (absl::Status s = server.Start(); !s.ok()) {

@@ -107,9 +107,9 @@ class Shim {
       mux_->Start();
       stub = std::make_unique<H2ExtenderStub>(client, mux_);
     }
-    webhook_ = std::make_unique<Webhook>(std::move(stub), std::make_unique<H2HealthStub>(client),
-                                         Webhook::Options{.server_timeout = absl::Seconds(3)},
-                                         &metrics_, &logger_);
+    webhook_ = std::make_unique<Webhook>(
+        std::move(stub), std::make_unique<H2HealthStub>(client, mux_),
+        Webhook::Options{.server_timeout = absl::Seconds(3)}, &metrics_, &logger_);
     server_ = std::make_unique<ShimServer>(config, webhook_.get(), &metrics_, &logger_);
     status_ = server_->Start();
   }

@@ -247,8 +247,8 @@ class ShimTlsTest : public ::testing::Test {
       absl::SleepFor(absl::Milliseconds(5));
     ASSERT_GT(mux_->connections_up(), 0);
     webhook_ = std::make_unique<Webhook>(std::make_unique<H2ExtenderStub>(client, mux_),
-                                         std::make_unique<H2HealthStub>(client), Webhook::Options{},
-                                         &metrics_, &logger_);
+                                         std::make_unique<H2HealthStub>(client, mux_),
+                                         Webhook::Options{}, &metrics_, &logger_);
     config::ShimConfig config;
     config.listen = "127.0.0.1:0";
     config.server = server_->target();

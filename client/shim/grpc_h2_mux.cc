@@ -496,10 +496,11 @@ bool GrpcH2MuxClient::Call(absl::string_view method, absl::string_view request, 
   FrameGrpcMessage(request, &call->frame);
   call->deadline = deadline;
   call->done = std::move(done);
-  if (Submit(call, nullptr)) {
-    taken_.fetch_add(1, std::memory_order_relaxed);
-    return true;
-  }
+  // Counted first: the call may complete (and its caller look at the count) before Submit
+  // returns here.
+  taken_.fetch_add(1, std::memory_order_relaxed);
+  if (Submit(call, nullptr)) return true;
+  taken_.fetch_sub(1, std::memory_order_relaxed);
   GiveCall(call);
   return false;
 }

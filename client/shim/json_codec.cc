@@ -212,35 +212,14 @@ bool PlainStringViews(const char* p, const char* end, std::vector<absl::string_v
   return false;
 }
 
-// As StringList, as views: a string with no escapes (every node name) is a view into the body
-// itself, its bytes as they came; any other, into the decoder's string buffer. `end`: the end of
-// the text simdjson reads.
+// As StringList, as views: an array of plain strings (every list of node names) read in place,
+// each a view into the body itself; any other array element by element by simdjson, each string
+// consumed (unescaped into the decoder's buffer, its view pointing there), so a malformed array
+// fails exactly as StringList fails. `end`: the end of the text simdjson reads.
 absl::Status StringViews(ond::value& v, const Path& p, const char* end,
                          std::vector<absl::string_view>* out) {
   if (PlainStringViews(v.raw_json_token().data(), end, out)) return absl::OkStatus();
-  return ForEachElement(v, p, "an array of strings or null", [&](ond::value& e, const Path& ep) {
-    json_type t;
-    RETURN_IF_ERROR(TypeOf(e, ep, &t));
-    if (t != json_type::string) return TypeError(ep, "a string", t);
-    // The token is the quoted string and the blanks after it.
-    std::string_view raw = e.raw_json_token();
-    while (!raw.empty() &&
-           (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' || raw.back() == '\r')) {
-      raw.remove_suffix(1);
-    }
-    if (raw.size() >= 2 && raw.front() == '"' && raw.back() == '"') {
-      const std::string_view text = raw.substr(1, raw.size() - 2);
-      if (std::none_of(text.begin(), text.end(),
-                       [](char c) { return c == '\\' || static_cast<unsigned char>(c) < 0x20; })) {
-        out->emplace_back(text.data(), text.size());
-        return absl::OkStatus();
-      }
-    }
-    std::string_view s;
-    JSON_OK(e.get_string().get(s), ep);
-    out->emplace_back(s.data(), s.size());
-    return absl::OkStatus();
-  });
+  return Strings(v, p, [out](std::string_view s) { out->emplace_back(s.data(), s.size()); });
 }
 
 using StringMap = google::protobuf::Map<std::string, std::string>;

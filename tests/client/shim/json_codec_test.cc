@@ -174,6 +174,9 @@ TEST(JsonCodecTest, NodeNamesAsViewsAreTheNamesAsStrings) {
       R"({"a":1})",
       "[\"tab\tinside\"]",
       R"(["x","y")",
+      // Found by the fuzzer: after an escaped name, a member inside the array.
+      R"(["a3","c\"d","c\"d", "",  "e":"f"])",
+      R"(["a", "b":"c"])",
   };
   for (const std::string& names : arrays) {
     SCOPED_TRACE(names);
@@ -192,8 +195,9 @@ TEST(JsonCodecTest, NodeNamesAsViewsAreTheNamesAsStrings) {
     EXPECT_EQ(std::vector<std::string>(views.begin(), views.end()),
               std::vector<std::string>(strings_args.node_names().begin(),
                                        strings_args.node_names().end()));
+    const bool plain = names.find('\\') == std::string::npos;  // read in place, into the body
     for (absl::string_view name : views) {
-      if (body.find(absl::StrCat("\"", name, "\"")) != std::string::npos) {
+      if (plain && body.find(absl::StrCat("\"", name, "\"")) != std::string::npos) {
         EXPECT_TRUE(name.data() >= body.data() &&
                     name.data() + name.size() <= body.data() + body.size())
             << name << " is a plain name: a view into the body";

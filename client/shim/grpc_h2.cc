@@ -20,9 +20,6 @@ namespace fitledger::shim {
 
 namespace {
 
-constexpr size_t kReadChunk = 64 << 10;
-// A reply buffer that grew past this is given back after the call.
-constexpr size_t kKeepBufferBytes = 1 << 20;
 // A connect cut short by the caller's deadline with less time than this is not held against the
 // server (no backoff).
 constexpr absl::Duration kMinConnectBudget = absl::Milliseconds(250);
@@ -141,7 +138,7 @@ class H2Connection {
   H2Connection(int fd, std::string authority) : fd_(fd), authority_(std::move(authority)) {}
 
   static std::string& ReadBuffer() {
-    thread_local std::string buffer(kReadChunk, '\0');
+    thread_local std::string buffer(kH2ReadChunk, '\0');
     return buffer;
   }
 
@@ -398,12 +395,7 @@ void GrpcH2Client::ReleaseLargeBuffers() {
 
 std::string& GrpcH2Client::StartFrame(size_t size) {
   std::string& frame = ThreadFrame();
-  frame.resize(5 + size);
-  frame[0] = 0;
-  frame[1] = static_cast<char>(size >> 24);
-  frame[2] = static_cast<char>(size >> 16);
-  frame[3] = static_cast<char>(size >> 8);
-  frame[4] = static_cast<char>(size);
+  StartGrpcFrame(size, &frame);
   return frame;
 }
 

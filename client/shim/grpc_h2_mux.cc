@@ -19,9 +19,6 @@
 namespace fitledger::shim {
 namespace {
 
-constexpr size_t kReadChunk = 64 << 10;
-// Buffers that grew past this are given back when their call or write is done.
-constexpr size_t kKeepBufferBytes = 1 << 20;
 // Finished calls kept for reuse.
 constexpr size_t kMaxPooledCalls = 256;
 // The longest a connection's thread sleeps: a call's deadline is noticed at most this late.
@@ -258,7 +255,7 @@ class MuxConnection {
       std::lock_guard<std::mutex> lock(mu_);
       reader_ = std::this_thread::get_id();
     }
-    std::string buffer(kReadChunk, '\0');
+    std::string buffer(kH2ReadChunk, '\0');
     std::vector<MuxCall*> finished;
     while (Connect()) {
       for (;;) {

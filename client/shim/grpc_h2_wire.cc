@@ -238,15 +238,18 @@ std::string GrpcTimeout(absl::Time deadline) {
   return absl::StrCat(std::min<int64_t>(ms / 1000, 99'999'999), "S");
 }
 
-void FrameGrpcMessage(absl::string_view message, std::string* frame) {
-  const size_t size = message.size();
+void StartGrpcFrame(size_t size, std::string* frame) {
   frame->resize(5 + size);
   (*frame)[0] = 0;
   (*frame)[1] = static_cast<char>(size >> 24);
   (*frame)[2] = static_cast<char>(size >> 16);
   (*frame)[3] = static_cast<char>(size >> 8);
   (*frame)[4] = static_cast<char>(size);
-  if (size > 0) std::memcpy(frame->data() + 5, message.data(), size);
+}
+
+void FrameGrpcMessage(absl::string_view message, std::string* frame) {
+  StartGrpcFrame(message.size(), frame);
+  if (!message.empty()) std::memcpy(frame->data() + 5, message.data(), message.size());
 }
 
 void H2Reply::Clear() {

@@ -56,6 +56,14 @@ std::array<nghttp2_nv, 8> GrpcRequestHeaders(absl::string_view method, absl::str
 // The grpc-timeout header for `deadline`: at most 8 digits and a unit, at least 1 ms.
 std::string GrpcTimeout(absl::Time deadline);
 
+// One read of a connection asks for this much; reply and frame buffers that grew past
+// kKeepBufferBytes are given back when their call is done.
+inline constexpr size_t kH2ReadChunk = 64 << 10;
+inline constexpr size_t kKeepBufferBytes = 1 << 20;
+
+// Sizes `frame` to a gRPC message of `size` bytes after its 5-byte prefix, and writes the prefix
+// (uncompressed); the message's bytes are the caller's to write.
+void StartGrpcFrame(size_t size, std::string* frame);
 // `frame` as a 5-byte-prefixed gRPC message of `message` (prefix written, message copied).
 void FrameGrpcMessage(absl::string_view message, std::string* frame);
 

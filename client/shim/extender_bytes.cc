@@ -1,5 +1,8 @@
 #include "client/shim/extender_bytes.h"
 
+#include <cstdint>
+#include <vector>
+
 #include "common/proto_wire.h"
 
 namespace fitledger::shim {
@@ -9,8 +12,9 @@ using wire::kLengthDelimited;
 using wire::Tag;
 using Args = v1::ExtenderArgs;
 using FilterReply = v1::ExtenderFilterResult;
-static_assert(Args::kPodFieldNumber < 16 && Args::kNodeNamesFieldNumber < 16);
-static_assert(FilterReply::kNodeNamesFieldNumber < 16 &&
+static_assert(Args::kPodFieldNumber < 16 && Args::kNodeNamesFieldNumber < 16 &&
+              Args::kReplyNodeIndexesFieldNumber < 16);
+static_assert(FilterReply::kNodeNamesFieldNumber < 16 && FilterReply::kNodeIndexesFieldNumber < 16 &&
               FilterReply::kFailedNodesFieldNumber < 16 &&
               FilterReply::kFailedAndUnresolvableNodesFieldNumber < 16 &&
               FilterReply::kErrorFieldNumber < 16);
@@ -42,15 +46,30 @@ bool ReadMapEntry(const char** p, const char* end, FilterResultView::Entries* ou
   return true;
 }
 
+// One uint32 varint, written in at most 5 bytes (protobuf reads longer ones, truncated: those it
+// reads itself).
+bool ReadIndex(const char** p, const char* end, std::vector<uint32_t>* out) {
+  uint64_t value = 0;
+  if (*p < end && static_cast<uint8_t>(**p) < 0x80) {  // one byte: the first 128 candidates
+    value = static_cast<uint8_t>(*(*p)++);
+  } else if (!wire::ReadVarint(p, end, 5, &value) || value > UINT32_MAX) {
+    return false;
+  }
+  out->push_back(static_cast<uint32_t>(value));
+  return true;
+}
+
 }  // namespace
 
 void WriteExtenderArgs(const v1::Pod* pod, absl::Span<const absl::string_view> node_names,
-                       std::string* out) {
+                       bool reply_node_indexes, std::string* out) {
   constexpr char kPod = Tag(Args::kPodFieldNumber, kLengthDelimited);
   constexpr char kName = Tag(Args::kNodeNamesFieldNumber, kLengthDelimited);
+  constexpr char kReplyNodeIndexes = Tag(Args::kReplyNodeIndexesFieldNumber, wire::kVarint);
   const size_t pod_size = pod != nullptr ? pod->ByteSizeLong() : 0;
   size_t size = pod != nullptr ? wire::FieldSize(pod_size) : 0;
   for (absl::string_view name : node_names) size += wire::FieldSize(name.size());
+  if (reply_node_indexes) size += 2;  // proto3 leaves out false
   const size_t at = out->size();
   out->resize(at + size);
   char* p = out->data() + at;
@@ -61,6 +80,10 @@ void WriteExtenderArgs(const v1::Pod* pod, absl::Span<const absl::string_view> n
         pod->SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(p)));
   }
   for (absl::string_view name : node_names) p = wire::PutField(kName, name, p);
+  if (reply_node_indexes) {
+    *p++ = kReplyNodeIndexes;
+    *p++ = 1;
+  }
 }
 
 bool ReadFilterResult(absl::string_view bytes, FilterResultView* out) {
@@ -69,6 +92,8 @@ bool ReadFilterResult(absl::string_view bytes, FilterResultView* out) {
   constexpr char kUnresolvable =
       Tag(FilterReply::kFailedAndUnresolvableNodesFieldNumber, kLengthDelimited);
   constexpr char kError = Tag(FilterReply::kErrorFieldNumber, kLengthDelimited);
+  constexpr char kIndexes = Tag(FilterReply::kNodeIndexesFieldNumber, kLengthDelimited);
+  constexpr char kIndex = Tag(FilterReply::kNodeIndexesFieldNumber, wire::kVarint);
   out->Clear();
   const char* p = bytes.data();
   const char* const end = p + bytes.size();
@@ -85,6 +110,15 @@ bool ReadFilterResult(absl::string_view bytes, FilterResultView* out) {
       ok = ReadMapEntry(&p, end, &out->failed_and_unresolvable_nodes);
     } else if (tag == kError) {
       ok = ReadText(&p, end, &out->error);
+    } else if (tag == kIndexes) {  // packed, as protobuf writes them
+      absl::string_view packed;
+      ok = wire::ReadField(&p, end, &packed);
+      out->node_indexes.reserve(out->node_indexes.size() + packed.size());  // at most
+      const char* q = packed.data();
+      const char* const packed_end = q + packed.size();
+      while (ok && q < packed_end) ok = ReadIndex(&q, packed_end, &out->node_indexes);
+    } else if (tag == kIndex) {  // one by one, which protobuf reads too
+      ok = ReadIndex(&p, end, &out->node_indexes);
     }
     if (!ok) return false;
   }

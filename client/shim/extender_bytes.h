@@ -15,12 +15,13 @@
 
 namespace fitledger::shim {
 
-// Appends the fitledger.v1.ExtenderArgs of `pod` (left out when null) and `node_names`.
+// Appends the fitledger.v1.ExtenderArgs of `pod` (left out when null), `node_names` and
+// `reply_node_indexes` (Filter's: answer the fitting candidates by position).
 void WriteExtenderArgs(const v1::Pod* pod, absl::Span<const absl::string_view> node_names,
-                       std::string* out);
+                       bool reply_node_indexes, std::string* out);
 
 // Reads a fitledger.v1.ExtenderFilterResult without `nodes`: `out` views into `bytes`, which must
-// outlive it. False for anything else (full nodes, fields this does not read, text that is not
+// outlive it; node_indexes packed or not, each at most 5 bytes long. False for anything else (full nodes, fields this does not read, text that is not
 // ASCII, malformed bytes): the caller then parses the message, and protobuf decides.
 bool ReadFilterResult(absl::string_view bytes, FilterResultView* out);
 

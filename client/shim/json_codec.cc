@@ -216,9 +216,11 @@ bool PlainStringViews(const char* p, const char* end, std::vector<absl::string_v
 // each a view into the body itself; any other array element by element by simdjson, each string
 // consumed (unescaped into the decoder's buffer, its view pointing there), so a malformed array
 // fails exactly as StringList fails. `end`: the end of the text simdjson reads.
+// `*plain` becomes false when the array is read element by element.
 absl::Status StringViews(ond::value& v, const Path& p, const char* end,
-                         std::vector<absl::string_view>* out) {
+                         std::vector<absl::string_view>* out, bool* plain) {
   if (PlainStringViews(v.raw_json_token().data(), end, out)) return absl::OkStatus();
+  *plain = false;
   return Strings(v, p, [out](std::string_view s) { out->emplace_back(s.data(), s.size()); });
 }
 
@@ -519,6 +521,7 @@ struct JsonDecoder::Impl {
   std::string padded;
   // The end of the text being parsed (the body, or its padded copy).
   const char* end = nullptr;
+  bool node_names_plain = false;  // node_names_plain()
 
   // Starts parsing `body` and runs fn(doc, root) on the root value, which must be an object.
   template <typename Fn>
@@ -563,6 +566,7 @@ absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::Extend
                                              std::vector<absl::string_view>* node_names) {
   if (raw_nodes != nullptr) raw_nodes->clear();
   if (node_names != nullptr) node_names->clear();
+  impl_->node_names_plain = node_names != nullptr;
   return impl_->Parse(body, [&](ond::document& doc, ond::value& v, const Path& p) {
     return ForEachMember(v, p, "an object",
                          [&](std::string_view key, ond::value& e, const Path& fp) {
@@ -578,7 +582,8 @@ absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::Extend
                            }
                            if (absl::EqualsIgnoreCase(A(key), "NodeNames")) {
                              if (node_names != nullptr) {
-                               return StringViews(e, fp, impl_->end, node_names);
+                               return StringViews(e, fp, impl_->end, node_names,
+                                                  &impl_->node_names_plain);
                              }
                              return StringList(e, fp, out->mutable_node_names());
                            }
@@ -586,6 +591,8 @@ absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::Extend
                          });
   });
 }
+
+bool JsonDecoder::node_names_plain() const { return impl_->node_names_plain; }
 
 absl::Status JsonDecoder::DecodeBindingArgs(const std::string& body, v1::ExtenderBindingArgs* out) {
   return impl_->Parse(body, [&](ond::document&, ond::value& v, const Path& p) {
@@ -686,6 +693,8 @@ void AssignEntries(const StringMap& map, FilterResultView::Entries* out) {
 
 void FilterResultView::Clear() {
   node_names.clear();
+  node_names_plain = false;
+  node_indexes.clear();
   failed_nodes.clear();
   failed_and_unresolvable_nodes.clear();
   error = {};
@@ -693,6 +702,8 @@ void FilterResultView::Clear() {
 
 void FilterResultView::Assign(const v1::ExtenderFilterResult& result) {
   node_names.assign(result.node_names().begin(), result.node_names().end());
+  node_names_plain = false;
+  node_indexes.assign(result.node_indexes().begin(), result.node_indexes().end());
   AssignEntries(result.failed_nodes(), &failed_nodes);
   AssignEntries(result.failed_and_unresolvable_nodes(), &failed_and_unresolvable_nodes);
   error = result.error();
@@ -703,11 +714,25 @@ void EncodeFilterResult(const FilterResultView& result, std::string* out) {
   for (absl::string_view name : result.node_names) estimate += name.size() + 3;
   out->reserve(out->size() + estimate);
   out->append("{\"NodeNames\":[");
-  bool first = true;
-  for (absl::string_view name : result.node_names) {
-    if (!first) out->push_back(',');
-    first = false;
-    AppendJsonString(name, out);
+  if (result.node_names_plain && !result.node_names.empty()) {
+    // Each name as it is, in quotes: the list's exact size, written in one go.
+    const size_t at = out->size();
+    out->resize(at + estimate - 96 - 1);  // a comma between names
+    char* p = out->data() + at;
+    for (absl::string_view name : result.node_names) {
+      if (p != out->data() + at) *p++ = ',';
+      *p++ = '"';
+      std::memcpy(p, name.data(), name.size());
+      p += name.size();
+      *p++ = '"';
+    }
+  } else {
+    bool first = true;
+    for (absl::string_view name : result.node_names) {
+      if (!first) out->push_back(',');
+      first = false;
+      AppendJsonString(name, out);
+    }
   }
   out->push_back(']');
   AppendFailuresAndError(result, out);

@@ -48,6 +48,9 @@ class JsonDecoder {
   absl::Status DecodeExtenderArgs(const std::string& body, v1::ExtenderArgs* out,
                                   std::vector<absl::string_view>* raw_nodes,
                                   std::vector<absl::string_view>* node_names = nullptr);
+  // After DecodeExtenderArgs with `node_names`: whether every name was read by the plain scan,
+  // so none needs escaping when written back as JSON (AppendJsonString would copy it as is).
+  bool node_names_plain() const;
   // The body of bind.
   absl::Status DecodeBindingArgs(const std::string& body, v1::ExtenderBindingArgs* out);
   // The body of preempt.
@@ -63,6 +66,12 @@ class JsonDecoder {
 struct FilterResultView {
   using Entries = std::vector<std::pair<absl::string_view, absl::string_view>>;
   std::vector<absl::string_view> node_names;
+  // The fitting candidates by position (ExtenderFilterResult.node_indexes), when the request
+  // asked for them; the webhook turns them into node_names before encoding.
+  std::vector<uint32_t> node_indexes;
+  // Set by whoever knows it (the webhook, of its candidates): no node name needs escaping, so
+  // EncodeFilterResult writes them without looking.
+  bool node_names_plain = false;
   // The two maps' entries in any order; of entries with one key the last counts, as when
   // protobuf reads a map.
   Entries failed_nodes;

@@ -163,6 +163,7 @@ struct Webhook::Pending {
   Verb verb = Verb::kFilter;
   std::vector<absl::string_view> names;  // the candidates: views into the request's body or owned
   std::string owned;                     // candidates that are not in the body (StartLater)
+  bool names_plain = false;              // no candidate needs escaping
   std::string pod;                       // "namespace/name", for the log
   Reply reply;
   ReplyDone done;
@@ -270,6 +271,7 @@ bool Webhook::StartLater(Verb verb, absl::string_view method, const std::string&
       name = absl::string_view(pending->owned.data() + at, name.size());
     }
   }
+  pending->names_plain = scratch.decoder.node_names_plain();
   pending->pod.assign(pod.data(), pod.size());
   pending->done = std::move(*done);
   Pending* p = pending.get();
@@ -303,7 +305,7 @@ void Webhook::FinishLater(Pending* p, const grpc::Status& status, absl::string_v
       ServerFailure(Verb::kFilter, s, p->pod, &reply);
     } else {
       if (in_message) result->Assign(scratch.filter_result);
-      AnswerNames(p->names, result, p->pod, &reply);
+      AnswerNames(p->names, p->names_plain, result, p->pod, &reply);
     }
   } else {
     HostPriorityView* result = &scratch.priority_view;
@@ -326,16 +328,40 @@ void Webhook::FinishLater(Pending* p, const grpc::Status& status, absl::string_v
   pending_pool_.emplace_back(p);
 }
 
-void Webhook::AnswerNames(const std::vector<absl::string_view>& candidates,
+void Webhook::AnswerNames(const std::vector<absl::string_view>& candidates, bool plain,
                           FilterResultView* result, absl::string_view pod, Reply* reply) const {
-  std::vector<int> keep = MatchCandidates(
-      candidates.size(), [&](int i) { return candidates[i]; }, result->node_names);
-  if (keep.size() != result->node_names.size()) {
-    logger_->Log(LogLevel::kWarn, "server answered nodes that were not candidates; dropped",
-                 {{"verb", "filter"}, {"pod", pod}});
+  if (!result->node_indexes.empty()) {
+    // Asked by position (a server that does not know the flag answers names, read below). Each
+    // index is a candidate's; one out of range or out of order (a repeat) is dropped, and so are
+    // names beside the indexes.
+    bool dropped = !result->node_names.empty();
     result->node_names.clear();
-    for (int i : keep) result->node_names.push_back(candidates[i]);
+    size_t next = 0;
+    for (uint32_t i : result->node_indexes) {
+      if (i < next || i >= candidates.size()) {
+        dropped = true;
+        continue;
+      }
+      result->node_names.push_back(candidates[i]);
+      next = size_t{i} + 1;
+    }
+    if (dropped) {
+      logger_->Log(LogLevel::kWarn,
+                   "server answered node indexes that were not the candidates'; dropped",
+                   {{"verb", "filter"}, {"pod", pod}});
+    }
+  } else {
+    std::vector<int> keep = MatchCandidates(
+        candidates.size(), [&](int i) { return candidates[i]; }, result->node_names);
+    if (keep.size() != result->node_names.size()) {
+      logger_->Log(LogLevel::kWarn, "server answered nodes that were not candidates; dropped",
+                   {{"verb", "filter"}, {"pod", pod}});
+      result->node_names.clear();
+      for (int i : keep) result->node_names.push_back(candidates[i]);
+    }
   }
+  // Each name is now a candidate's, or equal to one.
+  result->node_names_plain = plain;
   EncodeFilterResult(*result, &reply->body);
   if (logger_->Enabled(LogLevel::kDebug)) {
     logger_->Log(LogLevel::kDebug, "filter",
@@ -402,7 +428,8 @@ grpc::Status Webhook::CallExtender(absl::string_view method, const v1::ExtenderA
   }
   Scratch& scratch = ThreadScratch();
   scratch.request.clear();
-  WriteExtenderArgs(args.has_pod() ? &args.pod() : nullptr, *names, &scratch.request);
+  WriteExtenderArgs(args.has_pod() ? &args.pod() : nullptr, *names, method == kFilterMethod,
+                    &scratch.request);
   grpc::Status s = bytes_->CallBytes(method, scratch.request, deadline, &scratch.reply);
   if (!s.ok()) return s;
   return ReadReply(absl::string_view(scratch.reply), read, view, message, in_message);
@@ -450,7 +477,8 @@ bool Webhook::Filter(const std::string& body, Reply* reply, ReplyDone* done) con
   }
   if (done != nullptr && names != nullptr) {
     scratch.request.clear();
-    WriteExtenderArgs(args->has_pod() ? &args->pod() : nullptr, *names, &scratch.request);
+    WriteExtenderArgs(args->has_pod() ? &args->pod() : nullptr, *names,
+                      /*reply_node_indexes=*/true, &scratch.request);
     if (StartLater(Verb::kFilter, kFilterMethod, body, PodKey(args->pod()), done)) return false;
   }
   if (grpc::Status s = CallFilter(*args, names, result); !s.ok()) {
@@ -459,11 +487,13 @@ bool Webhook::Filter(const std::string& body, Reply* reply, ReplyDone* done) con
   }
   if (!args->has_nodes()) {
     // nodeCacheCapable: answer names, a subset of the candidates.
+    bool plain = scratch.decoder.node_names_plain();  // when the decoder read the names
     if (names == nullptr) {
       scratch.names.assign(args->node_names().begin(), args->node_names().end());
       names = &scratch.names;
+      plain = false;
     }
-    AnswerNames(*names, result, PodKey(args->pod()), reply);
+    AnswerNames(*names, plain, result, PodKey(args->pod()), reply);
     return true;
   }
   // Full nodes: answer the passing nodes' objects exactly as kube-scheduler sent them.
@@ -504,7 +534,8 @@ bool Webhook::Prioritize(const std::string& body, Reply* reply, ReplyDone* done)
   }
   if (done != nullptr && names != nullptr) {
     scratch.request.clear();
-    WriteExtenderArgs(args->has_pod() ? &args->pod() : nullptr, *names, &scratch.request);
+    WriteExtenderArgs(args->has_pod() ? &args->pod() : nullptr, *names,
+                      /*reply_node_indexes=*/false, &scratch.request);
     if (StartLater(Verb::kPrioritize, kPrioritizeMethod, body, PodKey(args->pod()), done)) {
       return false;
     }

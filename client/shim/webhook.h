@@ -151,8 +151,9 @@ class Webhook {
                   absl::string_view pod, ReplyDone* done) const;
   void FinishLater(Pending* pending, const grpc::Status& status, absl::string_view bytes) const;
   // Filter's answer to nodeCacheCapable arguments: names of `candidates` that `result` passed.
-  void AnswerNames(const std::vector<absl::string_view>& candidates, FilterResultView* result,
-                   absl::string_view pod, Reply* reply) const;
+  // `plain`: no candidate needs escaping (JsonDecoder::node_names_plain).
+  void AnswerNames(const std::vector<absl::string_view>& candidates, bool plain,
+                   FilterResultView* result, absl::string_view pod, Reply* reply) const;
   void Bind(const std::string& body, Reply* reply) const;
   void Preempt(const std::string& body, Reply* reply) const;
 

@@ -14,8 +14,9 @@ using wire::Tag;
 using wire::VarintSize;
 using Args = v1::ExtenderArgs;
 using FilterReply = v1::ExtenderFilterResult;
-static_assert(Args::kPodFieldNumber < 16 && Args::kNodeNamesFieldNumber < 16);
-static_assert(FilterReply::kNodeNamesFieldNumber < 16 &&
+static_assert(Args::kPodFieldNumber < 16 && Args::kNodeNamesFieldNumber < 16 &&
+              Args::kReplyNodeIndexesFieldNumber < 16);
+static_assert(FilterReply::kNodeNamesFieldNumber < 16 && FilterReply::kNodeIndexesFieldNumber < 16 &&
               FilterReply::kFailedNodesFieldNumber < 16 &&
               FilterReply::kFailedAndUnresolvableNodesFieldNumber < 16);
 static_assert(v1::HostPriorityList::kItemsFieldNumber < 16 &&
@@ -44,19 +45,27 @@ char* Extend(std::string* out, size_t size) {
 
 }  // namespace
 
-bool ReadExtenderArgs(absl::string_view bytes, v1::Pod* pod,
-                      std::vector<absl::string_view>* names) {
+bool ReadExtenderArgs(absl::string_view bytes, v1::Pod* pod, std::vector<absl::string_view>* names,
+                      bool* reply_node_indexes) {
   constexpr char kNameTag = Tag(Args::kNodeNamesFieldNumber, kLengthDelimited);
   constexpr char kPodTag = Tag(Args::kPodFieldNumber, kLengthDelimited);
+  constexpr char kIndexesTag = Tag(Args::kReplyNodeIndexesFieldNumber, wire::kVarint);
   names->clear();
+  *reply_node_indexes = false;
   const char* p = bytes.data();
   const char* const end = p + bytes.size();
   absl::string_view pod_bytes;
   bool has_pod = false;
   while (p < end) {
-    // Both tags are one byte; anything else (a second pod included: protobuf merges the two, and
+    // The tags are one byte; anything else (a second pod included: protobuf merges the two, and
     // a tag written long) is protobuf's to read.
     const char tag = *p++;
+    if (tag == kIndexesTag) {
+      uint64_t value = 0;  // a bool: any value but 0 is true, and the last one counts
+      if (!wire::ReadVarint(&p, end, 10, &value)) return false;
+      *reply_node_indexes = value != 0;
+      continue;
+    }
     const bool is_name = tag == kNameTag;
     if (!is_name && (tag != kPodTag || has_pod)) return false;
     absl::string_view field;
@@ -83,17 +92,33 @@ bool ReadExtenderArgs(absl::string_view bytes, v1::Pod* pod,
 }
 
 void WriteFilterResult(absl::Span<const absl::string_view> names, const FilterResult& result,
-                       std::string* out) {
+                       bool by_index, std::string* out) {
   constexpr char kName = Tag(FilterReply::kNodeNamesFieldNumber, kLengthDelimited);
   constexpr char kFailed = Tag(FilterReply::kFailedNodesFieldNumber, kLengthDelimited);
   constexpr char kUnresolvable =
       Tag(FilterReply::kFailedAndUnresolvableNodesFieldNumber, kLengthDelimited);
+  constexpr char kIndexes = Tag(FilterReply::kNodeIndexesFieldNumber, kLengthDelimited);
   size_t size = MapSize(names, result.failed) + MapSize(names, result.unresolvable);
-  for (size_t i : result.fits) size += FieldSize(names[i].size());
+  // By index: one packed field, as protobuf writes a repeated scalar (left out when empty), in
+  // field order after the maps.
+  size_t packed = 0;
+  if (by_index) {
+    for (size_t i : result.fits) packed += VarintSize(i);
+    if (packed > 0) size += FieldSize(packed);
+  } else {
+    for (size_t i : result.fits) size += FieldSize(names[i].size());
+  }
   char* p = Extend(out, size);
-  for (size_t i : result.fits) p = PutField(kName, names[i], p);
+  if (!by_index) {
+    for (size_t i : result.fits) p = PutField(kName, names[i], p);
+  }
   p = PutMap(kFailed, names, result.failed, p);
-  PutMap(kUnresolvable, names, result.unresolvable, p);
+  p = PutMap(kUnresolvable, names, result.unresolvable, p);
+  if (packed > 0) {
+    *p++ = kIndexes;
+    p = PutVarint(packed, p);
+    for (size_t i : result.fits) p = PutVarint(i, p);
+  }
 }
 
 void WriteHostPriorityList(absl::Span<const absl::string_view> names,

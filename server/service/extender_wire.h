@@ -16,18 +16,21 @@
 
 namespace fitledger {
 
-// Reads a fitledger.v1.ExtenderArgs of the usual shape (kube-scheduler's with nodeCacheCapable):
-// at most one `pod` and any number of `node_names`, nothing else. On true, `pod` holds the pod
-// (cleared when absent) and `names` the candidates, as views into `bytes`, which must outlive
-// them. False for anything else: full `nodes`, a repeated `pod`, other fields, a name that is not
+// Reads a fitledger.v1.ExtenderArgs of the usual shape (kube-scheduler's with nodeCacheCapable,
+// as fitledger-shim sends it): at most one `pod`, any number of `node_names` and
+// `reply_node_indexes`, nothing else. On true, `pod` holds the pod (cleared when absent), `names`
+// the candidates, as views into `bytes`, which must outlive them, and `reply_node_indexes` the
+// flag. False for anything else: full `nodes`, a repeated `pod`, other fields, a name that is not
 // ASCII, malformed bytes. The caller then parses the whole message, so protobuf alone decides what
 // is accepted and how.
-bool ReadExtenderArgs(absl::string_view bytes, v1::Pod* pod, std::vector<absl::string_view>* names);
+bool ReadExtenderArgs(absl::string_view bytes, v1::Pod* pod, std::vector<absl::string_view>* names,
+                      bool* reply_node_indexes);
 
 // Appends the fitledger.v1.ExtenderFilterResult for `result` over `names` (the candidates it
-// indexes): the fitting names in order, then failed_nodes and failed_and_unresolvable_nodes.
+// indexes): the fitting names in order (or, `by_index`, their indexes as node_indexes), and
+// failed_nodes and failed_and_unresolvable_nodes.
 void WriteFilterResult(absl::Span<const absl::string_view> names, const FilterResult& result,
-                       std::string* out);
+                       bool by_index, std::string* out);
 
 // Appends the fitledger.v1.HostPriorityList of `names[i]` scored `scores[i]`.
 // REQUIRES: names.size() == scores.size().

@@ -107,9 +107,18 @@ grpc::Status ExtenderService::DoFilter(const v1::ExtenderArgs* args,
   std::vector<absl::string_view> names = CandidateNames(*args);
   absl::StatusOr<FilterResult> filtered = extender_->Filter(*pod, names);
   if (!filtered.ok()) return scope.Done(filtered.status());
-  result->mutable_node_names()->Reserve(static_cast<int>(filtered->fits.size()));
+  const bool by_index = args->reply_node_indexes() && !args->has_nodes();
+  if (by_index) {
+    result->mutable_node_indexes()->Reserve(static_cast<int>(filtered->fits.size()));
+  } else {
+    result->mutable_node_names()->Reserve(static_cast<int>(filtered->fits.size()));
+  }
   for (size_t i : filtered->fits) {
-    result->add_node_names(names[i].data(), names[i].size());
+    if (by_index) {
+      result->add_node_indexes(static_cast<uint32_t>(i));
+    } else {
+      result->add_node_names(names[i].data(), names[i].size());
+    }
     if (args->has_nodes())
       *result->mutable_nodes()->add_items() = args->nodes().items(static_cast<int>(i));
   }
@@ -140,13 +149,13 @@ grpc::Status ExtenderService::DoPrioritize(const v1::ExtenderArgs* args,
 
 grpc::Status ExtenderService::FilterToWire(const v1::Pod& pod_proto,
                                            absl::Span<const absl::string_view> names,
-                                           std::string* out) {
+                                           bool by_index, std::string* out) {
   RpcScope scope(metrics_, "Filter");
   absl::StatusOr<Pod> pod = RequirePod(pod_proto);
   if (!pod.ok()) return scope.Done(pod.status());
   absl::StatusOr<FilterResult> filtered = extender_->Filter(*pod, names);
   if (!filtered.ok()) return scope.Done(filtered.status());
-  WriteFilterResult(names, *filtered, out);
+  WriteFilterResult(names, *filtered, by_index, out);
   return scope.Done(absl::OkStatus());
 }
 

@@ -57,9 +57,9 @@ class ExtenderService final
   grpc::Status DoPrioritize(const v1::ExtenderArgs* args, v1::HostPriorityList* result);
   // The same on the unary listener's bytes: the request read in place (extender_wire.h), the
   // result appended to `out` as an ExtenderFilterResult / HostPriorityList. Same checks, answers
-  // and metrics.
+  // and metrics. `by_index`: the request's reply_node_indexes.
   grpc::Status FilterToWire(const v1::Pod& pod, absl::Span<const absl::string_view> names,
-                            std::string* out);
+                            bool by_index, std::string* out);
   grpc::Status PrioritizeToWire(const v1::Pod& pod, absl::Span<const absl::string_view> names,
                                 std::string* out);
 

@@ -132,8 +132,9 @@ GrpcUnaryMethod InPlaceOrPooled(InPlace in_place, GrpcUnaryMethod pooled) {
         pod = v1::Pod();
       }
     };
-    if (!ReadExtenderArgs(bytes, &pod, &names)) return pooled(bytes, out);
-    return FromGrpcStatus(in_place(pod, absl::Span<const absl::string_view>(names), out));
+    bool by_index = false;
+    if (!ReadExtenderArgs(bytes, &pod, &names, &by_index)) return pooled(bytes, out);
+    return FromGrpcStatus(in_place(pod, absl::Span<const absl::string_view>(names), by_index, out));
   };
 }
 
@@ -322,15 +323,16 @@ class ServerAppImpl : public ServerApp {
     std::vector<std::pair<std::string, GrpcUnaryMethod>> methods = {
         {"/fitledger.v1.Extender/Filter",
          InPlaceOrPooled(
-             [extender](const v1::Pod& pod, auto names, std::string* out) {
-               return extender->FilterToWire(pod, names, out);
+             [extender](const v1::Pod& pod, auto names, bool by_index, std::string* out) {
+               return extender->FilterToWire(pod, names, by_index, out);
              },
              PooledUnary<v1::ExtenderFilterResult>([extender](auto* request, auto* reply) {
                return extender->DoFilter(request, reply);
              }))},
         {"/fitledger.v1.Extender/Prioritize",
          InPlaceOrPooled(
-             [extender](const v1::Pod& pod, auto names, std::string* out) {
+             [extender](const v1::Pod& pod, auto names, bool /*by_index: Filter's*/,
+                        std::string* out) {
                return extender->PrioritizeToWire(pod, names, out);
              },
              PooledUnary<v1::HostPriorityList>([extender](auto* request, auto* reply) {

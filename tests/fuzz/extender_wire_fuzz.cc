@@ -21,7 +21,9 @@ void CheckReplyReaders(const std::string& bytes) {
     fitledger::v1::ExtenderFilterResult parsed;
     if (!parsed.ParseFromString(bytes) || parsed.has_nodes() ||
         static_cast<int>(view.node_names.size()) != parsed.node_names_size() ||
-        view.error != parsed.error()) {
+        view.error != parsed.error() ||
+        view.node_indexes != std::vector<uint32_t>(parsed.node_indexes().begin(),
+                                                   parsed.node_indexes().end())) {
       std::abort();
     }
     for (const auto& [key, value] : view.failed_nodes) {
@@ -50,9 +52,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckReplyReaders(bytes);
   fitledger::v1::Pod pod;
   std::vector<absl::string_view> names;
-  if (!fitledger::ReadExtenderArgs(bytes, &pod, &names)) return 0;
+  bool by_index = false;
+  if (!fitledger::ReadExtenderArgs(bytes, &pod, &names, &by_index)) return 0;
   fitledger::v1::ExtenderArgs parsed;
   if (!parsed.ParseFromString(bytes) || parsed.has_nodes() ||
+      by_index != parsed.reply_node_indexes() ||
       !google::protobuf::util::MessageDifferencer::Equals(pod, parsed.pod()) ||
       static_cast<int>(names.size()) != parsed.node_names_size()) {
     std::abort();
@@ -72,11 +76,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     scores.push_back(static_cast<int64_t>(i) - 3);
   }
   std::string out;
-  fitledger::WriteFilterResult(names, result, &out);
+  fitledger::WriteFilterResult(names, result, by_index, &out);
   fitledger::v1::ExtenderFilterResult written;
   if (!written.ParseFromString(out) ||
-      written.node_names_size() != static_cast<int>(result.fits.size())) {
+      (by_index ? written.node_indexes_size() : written.node_names_size()) !=
+          static_cast<int>(result.fits.size()) ||
+      (by_index ? written.node_names_size() : written.node_indexes_size()) != 0) {
     std::abort();
+  }
+  if (by_index) {
+    // And the shim reads the answer back to the same positions.
+    fitledger::shim::FilterResultView view;
+    if (!fitledger::shim::ReadFilterResult(out, &view) ||
+        view.node_indexes != std::vector<uint32_t>(result.fits.begin(), result.fits.end())) {
+      std::abort();
+    }
   }
   out.clear();
   fitledger::WriteHostPriorityList(names, scores, &out);

@@ -34,16 +34,24 @@ TEST(ExtenderBytesTest, WritesWhatProtobufWrites) {
     names.push_back(name);
   }
   std::string out = "kept";
-  WriteExtenderArgs(&args.pod(), names, &out);
+  WriteExtenderArgs(&args.pod(), names, false, &out);
   EXPECT_EQ(out, "kept" + args.SerializeAsString());
+  args.set_reply_node_indexes(true);
+  out.clear();
+  WriteExtenderArgs(&args.pod(), names, true, &out);
+  EXPECT_EQ(out, args.SerializeAsString());
 
   // No pod: no pod field, as protobuf leaves out an unset message.
   args.clear_pod();
   out.clear();
-  WriteExtenderArgs(nullptr, names, &out);
+  WriteExtenderArgs(nullptr, names, true, &out);
+  EXPECT_EQ(out, args.SerializeAsString());
+  args.clear_node_names();
+  out.clear();
+  WriteExtenderArgs(nullptr, {}, true, &out);
   EXPECT_EQ(out, args.SerializeAsString());
   out.clear();
-  WriteExtenderArgs(nullptr, {}, &out);
+  WriteExtenderArgs(nullptr, {}, false, &out);
   EXPECT_EQ(out, "");
 }
 
@@ -69,6 +77,8 @@ void ExpectFilterResultAgrees(const std::string& bytes, bool* read) {
   for (size_t i = 0; i < view.node_names.size(); ++i) {
     EXPECT_EQ(view.node_names[i], parsed.node_names(static_cast<int>(i)));
   }
+  EXPECT_EQ(view.node_indexes,
+            std::vector<uint32_t>(parsed.node_indexes().begin(), parsed.node_indexes().end()));
   EXPECT_EQ(Collapsed(view.failed_nodes), AsMap(parsed.failed_nodes()));
   EXPECT_EQ(Collapsed(view.failed_and_unresolvable_nodes),
             AsMap(parsed.failed_and_unresolvable_nodes()));
@@ -100,6 +110,15 @@ v1::ExtenderFilterResult SomeFilterResult() {
   return result;
 }
 
+// As fitledger-server answers a request with reply_node_indexes.
+v1::ExtenderFilterResult SomeIndexedResult() {
+  v1::ExtenderFilterResult result;
+  for (uint32_t i : {0u, 1u, 127u, 128u, 16384u, 4294967295u}) result.add_node_indexes(i);
+  (*result.mutable_failed_nodes())["node-2"] = "Insufficient cpu";
+  (*result.mutable_failed_and_unresolvable_nodes())["node-3"] = "node(s) were unknown";
+  return result;
+}
+
 v1::HostPriorityList SomePriorities() {
   v1::HostPriorityList list;
   const int64_t scores[] = {10, 0, -3, int64_t{1} << 40};
@@ -117,6 +136,16 @@ TEST(ExtenderBytesTest, ReadsWhatProtobufWrote) {
   EXPECT_TRUE(read);
   ExpectFilterResultAgrees("", &read);
   EXPECT_TRUE(read);
+  ExpectFilterResultAgrees(SomeIndexedResult().SerializeAsString(), &read);
+  EXPECT_TRUE(read);
+  // Indexes not packed (protobuf reads both ways), and packed ones after them: one list.
+  ExpectFilterResultAgrees(std::string("\x30\x05\x30\x80\x01", 5) +
+                               SomeIndexedResult().SerializeAsString(),
+                           &read);
+  EXPECT_TRUE(read);
+  FilterResultView view;
+  ASSERT_TRUE(ReadFilterResult(std::string("\x30\x05\x32\x03\x07\x80\x01", 7), &view));
+  EXPECT_EQ(view.node_indexes, (std::vector<uint32_t>{5, 7, 128}));
   ExpectPrioritiesAgree(SomePriorities().SerializeAsString(), &read);
   EXPECT_TRUE(read);
 
@@ -139,6 +168,9 @@ TEST(ExtenderBytesTest, LeavesEveryOtherShapeToProtobuf) {
       SomeFilterResult().SerializeAsString() + std::string("\x48\x01", 2),  // unknown field
       std::string("\x12\x05w1", 4),                                         // past the end
       std::string("\x1a\x02\x18\x01", 4),  // a map entry with a varint field
+      std::string("\x32\x02\x05\x80", 4),  // a packed index cut short
+      std::string("\x32\x06\x80\x80\x80\x80\x80\x01", 8),  // an index in 6 bytes
+      std::string("\x30\x80\x80\x80\x80\x10", 6),  // 2^32: over uint32
   };
   for (const std::string& bytes : filter_cases) {
     FilterResultView view;
@@ -158,12 +190,13 @@ TEST(ExtenderBytesTest, LeavesEveryOtherShapeToProtobuf) {
 TEST(ExtenderBytesTest, EveryPrefixAndMutationReadIsWhatProtobufReads) {
   google::protobuf::LogSilencer quiet;  // protobuf logs each bad UTF-8 string it refuses
   const std::string inputs[] = {SomeFilterResult().SerializeAsString(),
-                                SomePriorities().SerializeAsString()};
-  for (int kind = 0; kind < 2; ++kind) {
-    SCOPED_TRACE(kind == 0 ? "ExtenderFilterResult" : "HostPriorityList");
+                                SomePriorities().SerializeAsString(),
+                                SomeIndexedResult().SerializeAsString()};
+  for (int kind = 0; kind < 3; ++kind) {
+    SCOPED_TRACE(kind == 1 ? "HostPriorityList" : "ExtenderFilterResult");
     const std::string& bytes = inputs[kind];
     auto check = [&](const std::string& b, bool* read) {
-      if (kind == 0) {
+      if (kind != 1) {
         ExpectFilterResultAgrees(b, read);
       } else {
         ExpectPrioritiesAgree(b, read);
@@ -179,7 +212,7 @@ TEST(ExtenderBytesTest, EveryPrefixAndMutationReadIsWhatProtobufReads) {
       (i <= bytes.size() ? prefix_reads : mutated_reads) += read;
       if (::testing::Test::HasFailure()) FAIL() << "input " << i;
     }
-    EXPECT_GE(prefix_reads, 5);
+    EXPECT_GE(prefix_reads, kind == 2 ? 4 : 5);  // every whole-field prefix
     EXPECT_GT(mutated_reads, 1000);  // the comparison ran on read inputs, not only on refusals
   }
 }

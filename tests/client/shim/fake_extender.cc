@@ -10,6 +10,10 @@ namespace fitledger::shim::testing {
 
 FakeExtender::FakeExtender() {
   filter_ = [](const v1::ExtenderArgs& args, v1::ExtenderFilterResult* result) {
+    if (args.reply_node_indexes() && !args.has_nodes()) {  // as fitledger-server answers
+      for (int i = 0; i < args.node_names_size(); ++i) result->add_node_indexes(i);
+      return grpc::Status::OK;
+    }
     *result->mutable_node_names() = args.node_names();
     for (const v1::Node& node : args.nodes().items()) {
       result->add_node_names(node.metadata().name());

@@ -225,6 +225,83 @@ TEST_P(ShimHttpTest, FilterDropsNamesThatWereNotCandidates) {
                         R"("FailedAndUnresolvableNodes":{},"Error":""})");
 }
 
+// On the byte transports the shim asks for Filter's answer by position (it holds the names);
+// Prioritize, and the messages' way, ask for names. The fitting names come back as sent.
+TEST_P(ShimHttpTest, FilterAsksForIndexesAndAnswersTheirNames) {
+  fake_.set_filter([](const v1::ExtenderArgs& args, v1::ExtenderFilterResult* result) {
+    if (!args.reply_node_indexes()) {
+      result->add_node_names("w4");
+      result->add_node_names("w2");
+      return grpc::Status::OK;
+    }
+    result->add_node_indexes(1);
+    result->add_node_indexes(3);
+    (*result->mutable_failed_nodes())["w1"] = "Insufficient cpu";
+    return grpc::Status::OK;
+  });
+  HttpReply reply = Post(*client_, "/filter", kFilterArgs);
+  EXPECT_EQ(reply.status, 200);
+  const bool by_index = GetParam() != Transport::kMessages;
+  EXPECT_EQ(fake_.last_filter().reply_node_indexes(), by_index);
+  EXPECT_EQ(reply.body, by_index ? R"({"NodeNames":["w2","w4"],"FailedNodes":{"w1":"Insufficient cpu"},)"
+                                   R"("FailedAndUnresolvableNodes":{},"Error":""})"
+                                 : R"({"NodeNames":["w4","w2"],"FailedNodes":{},)"
+                                   R"("FailedAndUnresolvableNodes":{},"Error":""})");
+  std::atomic<int> prioritize_by_index{-1};
+  fake_.set_prioritize([&](const v1::ExtenderArgs& args, v1::HostPriorityList*) {
+    prioritize_by_index = args.reply_node_indexes() ? 1 : 0;
+    return grpc::Status::OK;
+  });
+  ASSERT_EQ(Post(*client_, "/prioritize", kFilterArgs).status, 200);
+  EXPECT_EQ(prioritize_by_index.load(), 0);
+}
+
+// A server that does not know the flag answers names: still read, and checked as names are.
+TEST_P(ShimHttpTest, FilterAsksForIndexesAndUnderstandsNames) {
+  fake_.set_filter([](const v1::ExtenderArgs&, v1::ExtenderFilterResult* result) {
+    result->add_node_names("w3");
+    return grpc::Status::OK;
+  });
+  HttpReply reply = Post(*client_, "/filter", kFilterArgs);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, R"({"NodeNames":["w3"],"FailedNodes":{},)"
+                        R"("FailedAndUnresolvableNodes":{},"Error":""})");
+}
+
+// Indexes past the candidates or out of order (a repeat) are dropped, as names that were not
+// candidates are; so are names sent beside indexes.
+TEST_P(ShimHttpTest, FilterDropsIndexesThatAreNotCandidates) {
+  fake_.set_filter([](const v1::ExtenderArgs&, v1::ExtenderFilterResult* result) {
+    for (uint32_t i : {0u, 2u, 2u, 1u, 4u, 3u, 4000000000u}) result->add_node_indexes(i);
+    result->add_node_names("w1");
+    return grpc::Status::OK;
+  });
+  HttpReply reply = Post(*client_, "/filter", kFilterArgs);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, R"({"NodeNames":["w1","w3","w4"],"FailedNodes":{},)"
+                        R"("FailedAndUnresolvableNodes":{},"Error":""})");
+}
+
+// Names that need escaping are escaped in the answer, whichever way the server answered.
+TEST_P(ShimHttpTest, FilterAnswersNamesThatNeedEscapingEscaped) {
+  const std::string body =
+      R"({"Pod":{"metadata":{"name":"p","namespace":"ns","uid":"u1"}},)"
+      R"("NodeNames":["plain","q\"uote","tab\t","\u006e1"]})";
+  for (bool by_name : {false, true}) {
+    SCOPED_TRACE(by_name ? "by name" : "as the server answers");
+    if (by_name) {
+      fake_.set_filter([](const v1::ExtenderArgs& args, v1::ExtenderFilterResult* result) {
+        *result->mutable_node_names() = args.node_names();
+        return grpc::Status::OK;
+      });
+    }
+    HttpReply reply = Post(*client_, "/filter", body);
+    EXPECT_EQ(reply.status, 200);
+    EXPECT_EQ(reply.body, R"({"NodeNames":["plain","q\"uote","tab\t","n1"],"FailedNodes":{},)"
+                          R"("FailedAndUnresolvableNodes":{},"Error":""})");
+  }
+}
+
 TEST_P(ShimHttpTest, FilterWithFullNodesEchoesTheNodeObjectsAsReceived) {
   const std::string a =
       R"({"metadata":{"name":"a","labels":{"x":"1"}},"status":{"allocatable":{"cpu":"4"}},"spec":{"unschedulable":false}})";

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/json.h"
 #include "fitledger/v1/extender.pb.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/arena.h"
@@ -196,6 +197,12 @@ TEST(JsonCodecTest, NodeNamesAsViewsAreTheNamesAsStrings) {
               std::vector<std::string>(strings_args.node_names().begin(),
                                        strings_args.node_names().end()));
     const bool plain = names.find('\\') == std::string::npos;  // read in place, into the body
+    // Plain names are written back as they are: AppendJsonString would not change them.
+    if (as_views.node_names_plain()) {
+      for (absl::string_view name : views) EXPECT_EQ(JsonString(name), absl::StrCat("\"", name, "\""));
+    }
+    if (!plain) EXPECT_FALSE(as_views.node_names_plain());
+    if (names == R"(["node-1","node-2","node-3"])") EXPECT_TRUE(as_views.node_names_plain());
     for (absl::string_view name : views) {
       if (plain && body.find(absl::StrCat("\"", name, "\"")) != std::string::npos) {
         EXPECT_TRUE(name.data() >= body.data() &&
@@ -316,6 +323,24 @@ TEST(JsonCodecTest, EncodesFilterResultWithNames) {
   out.clear();
   EncodeFilterResult(v1::ExtenderFilterResult(), &out);
   EXPECT_EQ(out, R"({"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})");
+}
+
+// Names known to need no escaping are written without looking: the same bytes.
+TEST(JsonCodecTest, PlainNamesEncodeAsAnyNames) {
+  const std::vector<std::vector<absl::string_view>> lists = {
+      {}, {"a"}, {"", "node-1", "b"}, {"node-1", "node-2", "x-very-long-node-name-0123456789"}};
+  for (const auto& names : lists) {
+    FilterResultView view;
+    view.node_names = names;
+    view.failed_nodes = {{"f", "Insufficient cpu"}};
+    view.error = "e";
+    std::string looked = "kept";
+    EncodeFilterResult(view, &looked);
+    view.node_names_plain = true;
+    std::string unlooked = "kept";
+    EncodeFilterResult(view, &unlooked);
+    EXPECT_EQ(unlooked, looked);
+  }
 }
 
 TEST(JsonCodecTest, EncodesFilterResultWithRawNodes) {

@@ -1,5 +1,7 @@
 #include "server/service/extender_wire.h"
 
+#include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -7,6 +9,7 @@
 #include "common/metrics.h"
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/service/grpc_services.h"
 #include "tests/common/wire_variants.h"
@@ -42,11 +45,13 @@ v1::ExtenderArgs SomeArgs(int names) {
 void ExpectAgreesWithProtobuf(const std::string& bytes, bool* read) {
   v1::Pod pod;
   std::vector<absl::string_view> names;
-  *read = ReadExtenderArgs(bytes, &pod, &names);
+  bool by_index = false;
+  *read = ReadExtenderArgs(bytes, &pod, &names, &by_index);
   if (!*read) return;
   v1::ExtenderArgs parsed;
   ASSERT_TRUE(parsed.ParseFromString(bytes)) << "read bytes protobuf refuses";
   EXPECT_FALSE(parsed.has_nodes());
+  EXPECT_EQ(by_index, parsed.reply_node_indexes());
   EXPECT_TRUE(MessageDifferencer::Equals(pod, parsed.pod()));
   ASSERT_EQ(static_cast<int>(names.size()), parsed.node_names_size());
   for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(names[i], parsed.node_names(i));
@@ -57,7 +62,9 @@ TEST(ExtenderWireTest, ReadsThePodAndTheNamesProtobufWrote) {
   const std::string bytes = args.SerializeAsString();
   v1::Pod pod;
   std::vector<absl::string_view> names;
-  ASSERT_TRUE(ReadExtenderArgs(bytes, &pod, &names));
+  bool by_index = true;  // left over from an earlier call
+  ASSERT_TRUE(ReadExtenderArgs(bytes, &pod, &names, &by_index));
+  EXPECT_FALSE(by_index);
   EXPECT_TRUE(MessageDifferencer::Equals(pod, args.pod()));
   ASSERT_EQ(names.size(), 500u);
   EXPECT_EQ(names[0], "node-0");
@@ -74,14 +81,51 @@ TEST(ExtenderWireTest, NoPodReadsAsAnEmptyPodAndALongNameKeepsItsLength) {
   args.add_node_names("");
   v1::Pod pod = SomePod();  // left over from an earlier call
   std::vector<absl::string_view> names = {"stale"};
+  bool by_index = false;
   const std::string bytes = args.SerializeAsString();
-  ASSERT_TRUE(ReadExtenderArgs(bytes, &pod, &names));
+  ASSERT_TRUE(ReadExtenderArgs(bytes, &pod, &names, &by_index));
   EXPECT_TRUE(MessageDifferencer::Equals(pod, v1::Pod()));
   ASSERT_EQ(names.size(), 2u);
   EXPECT_EQ(names[0], long_name);
   EXPECT_EQ(names[1], "");
-  ASSERT_TRUE(ReadExtenderArgs("", &pod, &names));
+  ASSERT_TRUE(ReadExtenderArgs("", &pod, &names, &by_index));
   EXPECT_TRUE(names.empty());
+}
+
+// fitledger-shim's flag: a bool, so any value but 0 is true and the last one counts.
+TEST(ExtenderWireTest, ReadsTheFlagAsProtobufDoes) {
+  v1::ExtenderArgs args = SomeArgs(3);
+  args.set_reply_node_indexes(true);
+  const std::string flagged = args.SerializeAsString();
+  const std::string usual = SomeArgs(3).SerializeAsString();
+  struct Case {
+    std::string bytes;
+    bool want;
+  };
+  const Case cases[] = {
+      {flagged, true},
+      {flagged + std::string("\x20\x00", 2), false},
+      {usual + std::string("\x20\x02", 2), true},
+      {std::string("\x20\x80\x01", 3) + usual, true},  // a two-byte varint, before the pod
+      {usual + std::string("\x20\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", 11), true},  // 2^63
+      {usual + std::string("\x20\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", 12), false},
+  };
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    SCOPED_TRACE(i);
+    bool read = false;
+    ExpectAgreesWithProtobuf(cases[i].bytes, &read);
+    if (i + 1 < std::size(cases)) {
+      EXPECT_TRUE(read);
+      v1::Pod pod;
+      std::vector<absl::string_view> names;
+      bool by_index = !cases[i].want;
+      ASSERT_TRUE(ReadExtenderArgs(cases[i].bytes, &pod, &names, &by_index));
+      EXPECT_EQ(by_index, cases[i].want);
+      EXPECT_EQ(names.size(), 3u);
+    } else {
+      EXPECT_FALSE(read);  // an 11-byte varint: malformed, for protobuf too
+    }
+  }
 }
 
 TEST(ExtenderWireTest, LeavesEveryOtherShapeToProtobuf) {
@@ -106,12 +150,15 @@ TEST(ExtenderWireTest, LeavesEveryOtherShapeToProtobuf) {
       {"a length past the end", std::string("\x1a\x05node", 5)},
       {"a truncated tag", std::string("\x9a", 1)},
       {"a bad pod", std::string("\x0a\x02\x0a\x05", 4)},
+      {"reply_node_indexes truncated", usual + std::string("\x20\x80", 2)},
+      {"reply_node_indexes length-delimited", usual + std::string("\x22\x01\x01", 3)},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     v1::Pod pod;
     std::vector<absl::string_view> names;
-    EXPECT_FALSE(ReadExtenderArgs(c.bytes, &pod, &names));
+    bool by_index = false;
+    EXPECT_FALSE(ReadExtenderArgs(c.bytes, &pod, &names, &by_index));
   }
 }
 
@@ -141,7 +188,9 @@ TEST(ExtenderWireTest, ThePodGetsTheNestingBudgetItHasInsideTheRequest) {
 }
 
 TEST(ExtenderWireTest, EveryPrefixAndMutationItReadsProtobufReadsTheSame) {
-  const std::string bytes = SomeArgs(20).SerializeAsString();
+  v1::ExtenderArgs args = SomeArgs(20);
+  args.set_reply_node_indexes(true);
+  const std::string bytes = args.SerializeAsString();
   google::protobuf::LogSilencer quiet;  // protobuf logs each bad UTF-8 string it refuses
   const std::vector<std::string> inputs = testing::PrefixesAndMutations(bytes, 20000, 12345);
   int prefix_reads = 0;
@@ -164,7 +213,7 @@ TEST(ExtenderWireTest, FilterResultParsesToTheNamesAndReasons) {
   result.failed = {{1, "Insufficient cpu"}, {3, long_reason}};
   result.unresolvable = {{3, "node(s) were unknown"}};
   std::string out = "kept";
-  WriteFilterResult(names, result, &out);
+  WriteFilterResult(names, result, false, &out);
   ASSERT_EQ(out.substr(0, 4), "kept");
   v1::ExtenderFilterResult parsed;
   ASSERT_TRUE(parsed.ParseFromString(out.substr(4)));
@@ -178,8 +227,36 @@ TEST(ExtenderWireTest, FilterResultParsesToTheNamesAndReasons) {
   EXPECT_TRUE(MessageDifferencer::Equals(parsed, expected)) << parsed.DebugString();
 
   std::string empty;
-  WriteFilterResult(names, FilterResult{}, &empty);
+  WriteFilterResult(names, FilterResult{}, false, &empty);
   EXPECT_EQ(empty, "");
+  WriteFilterResult(names, FilterResult{}, true, &empty);
+  EXPECT_EQ(empty, "");  // proto3 leaves out an empty packed field
+}
+
+TEST(ExtenderWireTest, FilterResultByIndexIsWhatProtobufWrites) {
+  const std::vector<absl::string_view> names(70000, "n");
+  FilterResult result;
+  result.fits = {0, 1, 127, 128, 300, 16383, 16384, 69999};  // varints of 1, 2 and 3 bytes
+  v1::ExtenderFilterResult expected;
+  for (size_t i : result.fits) expected.add_node_indexes(static_cast<uint32_t>(i));
+  std::string out;
+  WriteFilterResult(names, result, true, &out);
+  EXPECT_EQ(out, expected.SerializeAsString());  // no maps: protobuf's bytes, exactly
+
+  const std::vector<absl::string_view> few = {"a", "bb", "c"};
+  FilterResult mixed;
+  mixed.fits = {2};
+  mixed.failed = {{0, "Insufficient cpu"}};
+  mixed.unresolvable = {{1, "node(s) were unknown"}};
+  out.clear();
+  WriteFilterResult(few, mixed, true, &out);
+  v1::ExtenderFilterResult parsed;
+  ASSERT_TRUE(parsed.ParseFromString(out));
+  v1::ExtenderFilterResult want;
+  want.add_node_indexes(2);
+  (*want.mutable_failed_nodes())["a"] = "Insufficient cpu";
+  (*want.mutable_failed_and_unresolvable_nodes())["bb"] = "node(s) were unknown";
+  EXPECT_TRUE(MessageDifferencer::Equals(parsed, want)) << parsed.DebugString();
 }
 
 TEST(ExtenderWireTest, HostPriorityListIsWhatProtobufWrites) {
@@ -241,19 +318,44 @@ TEST_F(ExtenderServiceWireTest, InPlaceAnswersAreTheMessageAnswers) {
   const std::string bytes = args.SerializeAsString();
   v1::Pod pod;
   std::vector<absl::string_view> names;
-  ASSERT_TRUE(ReadExtenderArgs(bytes, &pod, &names));
+  bool by_index = true;
+  ASSERT_TRUE(ReadExtenderArgs(bytes, &pod, &names, &by_index));
+  ASSERT_FALSE(by_index);
 
   v1::ExtenderFilterResult by_message;
   ASSERT_TRUE(service_.DoFilter(&args, &by_message).ok());
   std::string wire;
-  ASSERT_TRUE(service_.FilterToWire(pod, names, &wire).ok());
+  ASSERT_TRUE(service_.FilterToWire(pod, names, false, &wire).ok());
   v1::ExtenderFilterResult in_place;
   ASSERT_TRUE(in_place.ParseFromString(wire));
   EXPECT_TRUE(MessageDifferencer::Equals(in_place, by_message))
       << in_place.DebugString() << "\nvs\n"
       << by_message.DebugString();
   EXPECT_EQ(by_message.node_names_size(), 3);  // node-0, -2, -4
+  EXPECT_EQ(by_message.node_indexes_size(), 0);
   EXPECT_EQ(by_message.failed_nodes_size() + by_message.failed_and_unresolvable_nodes_size(), 5);
+
+  // Asked by index, both ways answer the same positions, and no names.
+  v1::ExtenderArgs indexed = args;
+  indexed.set_reply_node_indexes(true);
+  v1::ExtenderFilterResult indexed_by_message;
+  ASSERT_TRUE(service_.DoFilter(&indexed, &indexed_by_message).ok());
+  wire.clear();
+  ASSERT_TRUE(service_.FilterToWire(pod, names, true, &wire).ok());
+  ASSERT_TRUE(in_place.ParseFromString(wire));
+  EXPECT_TRUE(MessageDifferencer::Equals(in_place, indexed_by_message))
+      << in_place.DebugString() << "\nvs\n"
+      << indexed_by_message.DebugString();
+  EXPECT_THAT(indexed_by_message.node_indexes(), ::testing::ElementsAre(0, 2, 4));
+  EXPECT_EQ(indexed_by_message.node_names_size(), 0);
+  using Reasons = std::map<std::string, std::string>;
+  EXPECT_EQ(Reasons(indexed_by_message.failed_nodes().begin(),
+                    indexed_by_message.failed_nodes().end()),
+            Reasons(by_message.failed_nodes().begin(), by_message.failed_nodes().end()));
+  EXPECT_EQ(Reasons(indexed_by_message.failed_and_unresolvable_nodes().begin(),
+                    indexed_by_message.failed_and_unresolvable_nodes().end()),
+            Reasons(by_message.failed_and_unresolvable_nodes().begin(),
+                    by_message.failed_and_unresolvable_nodes().end()));
 
   v1::HostPriorityList scores_by_message;
   ASSERT_TRUE(service_.DoPrioritize(&args, &scores_by_message).ok());
@@ -271,7 +373,7 @@ TEST_F(ExtenderServiceWireTest, InPlaceAnswersAreTheMessageAnswers) {
   v1::ExtenderFilterResult unused;
   const grpc::Status refused = service_.DoFilter(&bad, &unused);
   wire.clear();
-  const grpc::Status refused_in_place = service_.FilterToWire(bad.pod(), names, &wire);
+  const grpc::Status refused_in_place = service_.FilterToWire(bad.pod(), names, true, &wire);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(refused_in_place.error_code(), refused.error_code());
   EXPECT_EQ(refused_in_place.error_message(), refused.error_message());

@@ -14,7 +14,8 @@ using Args = v1::ExtenderArgs;
 using FilterReply = v1::ExtenderFilterResult;
 static_assert(Args::kPodFieldNumber < 16 && Args::kNodeNamesFieldNumber < 16 &&
               Args::kReplyNodeIndexesFieldNumber < 16);
-static_assert(FilterReply::kNodeNamesFieldNumber < 16 && FilterReply::kNodeIndexesFieldNumber < 16 &&
+static_assert(FilterReply::kNodeNamesFieldNumber < 16 &&
+              FilterReply::kNodeIndexesFieldNumber < 16 &&
               FilterReply::kFailedNodesFieldNumber < 16 &&
               FilterReply::kFailedAndUnresolvableNodesFieldNumber < 16 &&
               FilterReply::kErrorFieldNumber < 16);

@@ -21,8 +21,9 @@ void WriteExtenderArgs(const v1::Pod* pod, absl::Span<const absl::string_view> n
                        bool reply_node_indexes, std::string* out);
 
 // Reads a fitledger.v1.ExtenderFilterResult without `nodes`: `out` views into `bytes`, which must
-// outlive it; node_indexes packed or not, each at most 5 bytes long. False for anything else (full nodes, fields this does not read, text that is not
-// ASCII, malformed bytes): the caller then parses the message, and protobuf decides.
+// outlive it; node_indexes packed or not, each at most 5 bytes long. False for anything else (full
+// nodes, fields this does not read, text that is not ASCII, malformed bytes): the caller then
+// parses the message, and protobuf decides.
 bool ReadFilterResult(absl::string_view bytes, FilterResultView* out);
 
 // Reads a fitledger.v1.HostPriorityList, as ReadFilterResult.

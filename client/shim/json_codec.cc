@@ -568,27 +568,26 @@ absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::Extend
   if (node_names != nullptr) node_names->clear();
   impl_->node_names_plain = node_names != nullptr;
   return impl_->Parse(body, [&](ond::document& doc, ond::value& v, const Path& p) {
-    return ForEachMember(v, p, "an object",
-                         [&](std::string_view key, ond::value& e, const Path& fp) {
-                           if (absl::EqualsIgnoreCase(A(key), "Pod")) {
-                             return Message(e, fp, [&](ond::value& m, const Path& mp) {
-                               return ReadPod(m, mp, out->mutable_pod());
-                             });
-                           }
-                           if (absl::EqualsIgnoreCase(A(key), "Nodes")) {
-                             return Message(e, fp, [&](ond::value& m, const Path& mp) {
-                               return ReadNodeList(doc, m, mp, out->mutable_nodes(), raw_nodes);
-                             });
-                           }
-                           if (absl::EqualsIgnoreCase(A(key), "NodeNames")) {
-                             if (node_names != nullptr) {
-                               return StringViews(e, fp, impl_->end, node_names,
-                                                  &impl_->node_names_plain);
-                             }
-                             return StringList(e, fp, out->mutable_node_names());
-                           }
-                           return absl::OkStatus();
-                         });
+    return ForEachMember(
+        v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+          if (absl::EqualsIgnoreCase(A(key), "Pod")) {
+            return Message(e, fp, [&](ond::value& m, const Path& mp) {
+              return ReadPod(m, mp, out->mutable_pod());
+            });
+          }
+          if (absl::EqualsIgnoreCase(A(key), "Nodes")) {
+            return Message(e, fp, [&](ond::value& m, const Path& mp) {
+              return ReadNodeList(doc, m, mp, out->mutable_nodes(), raw_nodes);
+            });
+          }
+          if (absl::EqualsIgnoreCase(A(key), "NodeNames")) {
+            if (node_names != nullptr) {
+              return StringViews(e, fp, impl_->end, node_names, &impl_->node_names_plain);
+            }
+            return StringList(e, fp, out->mutable_node_names());
+          }
+          return absl::OkStatus();
+        });
   });
 }
 

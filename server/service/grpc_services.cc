@@ -148,8 +148,8 @@ grpc::Status ExtenderService::DoPrioritize(const v1::ExtenderArgs* args,
 }
 
 grpc::Status ExtenderService::FilterToWire(const v1::Pod& pod_proto,
-                                           absl::Span<const absl::string_view> names,
-                                           bool by_index, std::string* out) {
+                                           absl::Span<const absl::string_view> names, bool by_index,
+                                           std::string* out) {
   RpcScope scope(metrics_, "Filter");
   absl::StatusOr<Pod> pod = RequirePod(pod_proto);
   if (!pod.ok()) return scope.Done(pod.status());

@@ -332,9 +332,7 @@ class ServerAppImpl : public ServerApp {
         {"/fitledger.v1.Extender/Prioritize",
          InPlaceOrPooled(
              [extender](const v1::Pod& pod, auto names, bool /*by_index: Filter's*/,
-                        std::string* out) {
-               return extender->PrioritizeToWire(pod, names, out);
-             },
+                        std::string* out) { return extender->PrioritizeToWire(pod, names, out); },
              PooledUnary<v1::HostPriorityList>([extender](auto* request, auto* reply) {
                return extender->DoPrioritize(request, reply);
              }))},

@@ -22,8 +22,8 @@ void CheckReplyReaders(const std::string& bytes) {
     if (!parsed.ParseFromString(bytes) || parsed.has_nodes() ||
         static_cast<int>(view.node_names.size()) != parsed.node_names_size() ||
         view.error != parsed.error() ||
-        view.node_indexes != std::vector<uint32_t>(parsed.node_indexes().begin(),
-                                                   parsed.node_indexes().end())) {
+        view.node_indexes !=
+            std::vector<uint32_t>(parsed.node_indexes().begin(), parsed.node_indexes().end())) {
       std::abort();
     }
     for (const auto& [key, value] : view.failed_nodes) {

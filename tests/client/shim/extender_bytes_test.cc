@@ -139,9 +139,8 @@ TEST(ExtenderBytesTest, ReadsWhatProtobufWrote) {
   ExpectFilterResultAgrees(SomeIndexedResult().SerializeAsString(), &read);
   EXPECT_TRUE(read);
   // Indexes not packed (protobuf reads both ways), and packed ones after them: one list.
-  ExpectFilterResultAgrees(std::string("\x30\x05\x30\x80\x01", 5) +
-                               SomeIndexedResult().SerializeAsString(),
-                           &read);
+  ExpectFilterResultAgrees(
+      std::string("\x30\x05\x30\x80\x01", 5) + SomeIndexedResult().SerializeAsString(), &read);
   EXPECT_TRUE(read);
   FilterResultView view;
   ASSERT_TRUE(ReadFilterResult(std::string("\x30\x05\x32\x03\x07\x80\x01", 7), &view));
@@ -167,10 +166,10 @@ TEST(ExtenderBytesTest, LeavesEveryOtherShapeToProtobuf) {
       not_ascii.SerializeAsString(),
       SomeFilterResult().SerializeAsString() + std::string("\x48\x01", 2),  // unknown field
       std::string("\x12\x05w1", 4),                                         // past the end
-      std::string("\x1a\x02\x18\x01", 4),  // a map entry with a varint field
-      std::string("\x32\x02\x05\x80", 4),  // a packed index cut short
+      std::string("\x1a\x02\x18\x01", 4),                  // a map entry with a varint field
+      std::string("\x32\x02\x05\x80", 4),                  // a packed index cut short
       std::string("\x32\x06\x80\x80\x80\x80\x80\x01", 8),  // an index in 6 bytes
-      std::string("\x30\x80\x80\x80\x80\x10", 6),  // 2^32: over uint32
+      std::string("\x30\x80\x80\x80\x80\x10", 6),          // 2^32: over uint32
   };
   for (const std::string& bytes : filter_cases) {
     FilterResultView view;

@@ -243,10 +243,11 @@ TEST_P(ShimHttpTest, FilterAsksForIndexesAndAnswersTheirNames) {
   EXPECT_EQ(reply.status, 200);
   const bool by_index = GetParam() != Transport::kMessages;
   EXPECT_EQ(fake_.last_filter().reply_node_indexes(), by_index);
-  EXPECT_EQ(reply.body, by_index ? R"({"NodeNames":["w2","w4"],"FailedNodes":{"w1":"Insufficient cpu"},)"
-                                   R"("FailedAndUnresolvableNodes":{},"Error":""})"
-                                 : R"({"NodeNames":["w4","w2"],"FailedNodes":{},)"
-                                   R"("FailedAndUnresolvableNodes":{},"Error":""})");
+  EXPECT_EQ(reply.body, by_index
+                            ? R"({"NodeNames":["w2","w4"],"FailedNodes":{"w1":"Insufficient cpu"},)"
+                              R"("FailedAndUnresolvableNodes":{},"Error":""})"
+                            : R"({"NodeNames":["w4","w2"],"FailedNodes":{},)"
+                              R"("FailedAndUnresolvableNodes":{},"Error":""})");
   std::atomic<int> prioritize_by_index{-1};
   fake_.set_prioritize([&](const v1::ExtenderArgs& args, v1::HostPriorityList*) {
     prioritize_by_index = args.reply_node_indexes() ? 1 : 0;
@@ -284,9 +285,8 @@ TEST_P(ShimHttpTest, FilterDropsIndexesThatAreNotCandidates) {
 
 // Names that need escaping are escaped in the answer, whichever way the server answered.
 TEST_P(ShimHttpTest, FilterAnswersNamesThatNeedEscapingEscaped) {
-  const std::string body =
-      R"({"Pod":{"metadata":{"name":"p","namespace":"ns","uid":"u1"}},)"
-      R"("NodeNames":["plain","q\"uote","tab\t","\u006e1"]})";
+  const std::string body = R"({"Pod":{"metadata":{"name":"p","namespace":"ns","uid":"u1"}},)"
+                           R"("NodeNames":["plain","q\"uote","tab\t","\u006e1"]})";
   for (bool by_name : {false, true}) {
     SCOPED_TRACE(by_name ? "by name" : "as the server answers");
     if (by_name) {

@@ -199,7 +199,8 @@ TEST(JsonCodecTest, NodeNamesAsViewsAreTheNamesAsStrings) {
     const bool plain = names.find('\\') == std::string::npos;  // read in place, into the body
     // Plain names are written back as they are: AppendJsonString would not change them.
     if (as_views.node_names_plain()) {
-      for (absl::string_view name : views) EXPECT_EQ(JsonString(name), absl::StrCat("\"", name, "\""));
+      for (absl::string_view name : views)
+        EXPECT_EQ(JsonString(name), absl::StrCat("\"", name, "\""));
     }
     if (!plain) EXPECT_FALSE(as_views.node_names_plain());
     if (names == R"(["node-1","node-2","node-3"])") EXPECT_TRUE(as_views.node_names_plain());

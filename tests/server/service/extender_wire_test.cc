@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/metrics.h"
+#include "gmock/gmock.h"
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/service/grpc_services.h"
 #include "tests/common/wire_variants.h"
@@ -349,9 +349,9 @@ TEST_F(ExtenderServiceWireTest, InPlaceAnswersAreTheMessageAnswers) {
   EXPECT_THAT(indexed_by_message.node_indexes(), ::testing::ElementsAre(0, 2, 4));
   EXPECT_EQ(indexed_by_message.node_names_size(), 0);
   using Reasons = std::map<std::string, std::string>;
-  EXPECT_EQ(Reasons(indexed_by_message.failed_nodes().begin(),
-                    indexed_by_message.failed_nodes().end()),
-            Reasons(by_message.failed_nodes().begin(), by_message.failed_nodes().end()));
+  EXPECT_EQ(
+      Reasons(indexed_by_message.failed_nodes().begin(), indexed_by_message.failed_nodes().end()),
+      Reasons(by_message.failed_nodes().begin(), by_message.failed_nodes().end()));
   EXPECT_EQ(Reasons(indexed_by_message.failed_and_unresolvable_nodes().begin(),
                     indexed_by_message.failed_and_unresolvable_nodes().end()),
             Reasons(by_message.failed_and_unresolvable_nodes().begin(),

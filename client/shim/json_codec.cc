@@ -692,7 +692,6 @@ void AssignEntries(const StringMap& map, FilterResultView::Entries* out) {
 
 void FilterResultView::Clear() {
   node_names.clear();
-  node_names_plain = false;
   node_indexes.clear();
   failed_nodes.clear();
   failed_and_unresolvable_nodes.clear();
@@ -701,25 +700,26 @@ void FilterResultView::Clear() {
 
 void FilterResultView::Assign(const v1::ExtenderFilterResult& result) {
   node_names.assign(result.node_names().begin(), result.node_names().end());
-  node_names_plain = false;
   node_indexes.assign(result.node_indexes().begin(), result.node_indexes().end());
   AssignEntries(result.failed_nodes(), &failed_nodes);
   AssignEntries(result.failed_and_unresolvable_nodes(), &failed_and_unresolvable_nodes);
   error = result.error();
 }
 
-void EncodeFilterResult(const FilterResultView& result, std::string* out) {
-  size_t estimate = 96;
-  for (absl::string_view name : result.node_names) estimate += name.size() + 3;
-  out->reserve(out->size() + estimate);
+void EncodeFilterResult(const FilterResultView& result, std::string* out, bool names_plain) {
+  size_t list = 0;  // the names in quotes, a comma between two
+  for (absl::string_view name : result.node_names) list += name.size() + 3;
+  if (list > 0) --list;
+  out->reserve(out->size() + list + 96);
   out->append("{\"NodeNames\":[");
-  if (result.node_names_plain && !result.node_names.empty()) {
-    // Each name as it is, in quotes: the list's exact size, written in one go.
+  if (names_plain) {
+    // Each name as it is: the list's exact size, written in one go.
     const size_t at = out->size();
-    out->resize(at + estimate - 96 - 1);  // a comma between names
+    out->resize(at + list);
     char* p = out->data() + at;
-    for (absl::string_view name : result.node_names) {
-      if (p != out->data() + at) *p++ = ',';
+    for (size_t i = 0; i < result.node_names.size(); ++i) {
+      const absl::string_view name = result.node_names[i];
+      if (i > 0) *p++ = ',';
       *p++ = '"';
       std::memcpy(p, name.data(), name.size());
       p += name.size();

@@ -69,9 +69,6 @@ struct FilterResultView {
   // The fitting candidates by position (ExtenderFilterResult.node_indexes), when the request
   // asked for them; the webhook turns them into node_names before encoding.
   std::vector<uint32_t> node_indexes;
-  // Set by whoever knows it (the webhook, of its candidates): no node name needs escaping, so
-  // EncodeFilterResult writes them without looking.
-  bool node_names_plain = false;
   // The two maps' entries in any order; of entries with one key the last counts, as when
   // protobuf reads a map.
   Entries failed_nodes;
@@ -90,7 +87,9 @@ using HostPriorityView = std::vector<std::pair<absl::string_view, int64_t>>;
 
 // ExtenderFilterResult for nodeCacheCapable extenders:
 // {"NodeNames":[...],"FailedNodes":{...},"FailedAndUnresolvableNodes":{...},"Error":"..."}.
-void EncodeFilterResult(const FilterResultView& result, std::string* out);
+// `names_plain`: the caller knows no node name needs escaping (JsonDecoder::node_names_plain of
+// the candidates they are); they are then written as they are.
+void EncodeFilterResult(const FilterResultView& result, std::string* out, bool names_plain = false);
 void EncodeFilterResult(const v1::ExtenderFilterResult& result, std::string* out);
 // ExtenderFilterResult for extenders that get full nodes: `nodes` are the passing nodes' raw JSON
 // objects, copied verbatim into {"Nodes":{"metadata":{},"items":[...]},"FailedNodes":{...},

@@ -360,9 +360,8 @@ void Webhook::AnswerNames(const std::vector<absl::string_view>& candidates, bool
       for (int i : keep) result->node_names.push_back(candidates[i]);
     }
   }
-  // Each name is now a candidate's, or equal to one.
-  result->node_names_plain = plain;
-  EncodeFilterResult(*result, &reply->body);
+  // Each name is now a candidate's, or equal to one: as plain as they are.
+  EncodeFilterResult(*result, &reply->body, plain);
   if (logger_->Enabled(LogLevel::kDebug)) {
     logger_->Log(LogLevel::kDebug, "filter",
                  {{"verb", "filter"},

@@ -337,9 +337,8 @@ TEST(JsonCodecTest, PlainNamesEncodeAsAnyNames) {
     view.error = "e";
     std::string looked = "kept";
     EncodeFilterResult(view, &looked);
-    view.node_names_plain = true;
     std::string unlooked = "kept";
-    EncodeFilterResult(view, &unlooked);
+    EncodeFilterResult(view, &unlooked, /*names_plain=*/true);
     EXPECT_EQ(unlooked, looked);
   }
 }

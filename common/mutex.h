@@ -6,6 +6,7 @@
 #ifndef FITLEDGER_COMMON_MUTEX_H_
 #define FITLEDGER_COMMON_MUTEX_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <shared_mutex>
@@ -22,6 +23,9 @@ class ABSL_LOCKABLE Mutex {
 
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
   void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  // BasicLockable, for CondVar's std::condition_variable_any only.
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  void unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
   void ReaderLock() ABSL_SHARED_LOCK_FUNCTION() { mu_.lock_shared(); }
   void ReaderUnlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock_shared(); }
 
@@ -51,6 +55,23 @@ class ABSL_SCOPED_LOCKABLE ReaderMutexLock {
 
  private:
   Mutex* const mu_;
+};
+
+// A condition variable for Mutex. Callers loop on their condition, which they read holding the
+// mutex (so -Wthread-safety checks it):  while (!ready_) cv_.Wait(&mu_);
+class CondVar {
+ public:
+  // Releases `mu`, waits for a Signal (or a spurious wake-up), takes `mu` again.
+  void Wait(Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { cv_.wait(*mu); }
+  // As Wait, for at most `timeout`; false when it timed out.
+  bool WaitFor(Mutex* mu, std::chrono::nanoseconds timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return cv_.wait_for(*mu, timeout) == std::cv_status::no_timeout;
+  }
+  void Signal() { cv_.notify_one(); }
+  void SignalAll() { cv_.notify_all(); }
+
+ private:
+  std::condition_variable_any cv_;
 };
 
 }  // namespace fitledger

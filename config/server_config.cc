@@ -8,6 +8,11 @@
 #include "server/model/resources.h"
 
 namespace fitledger::config {
+
+const char kUnaryListenRemoved[] =
+    "was removed with fitledger's own HTTP/2 server: remove the key; fitledger-shim calls the "
+    "server on grpc.listen (e.g. unix:///run/fitledger/server.sock)";
+
 namespace {
 
 absl::Status ReadTls(Fields& f, TlsFiles* tls) {
@@ -20,25 +25,19 @@ absl::Status Read(Fields& root, ServerConfig* c) {
   RETURN_IF_ERROR(root.String("kubeconfig", &c->kubeconfig));
   RETURN_IF_ERROR(root.Map("kubernetes", [&](Fields& f) -> absl::Status {
     RETURN_IF_ERROR(f.Duration("bindTimeout", &c->bind_timeout));
+    RETURN_IF_ERROR(f.Int("bindThreads", &c->bind_threads, 1, 4096));
     return f.Int("listPageSize", &c->list_page_size, 1, 100000);
   }));
   RETURN_IF_ERROR(root.Map("grpc", [&](Fields& f) -> absl::Status {
     RETURN_IF_ERROR(f.StringList("listen", &c->grpc_listen));
-    RETURN_IF_ERROR(f.StringList("unaryListen", &c->grpc_unary_listen));
+    std::vector<std::string> unary;
+    RETURN_IF_ERROR(f.StringList("unaryListen", &unary));
+    if (!unary.empty()) return f.Error("unaryListen", kUnaryListenRemoved);
     return f.Map("tls", [&](Fields& t) { return ReadTls(t, &c->grpc_tls); });
   }));
   RETURN_IF_ERROR(
       root.Map("monitor", [&](Fields& f) { return f.String("listen", &c->monitor_listen); }));
-  RETURN_IF_ERROR(root.Map("webhook", [&](Fields& f) -> absl::Status {
-    RETURN_IF_ERROR(f.String("listen", &c->webhook.listen));
-    RETURN_IF_ERROR(f.String("prefix", &c->webhook.prefix));
-    if (c->webhook.prefix.empty() || c->webhook.prefix[0] != '/') {
-      return f.Error("prefix", "must start with /");
-    }
-    RETURN_IF_ERROR(f.Int("maxBodyBytes", &c->webhook.max_body_bytes, 1024, int64_t{1} << 30));
-    RETURN_IF_ERROR(f.Int("threads", &c->webhook.threads, 2, 4096));
-    return f.Map("tls", [&](Fields& t) { return ReadTls(t, &c->webhook.tls); });
-  }));
+  RETURN_IF_ERROR(root.Map("webhook", [&](Fields& f) { return ReadHttpListener(f, &c->webhook); }));
   RETURN_IF_ERROR(root.Map("ledger", [&](Fields& f) -> absl::Status {
     RETURN_IF_ERROR(f.Bool("enabled", &c->ledger_enabled));
     RETURN_IF_ERROR(f.Map("accounting", [&](Fields& a) -> absl::Status {
@@ -142,17 +141,7 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
                                        "set grpc.tls.certFile and keyFile (and clientCAFile for "
                                        "mTLS) to listen on it"));
   }
-  for (const std::string& address : c.grpc_unary_listen) {
-    RETURN_IF_ERROR(
-        CheckListenAddress("grpc.unaryListen", address, false,
-                           "this listener has no TLS: use unix:///path or a loopback address"));
-    for (const std::string& other : c.grpc_listen) {
-      if (other == address && !absl::EndsWith(address, ":0")) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "grpc.unaryListen: \"", address, "\" is also in grpc.listen: use another address"));
-      }
-    }
-  }
+  RETURN_IF_ERROR(ValidateHttpListener(c.webhook, "webhook."));
   if (c.assumed_reconcile_age < 2 * c.bind_timeout) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ledger.assumedReconcileAge (", absl::FormatDuration(c.assumed_reconcile_age),

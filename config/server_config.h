@@ -8,44 +8,29 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "config/http_listener.h"
 
 namespace fitledger::config {
-
-struct TlsFiles {
-  std::string cert_file;
-  std::string key_file;
-  std::string client_ca_file;  // set: clients must present a certificate signed by it (mTLS)
-  bool enabled() const { return !cert_file.empty(); }
-};
 
 struct ServerConfig {
   // Empty: $KUBECONFIG, else in-cluster.
   std::string kubeconfig;
   absl::Duration bind_timeout = absl::Seconds(3);
+  // kubernetes.bindThreads: binds (a binding POST each) running at once; more wait in order.
+  int64_t bind_threads = 64;
   int64_t list_page_size = 500;
 
   // gRPC listeners: "unix:///path" or "host:port". A TCP address that is not loopback
   // requires TLS.
   std::vector<std::string> grpc_listen = {"unix:///run/fitledger/server.sock"};
   TlsFiles grpc_tls;
-  // Listeners for gRPC's unary calls on fitledger's own HTTP/2 server (server/service/
-  // grpc_h2_server.h): the Extender and Introspection methods and grpc.health.v1.Health/Check,
-  // at a fraction of the gRPC server's cost per call; no reflection, streaming or TLS, so
-  // "unix:///path" or a loopback host:port only. Empty: off.
-  std::vector<std::string> grpc_unary_listen;
 
   // HTTP /healthz, /readyz, /metrics. Empty: off.
   std::string monitor_listen;
 
-  // kube-scheduler's extender webhook served by the server itself (the shim's code, called in
-  // process: no gRPC hop). Empty listen: off (use fitledger-shim).
-  struct Webhook {
-    std::string listen;
-    std::string prefix = "/";
-    int64_t max_body_bytes = 16 << 20;
-    int64_t threads = 64;
-    TlsFiles tls;
-  } webhook;
+  // kube-scheduler's extender webhook served by the server itself (the webhook library over the
+  // extender, in process: no gRPC hop). Empty listen: off (use fitledger-shim).
+  HttpListenerConfig webhook;
 
   bool ledger_enabled = true;
   bool accounting_all = true;
@@ -58,6 +43,9 @@ struct ServerConfig {
 
   std::string log_level = "info";
 };
+
+// Why grpc.unaryListen (and --grpc-unary-listen) is refused, and what to use instead.
+extern const char kUnaryListenRemoved[];
 
 // Reads and validates `file`. InvalidArgument naming the key and line for unknown keys, wrong
 // types and bad values; NotFound for a missing file.

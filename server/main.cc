@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/file.h"
 #include "common/flags.h"
 #include "config/server_config.h"
 #include "server/service/server_app.h"
@@ -24,9 +25,7 @@ ABSL_FLAG(std::vector<std::string>, grpc_listen, {},
           "gRPC listen addresses, comma-separated: unix:///path or host:port (overrides "
           "grpc.listen)");
 ABSL_FLAG(std::vector<std::string>, grpc_unary_listen, {},
-          "listen addresses for gRPC's unary calls on fitledger's own HTTP/2 server (no "
-          "reflection, streaming or TLS), comma-separated: unix:///path or a loopback host:port "
-          "(overrides grpc.unaryListen)");
+          "removed: fitledger-shim calls --grpc-listen (gRPC's own server)");
 ABSL_FLAG(std::string, monitor_listen, "",
           "HTTP host:port for /healthz, /readyz, /metrics (overrides monitor.listen)");
 ABSL_FLAG(std::string, webhook_listen, "",
@@ -36,19 +35,18 @@ ABSL_FLAG(bool, no_ledger, false,
           "decide from the watch alone, never assume (demonstrates the burst overcommit)");
 ABSL_FLAG(std::string, log_level, "", "debug, info, warn or error (overrides log.level)");
 ABSL_FLAG(std::string, ready_file, "",
-          "once listening, write {\"grpc_ports\":[..],\"unary_ports\":[..],\"monitor_port\":N,"
-          "\"webhook_port\":N} to this file");
+          "once listening, write {\"grpc_ports\":[..],\"monitor_port\":N,\"webhook_port\":N} "
+          "to this file");
 
 int main(int argc, char** argv) {
   // Debian's absl is built without NDEBUG, so absl::Mutex checks lock order on every Lock. Only
   // gRPC's internals lock an absl::Mutex here (fitledger's own locks are std), and the check
-  // cost ~3% of the server's CPU per gRPC Filter call (docs/performance.md).
+  // costs CPU on every gRPC call (docs/performance.md).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   fitledger::ParseFlags(
       argc, argv,
       "fitledger-server: the assumed-pod ledger behind kube-scheduler's extender.\n"
       "Usage: fitledger-server --config FILE [--kubeconfig PATH] [--grpc-listen ADDR] "
-      "[--grpc-unary-listen ADDR] "
       "[--monitor-listen HOST:PORT] [--webhook-listen HOST:PORT] [--no-ledger] "
       "[--log-level LEVEL] [--ready-file PATH]",
       "server/main.cc");
@@ -67,7 +65,9 @@ int main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_grpc_listen).empty())
     config.grpc_listen = absl::GetFlag(FLAGS_grpc_listen);
   if (!absl::GetFlag(FLAGS_grpc_unary_listen).empty()) {
-    config.grpc_unary_listen = absl::GetFlag(FLAGS_grpc_unary_listen);
+    fprintf(stderr, "fitledger-server: --grpc-unary-listen %s\n",
+            fitledger::config::kUnaryListenRemoved);
+    return 2;
   }
   if (!absl::GetFlag(FLAGS_monitor_listen).empty()) {
     config.monitor_listen = absl::GetFlag(FLAGS_monitor_listen);
@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  fitledger::RaiseOpenFileLimit();
 
   absl::StatusOr<std::unique_ptr<fitledger::ServerApp>> app = fitledger::ServerApp::Create(config);
   if (!app.ok()) {
@@ -97,21 +98,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string ports = absl::StrJoin((*app)->grpc_ports(), ",");
-  std::string unary_ports = absl::StrJoin((*app)->unary_ports(), ",");
   printf("fitledger-server listening on %s (tcp ports: [%s], monitor port: %d, webhook port: %d)\n",
          absl::StrJoin(config.grpc_listen, ",").c_str(), ports.c_str(), (*app)->monitor_port(),
          (*app)->webhook_port());
-  if (!config.grpc_unary_listen.empty()) {
-    printf("fitledger-server unary gRPC on %s (tcp ports: [%s])\n",
-           absl::StrJoin(config.grpc_unary_listen, ",").c_str(), unary_ports.c_str());
-  }
   fflush(stdout);
   if (!absl::GetFlag(FLAGS_ready_file).empty()) {
     std::string tmp = absl::GetFlag(FLAGS_ready_file) + ".tmp";
     {
       std::ofstream out(tmp);
-      out << "{\"grpc_ports\":[" << ports << "],\"unary_ports\":[" << unary_ports
-          << "],\"monitor_port\":" << (*app)->monitor_port()
+      out << "{\"grpc_ports\":[" << ports << "],\"monitor_port\":" << (*app)->monitor_port()
           << ",\"webhook_port\":" << (*app)->webhook_port() << "}\n";
     }
     rename(tmp.c_str(), absl::GetFlag(FLAGS_ready_file).c_str());

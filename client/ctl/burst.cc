@@ -106,10 +106,12 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
   absl::StatusOr<kube::Connection> conn = kube::ResolveConnection(o.kubeconfig);
   if (!conn.ok()) return conn.status();
   kube::ApiClient api(*conn);
-  kube::Connection shim_conn;
-  shim_conn.server = o.shim_url;
-  while (!shim_conn.server.empty() && shim_conn.server.back() == '/') shim_conn.server.pop_back();
-  kube::ApiClient shim(shim_conn);
+  kube::Connection webhook_conn;
+  webhook_conn.server = o.webhook_url;
+  while (!webhook_conn.server.empty() && webhook_conn.server.back() == '/') {
+    webhook_conn.server.pop_back();
+  }
+  kube::ApiClient webhook(webhook_conn);
 
   if (absl::Status s = DeletePrevious(api, o); !s.ok()) return s;
   if (o.await_view) {
@@ -174,7 +176,7 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
     lock.unlock();
 
     json args = {{"Pod", work.pod}, {"NodeNames", node_names}};
-    absl::StatusOr<json> filtered = Call(shim, "POST", "/filter", args, 200);
+    absl::StatusOr<json> filtered = Call(webhook, "POST", "/filter", args, 200);
     std::string error;
     std::vector<std::string> feasible;
     if (!filtered.ok()) {
@@ -188,7 +190,7 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
     std::string chosen;
     if (error.empty() && !feasible.empty()) {
       json prioritize_args = {{"Pod", work.pod}, {"NodeNames", feasible}};
-      absl::StatusOr<json> scores = Call(shim, "POST", "/prioritize", prioritize_args, 200);
+      absl::StatusOr<json> scores = Call(webhook, "POST", "/prioritize", prioritize_args, 200);
       int64_t best = -1;
       if (scores.ok() && scores->is_array()) {
         for (const json& hp : *scores) {
@@ -233,7 +235,7 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
                         {"PodNamespace", meta["namespace"]},
                         {"PodUID", meta["uid"]},
                         {"Node", chosen}};
-      absl::StatusOr<json> result = Call(shim, "POST", "/bind", bind_args, 200);
+      absl::StatusOr<json> result = Call(webhook, "POST", "/bind", bind_args, 200);
       std::string bind_error;
       if (!result.ok()) {
         bind_error = std::string(result.status().message());

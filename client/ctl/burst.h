@@ -14,8 +14,8 @@
 namespace fitledger::ctl {
 
 struct BurstOptions {
-  std::string kubeconfig;  // the cluster (fitledger-sim) to create pods in
-  std::string shim_url;    // e.g. http://127.0.0.1:8888 (plus the extender prefix, if any)
+  std::string kubeconfig;   // the cluster (fitledger-sim) to create pods in
+  std::string webhook_url;  // e.g. http://127.0.0.1:8888 (plus the extender prefix, if any)
   std::string namespace_name = "default";
   std::string app = "burst";  // pods are named <app>-NN and labelled app=<app>
   int replicas = 12;
@@ -62,7 +62,7 @@ struct BurstReport {
   absl::Duration elapsed;
 };
 
-// Deletes the previous burst's pods, creates `replicas` pods, schedules them through the shim
+// Deletes the previous burst's pods, creates `replicas` pods, schedules them through the webhook
 // (serial filter -> prioritize -> choose; concurrent binds; failed binds retried), waits for the
 // kubelet's verdict on every bound pod, and reports.
 absl::StatusOr<BurstReport> RunBurst(const BurstOptions& options);

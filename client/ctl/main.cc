@@ -32,15 +32,16 @@ ABSL_FLAG(bool, watch, false, "nodes: refresh the table until interrupted");
 ABSL_FLAG(int, interval_ms, 1000, "nodes --watch: refresh period in milliseconds");
 ABSL_FLAG(std::string, kubeconfig, "",
           "burst, await-view: the cluster's kubeconfig (default $KUBECONFIG)");
-ABSL_FLAG(std::string, shim, Env("FITLEDGER_SHIM", "http://127.0.0.1:8888"),
-          "burst: the shim's extender URL prefix (env FITLEDGER_SHIM)");
+ABSL_FLAG(std::string, webhook, Env("FITLEDGER_WEBHOOK", "http://127.0.0.1:8888"),
+          "burst: the extender webhook's URL prefix, fitledger-server's own or fitledger-shim's "
+          "(env FITLEDGER_WEBHOOK)");
 ABSL_FLAG(std::string, namespace, "default", "burst: namespace of the pods");
 ABSL_FLAG(int, replicas, 12, "burst: number of pods");
 ABSL_FLAG(std::string, cpu, "400m", "burst: cpu request per pod");
 ABSL_FLAG(std::string, memory, "128Mi", "burst: memory request per pod");
 ABSL_FLAG(bool, no_ledger, false,
           "burst: use the server started with --no-ledger (env FITLEDGER_SERVER_NO_LEDGER / "
-          "FITLEDGER_SHIM_NO_LEDGER) to show the overcommit");
+          "FITLEDGER_WEBHOOK_NO_LEDGER) to show the overcommit");
 ABSL_FLAG(bool, json, false, "burst: print the report as JSON");
 ABSL_FLAG(int, wait_seconds, 60, "await-view: give up after this many seconds");
 
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
       "  await-view             wait until the server's (lagging) view has caught up with the\n"
       "                         API (--kubeconfig; resourceVersions compared as integers)\n"
       "  burst [--replicas N --cpu Q --memory Q] [--no-ledger] [--json]\n"
-      "                         create N pods and schedule them through the shim as\n"
+      "                         create N pods and schedule them through the webhook as\n"
       "                         kube-scheduler does; print placement and kubelet verdicts",
       "ctl/main.cc");
   absl::ParseCommandLine(argc, argv);
@@ -125,9 +126,9 @@ int main(int argc, char** argv) {
   if (command == "burst") {
     fitledger::ctl::BurstOptions o;
     o.kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
-    o.shim_url = absl::GetFlag(FLAGS_shim);
+    o.webhook_url = absl::GetFlag(FLAGS_webhook);
     if (absl::GetFlag(FLAGS_no_ledger)) {
-      o.shim_url = Env("FITLEDGER_SHIM_NO_LEDGER", o.shim_url.c_str());
+      o.webhook_url = Env("FITLEDGER_WEBHOOK_NO_LEDGER", o.webhook_url.c_str());
       target.address = Env("FITLEDGER_SERVER_NO_LEDGER", target.address.c_str());
     }
     o.namespace_name = absl::GetFlag(FLAGS_namespace);
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
     if (*ledger == absl::GetFlag(FLAGS_no_ledger)) {
       fprintf(stderr,
               "fitledgerctl: the server at %s runs with the ledger %s, but burst was asked %s "
-              "--no-ledger; point --server/--shim at the matching pair (scripts/demo starts "
+              "--no-ledger; point --server/--webhook at the matching pair (scripts/demo starts "
               "both)\n",
               target.address.c_str(), *ledger ? "on" : "off",
               absl::GetFlag(FLAGS_no_ledger) ? "with" : "without");

@@ -1,44 +1,37 @@
-// fitledger-shim: kube-scheduler's extender webhook (HTTP/JSON) in front of fitledger-server
-// (gRPC). Parses flags, loads the config, serves until SIGTERM / SIGINT, then drains and exits 0.
+// fitledger-shim: kube-scheduler's extender webhook (HTTP/JSON, the webhook library) in front of
+// fitledger-server (gRPC). Parses flags, loads the config, serves until SIGTERM / SIGINT, then
+// drains and exits 0.
 #include <pthread.h>
 #include <signal.h>
 
-#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
-#include "client/shim/grpc_h2.h"
-#include "client/shim/http_server.h"
-#include "client/shim/logger.h"
-#include "client/shim/metrics.h"
-#include "client/shim/webhook.h"
+#include "client/shim/grpc_backend.h"
+#include "common/file.h"
 #include "common/flags.h"
+#include "common/log.h"
+#include "common/metrics.h"
 #include "config/shim_config.h"
+#include "webhook/http_server.h"
+#include "webhook/metrics.h"
+#include "webhook/webhook.h"
 
 ABSL_FLAG(std::string, config, "", "YAML config file (see config/shim.yaml); defaults if empty");
 ABSL_FLAG(std::string, listen, "", "override listen: HOST:PORT for the webhook (port 0 = any)");
 ABSL_FLAG(std::string, server, "",
-          "override server: unix:///path or host:port of fitledger-server");
+          "override server: unix:///path or host:port of fitledger-server (gRPC)");
 ABSL_FLAG(std::string, prefix, "",
           "override prefix: URL path prefix of the verbs, e.g. /fitledger");
-ABSL_FLAG(
-    std::string, monitor_listen, "",
-    "(also --monitor-listen) override monitor.listen: HOST:PORT for /healthz, /readyz, /metrics");
-ABSL_FLAG(
-    std::string, port_file, "",
-    "(also --port-file) once serving, write the bound webhook port to this file (atomically)");
+ABSL_FLAG(std::string, monitor_listen, "",
+          "override monitor.listen: HOST:PORT for /healthz, /readyz, /metrics");
+ABSL_FLAG(std::string, port_file, "",
+          "once serving, write the bound webhook port to this file (atomically)");
 
 namespace fitledger::shim {
 namespace {
@@ -55,38 +48,49 @@ bool WritePortFile(const std::string& path, int port) {
   return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
+webhook::HttpServerOptions HttpOptions(const config::HttpListenerConfig& c) {
+  webhook::HttpServerOptions o;
+  o.io_threads = static_cast<int>(c.io_threads);
+  o.max_connections = static_cast<int>(c.max_connections);
+  o.max_body_bytes = c.max_body_bytes;
+  o.read_timeout = c.read_timeout;
+  o.write_timeout = c.write_timeout;
+  o.idle_timeout = c.idle_timeout;
+  o.handshake_timeout = c.handshake_timeout;
+  o.keep_alive_max_requests = static_cast<int>(c.keep_alive_max_requests);
+  o.cert_file = c.tls.cert_file;
+  o.key_file = c.tls.key_file;
+  o.client_ca_file = c.tls.client_ca_file;
+  return o;
+}
+
 int Run(int argc, char** argv) {
   ParseFlags(argc, argv,
              "fitledger-shim --config FILE [--listen HOST:PORT] [--server ADDR] [--prefix /path] "
              "[--monitor-listen HOST:PORT] [--port-file PATH]",
              "shim/main.cc");
 
-  Logger boot_logger(LogLevel::kInfo);
   config::ShimConfig config;
   if (const std::string file = absl::GetFlag(FLAGS_config); !file.empty()) {
     absl::StatusOr<config::ShimConfig> loaded = config::LoadShimConfig(file);
     if (!loaded.ok()) {
-      boot_logger.Log(LogLevel::kError, "bad config", {{"error", loaded.status().ToString()}});
+      LogError("fitledger-shim: bad config", {{"error", loaded.status().ToString()}});
       return 2;
     }
     config = *std::move(loaded);
   }
-  if (auto v = absl::GetFlag(FLAGS_listen); !v.empty()) config.listen = v;
+  if (auto v = absl::GetFlag(FLAGS_listen); !v.empty()) config.webhook.listen = v;
   if (auto v = absl::GetFlag(FLAGS_server); !v.empty()) config.server = v;
   if (auto v = absl::GetFlag(FLAGS_prefix); !v.empty()) {
     while (v.size() > 1 && v.back() == '/') v.pop_back();
-    config.prefix = v;
+    config.webhook.prefix = v;
   }
   if (auto v = absl::GetFlag(FLAGS_monitor_listen); !v.empty()) config.monitor_listen = v;
   if (absl::Status s = config::ValidateShimConfig(config); !s.ok()) {
-    boot_logger.Log(LogLevel::kError, "bad config", {{"error", s.message()}});
+    LogError("fitledger-shim: bad config", {{"error", std::string(s.message())}});
     return 2;
   }
-  if (absl::Status s = GrpcH2Client::CheckTarget(config.server); !s.ok()) {
-    boot_logger.Log(LogLevel::kError, "bad config",
-                    {{"error", absl::StrCat("key server: ", s.message())}});
-    return 2;
-  }
+  SetLogLevel(config.log_level);
 
   // Block the stop signals in every thread; the main thread waits for them below.
   sigset_t stop_signals;
@@ -95,50 +99,80 @@ int Run(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  RaiseOpenFileLimit();
 
-  const Logger logger(*ParseLogLevel(config.log_level));
-  Metrics metrics;
-  // fitledger-server is called through the shim's own unary gRPC clients: Filter and Prioritize
-  // multiplexed on a few connections, no thread waiting for a reply (grpc_h2_mux.h); the rest,
-  // and those two while no multiplexed connection is up, on a connection per call in flight
-  // (grpc_h2.h).
-  auto client = std::make_shared<GrpcH2Client>(config.server);
-  GrpcH2MuxClient::Options mux_options;
-  mux_options.connections = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 4);
-  auto mux = std::make_shared<GrpcH2MuxClient>(config.server, mux_options);
-  mux->Start();
-  Webhook webhook(std::make_unique<H2ExtenderStub>(client, mux),
-                  std::make_unique<H2HealthStub>(client, mux),
-                  Webhook::Options{.server_timeout = config.server_timeout}, &metrics, &logger);
-  ShimServer server(config, &webhook, &metrics, &logger);
-  if (absl::Status s = server.Start(); !s.ok()) {
-    logger.Log(LogLevel::kError, "cannot serve", {{"error", s.ToString()}});
-    return 1;
+  MetricsRegistry registry;
+  webhook::Metrics metrics(&registry);
+  GrpcBackend backend(config.server, DialServer(config.server),
+                      GrpcBackend::Options{.timeout = config.server_timeout});
+  const webhook::Webhook hook(config.webhook.prefix, &backend, &metrics,
+                              [&registry] { return registry.Render(); });
+  auto observe = [&hook](const webhook::HttpRequest& request, const webhook::HttpReply& reply,
+                         absl::Duration elapsed) { hook.Observe(request, reply, elapsed); };
+
+  webhook::HttpServer server(
+      HttpOptions(config.webhook), [&hook](webhook::HttpCall call) { hook.Serve(std::move(call)); },
+      &webhook::Webhook::FormatError, observe);
+  const config::HostPort listen = *config::ParseHostPort(config.webhook.listen);
+  absl::StatusOr<int> port = server.Start(listen.host, listen.port);
+  if (!port.ok()) {
+    LogError("fitledger-shim: cannot serve",
+             {{"listen", config.webhook.listen}, {"error", std::string(port.status().message())}});
+    return absl::IsInvalidArgument(port.status()) ? 2 : 1;
+  }
+  if (!config::IsLoopbackHost(listen.host) && !config.webhook.tls.enabled()) {
+    LogWarn(
+        "fitledger-shim: listening on a non-loopback address without tls: anyone who can "
+        "reach it can bind pods",
+        {{"listen", config.webhook.listen}});
+  }
+  std::unique_ptr<webhook::HttpServer> monitor;
+  int monitor_port = -1;
+  if (!config.monitor_listen.empty()) {
+    webhook::HttpServerOptions options;
+    options.io_threads = 1;
+    options.max_body_bytes = 64 << 10;
+    monitor = std::make_unique<webhook::HttpServer>(
+        options, [&hook](webhook::HttpCall call) { hook.ServeMonitor(std::move(call)); },
+        &webhook::Webhook::FormatError, observe);
+    const config::HostPort hp = *config::ParseHostPort(config.monitor_listen);
+    absl::StatusOr<int> bound = monitor->Start(hp.host, hp.port);
+    if (!bound.ok()) {
+      LogError(
+          "fitledger-shim: cannot serve the monitor",
+          {{"listen", config.monitor_listen}, {"error", std::string(bound.status().message())}});
+      return 1;
+    }
+    monitor_port = *bound;
   }
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
-    if (!WritePortFile(path, server.port())) {
-      logger.Log(LogLevel::kError, "cannot write the port file", {{"path", path}});
+    if (!WritePortFile(path, *port)) {
+      LogError("fitledger-shim: cannot write the port file", {{"path", path}});
       return 1;
     }
   }
-  std::printf("fitledger-shim listening on %s\n", server.url().c_str());
+  const std::string url =
+      absl::StrCat(server.tls() ? "https" : "http", "://",
+                   listen.host.find(':') != std::string::npos ? absl::StrCat("[", listen.host, "]")
+                                                              : listen.host,
+                   ":", *port);
+  std::printf("fitledger-shim listening on %s\n", url.c_str());
   std::fflush(stdout);
-  logger.Log(
-      LogLevel::kInfo, "serving",
-      {{"url", server.url()},
-       {"prefix", config.prefix},
-       {"server", config.server},
-       {"monitor", config.monitor_listen.empty() ? std::string("off")
-                                                 : absl::StrCat(config.monitor_listen, " (port ",
-                                                                server.monitor_port(), ")")}});
+  LogInfo("fitledger-shim serving",
+          {{"url", url},
+           {"prefix", config.webhook.prefix},
+           {"server", config.server},
+           {"monitor", config.monitor_listen.empty()
+                           ? std::string("off")
+                           : absl::StrCat(config.monitor_listen, " (port ", monitor_port, ")")}});
 
   int signal = 0;
   sigwait(&stop_signals, &signal);
-  logger.Log(LogLevel::kInfo, "stopping: draining in-flight requests",
-             {{"signal", signal == SIGTERM ? "SIGTERM" : "SIGINT"}});
-  server.Stop();  // waits for the replies still due from the multiplexed calls
-  mux->Stop();
-  logger.Log(LogLevel::kInfo, "stopped");
+  LogInfo("fitledger-shim stopping: draining requests in flight",
+          {{"signal", signal == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  server.Stop();  // the replies still due come from gRPC's threads; the backend is still here
+  if (monitor != nullptr) monitor->Stop();
+  LogInfo("fitledger-shim stopped");
   return 0;
 }
 

@@ -1,12 +1,12 @@
 #include "server/service/grpc_services.h"
 
-#include <algorithm>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "proto/fitledger/v1/api_conventions.h"
 #include "server/service/convert.h"
-#include "server/service/extender_wire.h"
 
 namespace fitledger {
 
@@ -15,42 +15,24 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-absl::Status FromGrpcStatus(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
-
-RpcMetrics::RpcMetrics(MetricsRegistry* registry)
-    : requests(registry->Counter("fitledger_server_requests_total",
-                                 "gRPC requests by method and status code.", {"method", "code"})),
-      latency(registry->Histogram("fitledger_server_request_duration_seconds",
-                                  "gRPC request latency in seconds by method.", {"method"},
-                                  LatencyBuckets())) {}
-
-void RpcMetrics::Record(const char* method, const absl::Status& status, absl::Duration elapsed) {
-  requests->Increment({method, absl::StatusCodeToString(status.code())});
-  latency->Observe({method}, absl::ToDoubleSeconds(elapsed));
-}
-
 namespace {
 
-// Records the rpc's outcome and latency when it returns.
-class RpcScope {
- public:
-  RpcScope(RpcMetrics* metrics, const char* method)
-      : metrics_(metrics), method_(method), start_(absl::Now()) {}
-  grpc::Status Done(const absl::Status& status) {
-    metrics_->Record(method_, status, absl::Now() - start_);
-    return ToGrpcStatus(status);
-  }
+// The call's reactor, its reply marked as the server's (api_conventions.h).
+grpc::ServerUnaryReactor* Reactor(grpc::CallbackServerContext* context) {
+  context->AddTrailingMetadata(v1::kServerOriginMetadata, "fitledger-server");
+  return context->DefaultReactor();
+}
 
- private:
-  RpcMetrics* metrics_;
-  const char* method_;
-  absl::Time start_;
-};
+// Finishes `context`'s call at once with `status`.
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
+                                    const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = Reactor(context);
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
 
-// Views into `args`, which must outlive them.
+// The candidates of a Filter or Prioritize: NodeNames, or the names of the full Nodes. Views into
+// `args`, which must outlive them.
 std::vector<absl::string_view> CandidateNames(const v1::ExtenderArgs& args) {
   std::vector<absl::string_view> names;
   if (args.has_nodes()) {
@@ -73,8 +55,7 @@ absl::StatusOr<Pod> RequirePod(const v1::Pod& pod) {
 
 }  // namespace
 
-ExtenderService::ExtenderService(Extender* extender, RpcMetrics* metrics)
-    : extender_(extender), metrics_(metrics) {
+ExtenderService::ExtenderService(webhook::Backend* backend) : backend_(backend) {
   SetMessageAllocatorFor_Filter(&filter_messages_);
   SetMessageAllocatorFor_Prioritize(&prioritize_messages_);
 }
@@ -86,127 +67,74 @@ bool ExtenderService::KeepPooled(const v1::ExtenderArgs& args) {
 grpc::ServerUnaryReactor* ExtenderService::Filter(grpc::CallbackServerContext* context,
                                                   const v1::ExtenderArgs* args,
                                                   v1::ExtenderFilterResult* result) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(DoFilter(args, result));
+  grpc::ServerUnaryReactor* reactor = Reactor(context);
+  std::vector<absl::string_view> names = CandidateNames(*args);
+  backend_->Filter(args->pod(), names, [reactor, args, result](webhook::FilterAnswer answer) {
+    if (!answer.status.ok()) return reactor->Finish(ToGrpcStatus(answer.status));
+    // `args` lives until Finish: the names are read from it again here.
+    const std::vector<absl::string_view> names = CandidateNames(*args);
+    const size_t n = names.size();
+    result->mutable_node_names()->Reserve(static_cast<int>(answer.passing.size()));
+    for (size_t i : answer.passing) {
+      if (i >= n) continue;
+      result->add_node_names(names[i].data(), names[i].size());
+      if (args->has_nodes()) {
+        *result->mutable_nodes()->add_items() = args->nodes().items(static_cast<int>(i));
+      }
+    }
+    if (args->has_nodes()) result->mutable_nodes();  // present, even if empty
+    for (const auto& [i, why] : answer.failed) {
+      if (i < n) (*result->mutable_failed_nodes())[std::string(names[i])] = why;
+    }
+    for (const auto& [i, why] : answer.unresolvable) {
+      if (i < n) (*result->mutable_failed_and_unresolvable_nodes())[std::string(names[i])] = why;
+    }
+    reactor->Finish(grpc::Status::OK);
+  });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ExtenderService::Prioritize(grpc::CallbackServerContext* context,
                                                       const v1::ExtenderArgs* args,
                                                       v1::HostPriorityList* result) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(DoPrioritize(args, result));
+  grpc::ServerUnaryReactor* reactor = Reactor(context);
+  std::vector<absl::string_view> names = CandidateNames(*args);
+  backend_->Prioritize(args->pod(), names,
+                       [reactor, args, result](webhook::PrioritizeAnswer answer) {
+                         if (!answer.status.ok()) {
+                           return reactor->Finish(ToGrpcStatus(answer.status));
+                         }
+                         const std::vector<absl::string_view> names = CandidateNames(*args);
+                         for (const auto& [i, score] : answer.scores) {
+                           if (i >= names.size()) continue;
+                           v1::HostPriority* host = result->add_items();
+                           host->set_host(names[i].data(), names[i].size());
+                           host->set_score(score);
+                         }
+                         reactor->Finish(grpc::Status::OK);
+                       });
   return reactor;
 }
 
-grpc::Status ExtenderService::DoFilter(const v1::ExtenderArgs* args,
-                                       v1::ExtenderFilterResult* result) {
-  RpcScope scope(metrics_, "Filter");
-  absl::StatusOr<Pod> pod = RequirePod(args->pod());
-  if (!pod.ok()) return scope.Done(pod.status());
-  std::vector<absl::string_view> names = CandidateNames(*args);
-  absl::StatusOr<FilterResult> filtered = extender_->Filter(*pod, names);
-  if (!filtered.ok()) return scope.Done(filtered.status());
-  const bool by_index = args->reply_node_indexes() && !args->has_nodes();
-  if (by_index) {
-    result->mutable_node_indexes()->Reserve(static_cast<int>(filtered->fits.size()));
-  } else {
-    result->mutable_node_names()->Reserve(static_cast<int>(filtered->fits.size()));
-  }
-  for (size_t i : filtered->fits) {
-    if (by_index) {
-      result->add_node_indexes(static_cast<uint32_t>(i));
-    } else {
-      result->add_node_names(names[i].data(), names[i].size());
-    }
-    if (args->has_nodes())
-      *result->mutable_nodes()->add_items() = args->nodes().items(static_cast<int>(i));
-  }
-  if (args->has_nodes()) result->mutable_nodes();  // present, even if empty
-  for (const auto& [i, why] : filtered->failed)
-    (*result->mutable_failed_nodes())[std::string(names[i])] = why;
-  for (const auto& [i, why] : filtered->unresolvable) {
-    (*result->mutable_failed_and_unresolvable_nodes())[std::string(names[i])] = why;
-  }
-  return scope.Done(absl::OkStatus());
+grpc::ServerUnaryReactor* ExtenderService::Bind(grpc::CallbackServerContext* context,
+                                                const v1::ExtenderBindingArgs* args,
+                                                v1::ExtenderBindingResult*) {
+  grpc::ServerUnaryReactor* reactor = Reactor(context);
+  backend_->Bind({args->pod_namespace(), args->pod_name(), args->pod_uid(), args->node()},
+                 [reactor](absl::Status status) { reactor->Finish(ToGrpcStatus(status)); });
+  return reactor;
 }
 
-grpc::Status ExtenderService::DoPrioritize(const v1::ExtenderArgs* args,
-                                           v1::HostPriorityList* result) {
-  RpcScope scope(metrics_, "Prioritize");
-  absl::StatusOr<Pod> pod = RequirePod(args->pod());
-  if (!pod.ok()) return scope.Done(pod.status());
-  std::vector<absl::string_view> names = CandidateNames(*args);
-  absl::StatusOr<std::vector<int64_t>> scores = extender_->Prioritize(*pod, names);
-  if (!scores.ok()) return scope.Done(scores.status());
-  for (size_t i = 0; i < names.size(); ++i) {
-    v1::HostPriority* host = result->add_items();
-    host->set_host(names[i].data(), names[i].size());
-    host->set_score((*scores)[i]);
-  }
-  return scope.Done(absl::OkStatus());
-}
-
-grpc::Status ExtenderService::FilterToWire(const v1::Pod& pod_proto,
-                                           absl::Span<const absl::string_view> names, bool by_index,
-                                           std::string* out) {
-  RpcScope scope(metrics_, "Filter");
-  absl::StatusOr<Pod> pod = RequirePod(pod_proto);
-  if (!pod.ok()) return scope.Done(pod.status());
-  absl::StatusOr<FilterResult> filtered = extender_->Filter(*pod, names);
-  if (!filtered.ok()) return scope.Done(filtered.status());
-  WriteFilterResult(names, *filtered, by_index, out);
-  return scope.Done(absl::OkStatus());
-}
-
-grpc::Status ExtenderService::PrioritizeToWire(const v1::Pod& pod_proto,
-                                               absl::Span<const absl::string_view> names,
-                                               std::string* out) {
-  RpcScope scope(metrics_, "Prioritize");
-  absl::StatusOr<Pod> pod = RequirePod(pod_proto);
-  if (!pod.ok()) return scope.Done(pod.status());
-  absl::StatusOr<std::vector<int64_t>> scores = extender_->Prioritize(*pod, names);
-  if (!scores.ok()) return scope.Done(scores.status());
-  WriteHostPriorityList(names, *scores, out);
-  return scope.Done(absl::OkStatus());
-}
-
-grpc::Status ExtenderService::Bind(grpc::ServerContext*, const v1::ExtenderBindingArgs* args,
-                                   v1::ExtenderBindingResult*) {
-  RpcScope scope(metrics_, "Bind");
-  return scope.Done(
-      extender_->Bind({args->pod_namespace(), args->pod_name(), args->pod_uid(), args->node()}));
-}
-
-grpc::Status ExtenderService::Preempt(grpc::ServerContext*, const v1::ExtenderPreemptionArgs* args,
-                                      v1::ExtenderPreemptionResult* result) {
-  RpcScope scope(metrics_, "Preempt");
-  absl::StatusOr<Pod> pod = RequirePod(args->pod());
-  if (!pod.ok()) return scope.Done(pod.status());
-  std::map<std::string, std::vector<std::string>> victims;
-  std::map<std::string, int64_t> pdb_violations;
-  if (!args->node_name_to_meta_victims().empty()) {
-    for (const auto& [node, meta] : args->node_name_to_meta_victims()) {
-      auto& uids = victims[node];
-      for (const v1::MetaPod& p : meta.pods()) uids.push_back(p.uid());
-      pdb_violations[node] = meta.num_pdb_violations();
-    }
-  } else {
-    for (const auto& [node, full] : args->node_name_to_victims()) {
-      auto& uids = victims[node];
-      for (const v1::Pod& p : full.pods()) uids.push_back(p.metadata().uid());
-      pdb_violations[node] = full.num_pdb_violations();
-    }
-  }
-  absl::StatusOr<std::map<std::string, std::vector<std::string>>> kept =
-      extender_->Preempt(*pod, victims);
-  if (!kept.ok()) return scope.Done(kept.status());
-  for (const auto& [node, uids] : *kept) {
-    v1::MetaVictims& meta = (*result->mutable_node_name_to_meta_victims())[node];
-    for (const std::string& uid : uids) meta.add_pods()->set_uid(uid);
-    meta.set_num_pdb_violations(pdb_violations[node]);
-  }
-  return scope.Done(absl::OkStatus());
+grpc::ServerUnaryReactor* ExtenderService::Preempt(grpc::CallbackServerContext* context,
+                                                   const v1::ExtenderPreemptionArgs* args,
+                                                   v1::ExtenderPreemptionResult* result) {
+  grpc::ServerUnaryReactor* reactor = Reactor(context);
+  backend_->Preempt(*args, [reactor, result](absl::StatusOr<v1::ExtenderPreemptionResult> r) {
+    if (!r.ok()) return reactor->Finish(ToGrpcStatus(r.status()));
+    *result = *std::move(r);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
 }
 
 IntrospectionService::IntrospectionService(const Ledger* ledger, bool ledger_enabled,
@@ -220,11 +148,37 @@ IntrospectionService::IntrospectionService(const Ledger* ledger, bool ledger_ena
       rejections_(std::move(rejections)),
       metrics_(metrics) {}
 
-grpc::Status IntrospectionService::ListNodes(grpc::ServerContext*,
-                                             const v1::ListNodesRequest* request,
-                                             v1::ListNodesResponse* response) {
+grpc::ServerUnaryReactor* IntrospectionService::ListNodes(grpc::CallbackServerContext* context,
+                                                          const v1::ListNodesRequest* request,
+                                                          v1::ListNodesResponse* response) {
   RpcScope scope(metrics_, "ListNodes");
-  std::set<std::string> wanted(request->names().begin(), request->names().end());
+  return FinishNow(context, scope.Done(DoListNodes(*request, response)));
+}
+
+grpc::ServerUnaryReactor* IntrospectionService::ListAssumed(grpc::CallbackServerContext* context,
+                                                            const v1::ListAssumedRequest*,
+                                                            v1::ListAssumedResponse* response) {
+  RpcScope scope(metrics_, "ListAssumed");
+  return FinishNow(context, scope.Done(DoListAssumed(response)));
+}
+
+grpc::ServerUnaryReactor* IntrospectionService::Explain(grpc::CallbackServerContext* context,
+                                                        const v1::ExplainRequest* request,
+                                                        v1::ExplainResponse* response) {
+  RpcScope scope(metrics_, "Explain");
+  return FinishNow(context, scope.Done(DoExplain(*request, response)));
+}
+
+grpc::ServerUnaryReactor* IntrospectionService::ListRejections(
+    grpc::CallbackServerContext* context, const v1::ListRejectionsRequest*,
+    v1::ListRejectionsResponse* response) {
+  RpcScope scope(metrics_, "ListRejections");
+  return FinishNow(context, scope.Done(DoListRejections(response)));
+}
+
+absl::Status IntrospectionService::DoListNodes(const v1::ListNodesRequest& request,
+                                               v1::ListNodesResponse* response) {
+  std::set<std::string> wanted(request.names().begin(), request.names().end());
   for (const NodeSummary& n : ledger_->Nodes()) {
     if (!wanted.empty() && wanted.count(n.name) == 0) continue;
     v1::NodeView* view = response->add_nodes();
@@ -246,12 +200,10 @@ grpc::Status IntrospectionService::ListNodes(grpc::ServerContext*,
   if (!ledger_->policy().all) {
     for (const std::string& name : ledger_->policy().managed) response->add_managed_resources(name);
   }
-  return scope.Done(absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::Status IntrospectionService::ListAssumed(grpc::ServerContext*, const v1::ListAssumedRequest*,
-                                               v1::ListAssumedResponse* response) {
-  RpcScope scope(metrics_, "ListAssumed");
+absl::Status IntrospectionService::DoListAssumed(v1::ListAssumedResponse* response) {
   absl::Time now = absl::Now();
   for (const AssumedPod& a : ledger_->Assumed()) {
     v1::AssumedEntry* e = response->add_assumed();
@@ -263,31 +215,30 @@ grpc::Status IntrospectionService::ListAssumed(grpc::ServerContext*, const v1::L
     e->set_age_seconds(absl::ToDoubleSeconds(now - a.assumed_at));
     e->set_bind_in_flight(a.bind_in_flight);
   }
-  return scope.Done(absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::Status IntrospectionService::Explain(grpc::ServerContext*, const v1::ExplainRequest* request,
-                                           v1::ExplainResponse* response) {
-  RpcScope scope(metrics_, "Explain");
-  if (request->node().empty()) return scope.Done(absl::InvalidArgumentError("node is required"));
-  absl::StatusOr<Pod> pod = RequirePod(request->pod());
-  if (!pod.ok()) return scope.Done(pod.status());
+absl::Status IntrospectionService::DoExplain(const v1::ExplainRequest& request,
+                                             v1::ExplainResponse* response) {
+  if (request.node().empty()) return absl::InvalidArgumentError("node is required");
+  absl::StatusOr<Pod> pod = RequirePod(request.pod());
+  if (!pod.ok()) return pod.status();
   absl::StatusOr<Resources> requests = PodRequests(*pod, RequestBasis::kSpec);
-  if (!requests.ok()) return scope.Done(requests.status());
+  if (!requests.ok()) return requests.status();
   // A pod that is already counted on the node is judged against the node without itself.
   const std::string& uid = pod->uid;
-  absl::StatusOr<FitResult> fit = ledger_->Fit(*requests, request->node(), uid);
-  if (!fit.ok()) return scope.Done(fit.status());
+  absl::StatusOr<FitResult> fit = ledger_->Fit(*requests, request.node(), uid);
+  if (!fit.ok()) return fit.status();
   response->set_fits(fit->fits);
   response->set_unresolvable(fit->unresolvable);
   for (const std::string& reason : fit->reasons) response->add_reasons(reason);
   NodeSummary node;
   for (NodeSummary& n : ledger_->Nodes()) {
-    if (n.name == request->node()) node = std::move(n);
+    if (n.name == request.node()) node = std::move(n);
   }
   if (!uid.empty()) {
     // Leave the pod's own counted requests out of the numbers as well.
-    auto [own, assumed] = ledger_->CountedRequests(uid, request->node());
+    auto [own, assumed] = ledger_->CountedRequests(uid, request.node());
     (assumed ? node.assumed : node.confirmed).Subtract(own);
   }
   std::vector<std::string> names = {"pods", "cpu", "memory", "ephemeral-storage"};
@@ -306,13 +257,10 @@ grpc::Status IntrospectionService::Explain(grpc::ServerContext*, const v1::Expla
     e->set_fits(requested <= free);
     e->set_accounted(name == "pods" ? ledger_->policy().all : ledger_->policy().Accounts(name));
   }
-  return scope.Done(absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::Status IntrospectionService::ListRejections(grpc::ServerContext*,
-                                                  const v1::ListRejectionsRequest*,
-                                                  v1::ListRejectionsResponse* response) {
-  RpcScope scope(metrics_, "ListRejections");
+absl::Status IntrospectionService::DoListRejections(v1::ListRejectionsResponse* response) {
   auto [rejections, total] = rejections_();
   for (const kube::KubeletRejection& r : rejections) {
     v1::Rejection* out = response->add_rejections();
@@ -324,7 +272,7 @@ grpc::Status IntrospectionService::ListRejections(grpc::ServerContext*,
     out->set_message(r.message);
   }
   response->set_total(static_cast<int64_t>(total));
-  return scope.Done(absl::OkStatus());
+  return absl::OkStatus();
 }
 
 }  // namespace fitledger

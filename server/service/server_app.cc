@@ -4,8 +4,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
@@ -13,129 +11,44 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "client/shim/http1.h"
-#include "client/shim/http_server.h"
-#include "client/shim/logger.h"
-#include "client/shim/metrics.h"
-#include "client/shim/webhook.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "common/metrics.h"
-#include "config/shim_config.h"
+#include "common/worker_pool.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/kube/api_client.h"
 #include "server/kube/binder.h"
 #include "server/kube/watcher.h"
-#include "server/service/extender_wire.h"
-#include "server/service/grpc_h2_server.h"
+#include "server/service/extender_backend.h"
 #include "server/service/grpc_services.h"
 #include "server/service/reconciler.h"
+#include "webhook/http_server.h"
+#include "webhook/metrics.h"
+#include "webhook/webhook.h"
 
 namespace fitledger {
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-// The webhook's Extender stub, answered in process by the ExtenderService: no serialization,
-// no socket, no thread hand-off.
-class InProcessExtender final : public shim::SyncExtenderStub {
- public:
-  explicit InProcessExtender(ExtenderService* service) : service_(service) {}
-  grpc::Status Filter(grpc::ClientContext*, const v1::ExtenderArgs& request,
-                      v1::ExtenderFilterResult* response) override {
-    return service_->DoFilter(&request, response);
-  }
-  grpc::Status Prioritize(grpc::ClientContext*, const v1::ExtenderArgs& request,
-                          v1::HostPriorityList* response) override {
-    return service_->DoPrioritize(&request, response);
-  }
-  grpc::Status Bind(grpc::ClientContext*, const v1::ExtenderBindingArgs& request,
-                    v1::ExtenderBindingResult* response) override {
-    return service_->Bind(nullptr, &request, response);
-  }
-  grpc::Status Preempt(grpc::ClientContext*, const v1::ExtenderPreemptionArgs& request,
-                       v1::ExtenderPreemptionResult* response) override {
-    return service_->Preempt(nullptr, &request, response);
-  }
-
- private:
-  ExtenderService* const service_;
-};
-
-// The largest request message, on both listeners.
+// The largest request message on the gRPC listeners.
 constexpr int kMaxMessageBytes = 64 << 20;
 
-// A unary method for the own HTTP/2 listener: parse, run `call` (the gRPC service's own code),
-// serialize.
-template <typename Request, typename Reply, typename Call>
-GrpcUnaryMethod Unary(Call call) {
-  return [call](absl::string_view bytes, std::string* out) -> absl::Status {
-    Request request;
-    Reply reply;
-    if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot parse ", Request::descriptor()->full_name()));
-    }
-    absl::Status status = FromGrpcStatus(call(&request, &reply));
-    if (status.ok()) reply.SerializeToString(out);
-    return status;
-  };
-}
-
-// Filter and Prioritize: as Unary, on messages each connection thread keeps and reuses (as the
-// gRPC server's MessagePool does), unless a call was large: a thread keeps at most ~5,000
-// candidates' worth (a few hundred KB), however many connections are open.
-constexpr int kThreadPooledCandidateNames = 5000;
-constexpr size_t kThreadPooledPodBytes = 1 << 20;
-template <typename Reply, typename Call>
-GrpcUnaryMethod PooledUnary(Call call) {
-  return [call](absl::string_view bytes, std::string* out) -> absl::Status {
-    thread_local v1::ExtenderArgs request;
-    thread_local Reply reply;
-    reply.Clear();
-    absl::Status status;
-    if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-      status = absl::InvalidArgumentError("cannot parse fitledger.v1.ExtenderArgs");
-    } else {
-      status = FromGrpcStatus(call(&request, &reply));
-      if (status.ok()) reply.SerializeToString(out);
-    }
-    if (!ExtenderService::KeepPooled(request) ||
-        request.node_names_size() > kThreadPooledCandidateNames) {
-      request = v1::ExtenderArgs();
-      reply = Reply();
-    }
-    return status;
-  };
-}
-
-// Filter and Prioritize: a request of the usual shape (a pod and candidate names) is read in
-// place and answered as bytes, with no request or reply message (extender_wire.h); any other
-// goes to `pooled`. The pod message and the names' vector stay with the thread unless they grew
-// large, whichever way the call went (a request the reader gave up on may have grown them).
-template <typename InPlace>
-GrpcUnaryMethod InPlaceOrPooled(InPlace in_place, GrpcUnaryMethod pooled) {
-  return [in_place, pooled](absl::string_view bytes, std::string* out) -> absl::Status {
-    thread_local v1::Pod pod;
-    thread_local std::vector<absl::string_view> names;
-    absl::Cleanup trim = [bytes] {
-      if (names.capacity() > kThreadPooledCandidateNames) names = {};
-      names.clear();  // views into `bytes`
-      if (bytes.size() > kThreadPooledPodBytes && pod.ByteSizeLong() > kThreadPooledPodBytes) {
-        pod = v1::Pod();
-      }
-    };
-    bool by_index = false;
-    if (!ReadExtenderArgs(bytes, &pod, &names, &by_index)) return pooled(bytes, out);
-    return FromGrpcStatus(in_place(pod, absl::Span<const absl::string_view>(names), by_index, out));
-  };
+// The options of an HTTP listener from its configuration.
+webhook::HttpServerOptions HttpOptions(const config::HttpListenerConfig& c) {
+  webhook::HttpServerOptions o;
+  o.io_threads = static_cast<int>(c.io_threads);
+  o.max_connections = static_cast<int>(c.max_connections);
+  o.max_body_bytes = c.max_body_bytes;
+  o.read_timeout = c.read_timeout;
+  o.write_timeout = c.write_timeout;
+  o.idle_timeout = c.idle_timeout;
+  o.handshake_timeout = c.handshake_timeout;
+  o.keep_alive_max_requests = static_cast<int>(c.keep_alive_max_requests);
+  o.cert_file = c.tls.cert_file;
+  o.key_file = c.tls.key_file;
+  o.client_ca_file = c.tls.client_ca_file;
+  return o;
 }
 
 class ServerAppImpl : public ServerApp {
@@ -152,14 +65,19 @@ class ServerAppImpl : public ServerApp {
                   [this] { return watcher_.synced(); }),
         reconciler_(&extender_, config_.reconcile_period, config_.assumed_reconcile_age),
         rpc_metrics_(&metrics_),
-        extender_service_(&extender_, &rpc_metrics_),
+        bind_pool_("bind", static_cast<int>(config_.bind_threads)),
+        backend_(&extender_, &bind_pool_, &rpc_metrics_, [this] { return Ready(); }),
+        extender_service_(&backend_),
         introspection_service_(
             &ledger_, config_.ledger_enabled, [this] { return watcher_.synced(); },
             [this] { return watcher_.stats().pods_resource_version; },
             [this] {
               return std::make_pair(watcher_.rejections(), watcher_.stats().rejections_total);
             },
-            &rpc_metrics_) {
+            &rpc_metrics_),
+        webhook_metrics_(&metrics_),
+        webhook_(config_.webhook.prefix, &backend_, &webhook_metrics_,
+                 [this] { return metrics_.Render(); }) {
     RegisterMetrics();
   }
 
@@ -207,6 +125,7 @@ class ServerAppImpl : public ServerApp {
     builder.RegisterService(&extender_service_);
     builder.RegisterService(&introspection_service_);
     builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    bind_pool_.Start();
     server_ = builder.BuildAndStart();
     if (server_ == nullptr) {
       return absl::UnavailableError(
@@ -219,17 +138,28 @@ class ServerAppImpl : public ServerApp {
     }
     health_ = server_->GetHealthCheckService();
     SetServing(false);
-    absl::Status unary = StartUnary();  // before the monitor, whose /metrics reads it
-    if (!unary.ok()) return unary;
-    absl::Status monitor = StartMonitor();
-    if (!monitor.ok()) return monitor;
+    if (!config_.monitor_listen.empty()) {
+      webhook::HttpServerOptions options;
+      options.io_threads = 1;
+      options.max_body_bytes = 64 << 10;
+      absl::StatusOr<int> port =
+          Listen(&monitor_, "monitor.listen", config_.monitor_listen, options,
+                 [this](webhook::HttpCall call) { webhook_.ServeMonitor(std::move(call)); });
+      if (!port.ok()) return port.status();
+      monitor_port_ = *port;
+    }
     watcher_.Start();
     if (config_.ledger_enabled) reconciler_.Start();
     health_thread_ = std::thread([this] { HealthLoop(); });
-    absl::Status webhook = StartWebhook();
-    if (!webhook.ok()) return webhook;
+    if (!config_.webhook.listen.empty()) {
+      absl::StatusOr<int> port = Listen(
+          &webhook_server_, "webhook.listen", config_.webhook.listen, HttpOptions(config_.webhook),
+          [this](webhook::HttpCall call) { webhook_.Serve(std::move(call)); });
+      if (!port.ok()) return port.status();
+    }
     LogInfo("fitledger-server started",
             {{"grpc", absl::StrJoin(config_.grpc_listen, ",")},
+             {"webhook", config_.webhook.listen.empty() ? "off" : config_.webhook.listen},
              {"kubernetes", client_.connection().server},
              {"ledger", config_.ledger_enabled ? "enabled" : "DISABLED (--no-ledger)"}});
     return absl::OkStatus();
@@ -238,16 +168,17 @@ class ServerAppImpl : public ServerApp {
   void Shutdown() override {
     if (shut_down_.exchange(true)) return;
     LogInfo("shutting down: finishing in-flight binds");
+    // The webhook first: its requests in flight are answered (binds run on the pool), new
+    // connections are refused; then gRPC's calls; then the binds still running.
     if (webhook_server_ != nullptr) webhook_server_->Stop();
     extender_.BeginShutdown();
     stop_health_ = true;
     if (health_thread_.joinable()) health_thread_.join();
     SetServing(false);
-    // Each unary connection finishes its call (a bind: bounded by the bind timeout); then gRPC's.
-    if (unary_server_ != nullptr) unary_server_->Stop();
     if (server_ != nullptr) {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
     }
+    bind_pool_.Stop();
     extender_.WaitForBinds();
     LogDebug("shutdown: gRPC stopped, binds finished");
     reconciler_.Stop();
@@ -266,7 +197,6 @@ class ServerAppImpl : public ServerApp {
     }
     return out;
   }
-  std::vector<int> unary_ports() const override { return unary_ports_; }
   int monitor_port() const override { return monitor_port_; }
   int webhook_port() const override {
     return webhook_server_ != nullptr ? webhook_server_->port() : 0;
@@ -291,8 +221,35 @@ class ServerAppImpl : public ServerApp {
     return o;
   }
 
+  // Whether the verbs can be answered: the view is complete and the server is not stopping.
+  absl::Status Ready() const {
+    if (shut_down_) return absl::UnavailableError("fitledger-server is shutting down");
+    if (!watcher_.synced()) {
+      return absl::UnavailableError(
+          "fitledger-server has not finished listing the cluster yet (not synced)");
+    }
+    return absl::OkStatus();
+  }
+
+  // Starts `*server` on `address` (HOST:PORT) with `handler`; returns the bound port.
+  absl::StatusOr<int> Listen(std::unique_ptr<webhook::HttpServer>* server, absl::string_view key,
+                             const std::string& address, webhook::HttpServerOptions options,
+                             webhook::HttpHandler handler) {
+    absl::StatusOr<config::HostPort> hp = config::ParseHostPort(address);
+    if (!hp.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(key, ": ", hp.status().message()));
+    }
+    *server = std::make_unique<webhook::HttpServer>(
+        std::move(options), std::move(handler), &webhook::Webhook::FormatError,
+        [this](const webhook::HttpRequest& request, const webhook::HttpReply& reply,
+               absl::Duration elapsed) { webhook_.Observe(request, reply, elapsed); });
+    absl::StatusOr<int> port = (*server)->Start(hp->host, hp->port);
+    if (!port.ok())
+      return absl::Status(port.status().code(), absl::StrCat(key, ": ", port.status().message()));
+    return port;
+  }
+
   void SetServing(bool serving) {
-    serving_ = serving;
     if (health_ == nullptr) return;
     health_->SetServingStatus(serving);
     health_->SetServingStatus("fitledger.v1.Extender", serving);
@@ -312,169 +269,6 @@ class ServerAppImpl : public ServerApp {
     }
   }
 
-  // grpc.unaryListen: the Extender and Introspection methods and Health/Check on the own
-  // HTTP/2 server, running the same service code as the gRPC server.
-  absl::Status StartUnary() {
-    if (config_.grpc_unary_listen.empty()) return absl::OkStatus();
-    using grpc::health::v1::HealthCheckRequest;
-    using grpc::health::v1::HealthCheckResponse;
-    ExtenderService* extender = &extender_service_;
-    IntrospectionService* introspection = &introspection_service_;
-    std::vector<std::pair<std::string, GrpcUnaryMethod>> methods = {
-        {"/fitledger.v1.Extender/Filter",
-         InPlaceOrPooled(
-             [extender](const v1::Pod& pod, auto names, bool by_index, std::string* out) {
-               return extender->FilterToWire(pod, names, by_index, out);
-             },
-             PooledUnary<v1::ExtenderFilterResult>([extender](auto* request, auto* reply) {
-               return extender->DoFilter(request, reply);
-             }))},
-        {"/fitledger.v1.Extender/Prioritize",
-         InPlaceOrPooled(
-             [extender](const v1::Pod& pod, auto names, bool /*by_index: Filter's*/,
-                        std::string* out) { return extender->PrioritizeToWire(pod, names, out); },
-             PooledUnary<v1::HostPriorityList>([extender](auto* request, auto* reply) {
-               return extender->DoPrioritize(request, reply);
-             }))},
-        {"/fitledger.v1.Extender/Bind", Unary<v1::ExtenderBindingArgs, v1::ExtenderBindingResult>(
-                                            [extender](auto* request, auto* reply) {
-                                              return extender->Bind(nullptr, request, reply);
-                                            })},
-        {"/fitledger.v1.Extender/Preempt",
-         Unary<v1::ExtenderPreemptionArgs, v1::ExtenderPreemptionResult>(
-             [extender](auto* request, auto* reply) {
-               return extender->Preempt(nullptr, request, reply);
-             })},
-        {"/fitledger.v1.Introspection/ListNodes",
-         Unary<v1::ListNodesRequest, v1::ListNodesResponse>(
-             [introspection](auto* request, auto* reply) {
-               return introspection->ListNodes(nullptr, request, reply);
-             })},
-        {"/fitledger.v1.Introspection/ListAssumed",
-         Unary<v1::ListAssumedRequest, v1::ListAssumedResponse>(
-             [introspection](auto* request, auto* reply) {
-               return introspection->ListAssumed(nullptr, request, reply);
-             })},
-        {"/fitledger.v1.Introspection/Explain", Unary<v1::ExplainRequest, v1::ExplainResponse>(
-                                                    [introspection](auto* request, auto* reply) {
-                                                      return introspection->Explain(nullptr,
-                                                                                    request, reply);
-                                                    })},
-        {"/fitledger.v1.Introspection/ListRejections",
-         Unary<v1::ListRejectionsRequest, v1::ListRejectionsResponse>(
-             [introspection](auto* request, auto* reply) {
-               return introspection->ListRejections(nullptr, request, reply);
-             })},
-        // As gRPC's default health service answers on grpc.listen.
-        {"/grpc.health.v1.Health/Check",
-         Unary<HealthCheckRequest, HealthCheckResponse>(
-             [this](const HealthCheckRequest* request, HealthCheckResponse* reply) {
-               const std::string& service = request->service();
-               if (!service.empty() && service != "fitledger.v1.Extender" &&
-                   service != "fitledger.v1.Introspection") {
-                 return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
-               }
-               reply->set_status(serving_ ? HealthCheckResponse::SERVING
-                                          : HealthCheckResponse::NOT_SERVING);
-               return grpc::Status::OK;
-             })},
-    };
-    GrpcH2ServerOptions options;
-    options.max_message_bytes = kMaxMessageBytes;  // as on grpc.listen
-    unary_server_ = std::make_unique<GrpcH2Server>(options, std::move(methods));
-    for (const std::string& address : config_.grpc_unary_listen) {
-      absl::StatusOr<int> port = unary_server_->Listen(address);
-      if (!port.ok()) return port.status();
-      if (!absl::StartsWith(address, "unix://")) unary_ports_.push_back(*port);
-    }
-    return absl::OkStatus();
-  }
-
-  // kube-scheduler's webhook on this process: the shim's HTTP server and codec over the
-  // ExtenderService, in process.
-  absl::Status StartWebhook() {
-    if (config_.webhook.listen.empty()) return absl::OkStatus();
-    config::ShimConfig shim;
-    shim.listen = config_.webhook.listen;
-    shim.prefix = config_.webhook.prefix;
-    shim.server = "unix:///in-process";  // unused: the stub below answers in process
-    shim.max_body_bytes = config_.webhook.max_body_bytes;
-    shim.threads = static_cast<int>(config_.webhook.threads);
-    shim.tls.cert_file = config_.webhook.tls.cert_file;
-    shim.tls.key_file = config_.webhook.tls.key_file;
-    shim.tls.client_ca_file = config_.webhook.tls.client_ca_file;
-    shim.monitor_listen.clear();
-    shim.log_level = config_.log_level;
-    absl::Status valid = config::ValidateShimConfig(shim);
-    if (!valid.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("webhook: ", valid.message()));
-    }
-    webhook_ = std::make_unique<shim::Webhook>(
-        std::make_unique<InProcessExtender>(&extender_service_),
-        grpc::health::v1::Health::NewStub(server_->InProcessChannel(grpc::ChannelArguments())),
-        shim::Webhook::Options{}, &webhook_metrics_, &webhook_logger_);
-    webhook_server_ = std::make_unique<shim::ShimServer>(shim, webhook_.get(), &webhook_metrics_,
-                                                         &webhook_logger_);
-    return webhook_server_->Start();
-  }
-
-  absl::Status StartMonitor() {
-    if (config_.monitor_listen.empty()) return absl::OkStatus();
-    size_t colon = config_.monitor_listen.rfind(':');
-    int port = -1;
-    if (colon == std::string::npos ||
-        !absl::SimpleAtoi(config_.monitor_listen.substr(colon + 1), &port)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("monitor.listen: \"", config_.monitor_listen, "\" is not host:port"));
-    }
-    std::string host = config_.monitor_listen.substr(0, colon);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
-    shim::HttpOptions options;
-    options.threads = 4;
-    options.max_body_bytes = 64 << 10;
-    monitor_ = std::make_unique<shim::HttpServer>(
-        options,
-        [this](const shim::HttpRequest& req, shim::HttpResponse& res) {
-          res.content_type = "text/plain; charset=utf-8";
-          const bool known =
-              req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics";
-          if (!known) {
-            res.status = 404;
-            res.body = absl::StrCat("no such path \"", req.path,
-                                    "\": the monitor serves /healthz, /readyz, /metrics\n");
-          } else if (req.method != "GET" && req.method != "HEAD") {
-            res.status = 405;
-            res.body = absl::StrCat("method ", req.method, " is not allowed: use GET\n");
-            res.headers.emplace_back("Allow", "GET, HEAD");
-          } else if (req.path == "/healthz") {
-            res.body = "ok\n";
-          } else if (req.path == "/readyz") {
-            const bool ready = watcher_.synced() && !shut_down_;
-            res.status = ready ? 200 : 503;
-            res.body = ready ? "ok\n" : "not synced\n";
-          } else {
-            res.content_type = "text/plain; version=0.0.4; charset=utf-8";
-            res.body = metrics_.Render();
-            if (webhook_server_ != nullptr) res.body += webhook_metrics_.Render();
-          }
-        },
-        [](shim::HttpResponse& res, int status, absl::string_view message) {
-          res.status = status;
-          res.content_type = "text/plain; charset=utf-8";
-          res.body = absl::StrCat(message, "\n");
-        },
-        nullptr);
-    absl::StatusOr<int> bound = monitor_->Start(host, port);
-    if (!bound.ok()) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.monitor_listen, ": ",
-                                                 bound.status().message()));
-    }
-    monitor_port_ = *bound;
-    return absl::OkStatus();
-  }
-
   void RegisterMetrics() {
     metrics_.Gauge("fitledger_synced", "1 once the first full list of nodes and pods is applied.",
                    {}, [this] {
@@ -492,14 +286,22 @@ class ServerAppImpl : public ServerApp {
                                       : absl::ToDoubleSeconds(absl::Now() - all.front().assumed_at);
                      return std::vector<GaugeSample>{{{}, age}};
                    });
-    metrics_.Gauge("fitledger_server_unary_connections",
-                   "Open connections on grpc.unaryListen (fitledger-shim keeps one per call in "
-                   "flight, and idle ones for reuse).",
-                   {}, [this] {
-                     const double open =
-                         unary_server_ != nullptr ? unary_server_->connections() : 0;
-                     return std::vector<GaugeSample>{{{}, open}};
-                   });
+    for (auto [name, server] :
+         {std::pair{"webhook", &webhook_server_}, std::pair{"monitor", &monitor_}}) {
+      metrics_.Gauge("fitledger_http_open_connections",
+                     "Open connections on the server's HTTP listeners.", {"listener"},
+                     [name = std::string(name), server] {
+                       const double open = *server != nullptr ? (*server)->open_connections() : 0;
+                       return std::vector<GaugeSample>{{{name}, open}};
+                     });
+      metrics_.CounterFunc("fitledger_http_refused_connections_total",
+                           "Connections closed at accept because maxConnections were open.",
+                           {"listener"}, [name = std::string(name), server] {
+                             const double n =
+                                 *server != nullptr ? (*server)->refused_connections() : 0;
+                             return std::vector<GaugeSample>{{{name}, n}};
+                           });
+    }
     metrics_.Gauge(
         "fitledger_counted_pods", "Pods counted on nodes (assumed + confirmed).", {}, [this] {
           return std::vector<GaugeSample>{{{}, static_cast<double>(ledger_.pod_count())}};
@@ -582,20 +384,18 @@ class ServerAppImpl : public ServerApp {
   Reconciler reconciler_;
   MetricsRegistry metrics_;
   RpcMetrics rpc_metrics_;
+  WorkerPool bind_pool_;
+  ExtenderBackend backend_;
   ExtenderService extender_service_;
   IntrospectionService introspection_service_;
+  webhook::Metrics webhook_metrics_;
+  webhook::Webhook webhook_;
 
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<GrpcH2Server> unary_server_;
-  std::vector<int> unary_ports_;
-  std::atomic<bool> serving_{false};
-  shim::Metrics webhook_metrics_;
-  const shim::Logger webhook_logger_{shim::LogLevel::kWarn};
-  std::unique_ptr<shim::Webhook> webhook_;
-  std::unique_ptr<shim::ShimServer> webhook_server_;
   grpc::HealthCheckServiceInterface* health_ = nullptr;
   std::vector<int> grpc_ports_;
-  std::unique_ptr<shim::HttpServer> monitor_;
+  std::unique_ptr<webhook::HttpServer> webhook_server_;
+  std::unique_ptr<webhook::HttpServer> monitor_;
   int monitor_port_ = 0;
   std::thread health_thread_;
   std::atomic<bool> stop_health_{false};

@@ -1,6 +1,6 @@
-// fitledger-server wired together: API client, watcher, ledger, extender, reconciler, the gRPC
-// server (Extender, Introspection, health, reflection), the unary listener (the same methods on
-// fitledger's own HTTP/2 server) and the monitor HTTP listener.
+// fitledger-server wired together: API client, watcher, ledger, extender, reconciler, the bind
+// pool, gRPC's server (Extender, Introspection, health, reflection), and the HTTP listeners of the
+// webhook library: kube-scheduler's webhook (in process) and the monitor.
 #ifndef FITLEDGER_SERVER_SERVICE_SERVER_APP_H_
 #define FITLEDGER_SERVER_SERVICE_SERVER_APP_H_
 
@@ -27,8 +27,6 @@ class ServerApp {
   // The TCP ports the gRPC server listens on (in listen order; Unix sockets excluded), and the
   // monitor's port (0 if off).
   virtual std::vector<int> grpc_ports() const = 0;
-  // The TCP ports of grpc.unaryListen (in listen order; Unix sockets excluded).
-  virtual std::vector<int> unary_ports() const = 0;
   virtual int monitor_port() const = 0;
   // The extender webhook's port when the server serves it (webhook.listen), else 0.
   virtual int webhook_port() const = 0;

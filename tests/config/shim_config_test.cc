@@ -16,17 +16,19 @@ using ::testing::HasSubstr;
 TEST(ShimConfigTest, EmptyFileGivesTheDefaults) {
   absl::StatusOr<ShimConfig> c = ParseShimConfig("", "shim.yaml");
   ASSERT_THAT(c, IsOk());
-  EXPECT_EQ(c->listen, "127.0.0.1:8888");
-  EXPECT_EQ(c->prefix, "/");
+  EXPECT_EQ(c->webhook.listen, "127.0.0.1:8888");
+  EXPECT_EQ(c->webhook.prefix, "/");
   EXPECT_EQ(c->server, "unix:///run/fitledger/server.sock");
   EXPECT_EQ(c->server_timeout, absl::Seconds(4));
-  EXPECT_EQ(c->max_body_bytes, 16 << 20);
-  EXPECT_EQ(c->threads, 64);
-  EXPECT_EQ(c->read_timeout, absl::Seconds(5));
-  EXPECT_EQ(c->write_timeout, absl::Seconds(5));
-  EXPECT_EQ(c->idle_timeout, absl::Seconds(10));
-  EXPECT_EQ(c->keep_alive_max_requests, 10000);
-  EXPECT_TRUE(c->tls.cert_file.empty());
+  EXPECT_EQ(c->webhook.max_body_bytes, 16 << 20);
+  EXPECT_EQ(c->webhook.io_threads, 0);
+  EXPECT_EQ(c->webhook.max_connections, 1024);
+  EXPECT_EQ(c->webhook.handshake_timeout, absl::Seconds(5));
+  EXPECT_EQ(c->webhook.read_timeout, absl::Seconds(5));
+  EXPECT_EQ(c->webhook.write_timeout, absl::Seconds(5));
+  EXPECT_EQ(c->webhook.idle_timeout, absl::Seconds(10));
+  EXPECT_EQ(c->webhook.keep_alive_max_requests, 10000);
+  EXPECT_TRUE(c->webhook.tls.cert_file.empty());
   EXPECT_TRUE(c->monitor_listen.empty());
   EXPECT_EQ(c->log_level, "info");
   EXPECT_THAT(ValidateShimConfig(*c), IsOk());
@@ -39,7 +41,9 @@ prefix: /fitledger/
 server: 127.0.0.1:9090
 serverTimeout: 1500ms
 maxBodyBytes: 1048576
-threads: 8
+ioThreads: 3
+maxConnections: 99
+tlsHandshakeTimeout: 2s
 readTimeout: 2s
 writeTimeout: 3s
 idleTimeout: 1m
@@ -55,19 +59,21 @@ log:
 )",
                                                  "shim.yaml");
   ASSERT_THAT(c, IsOk());
-  EXPECT_EQ(c->listen, "[::1]:0");
-  EXPECT_EQ(c->prefix, "/fitledger");
+  EXPECT_EQ(c->webhook.listen, "[::1]:0");
+  EXPECT_EQ(c->webhook.prefix, "/fitledger");
   EXPECT_EQ(c->server, "127.0.0.1:9090");
   EXPECT_EQ(c->server_timeout, absl::Milliseconds(1500));
-  EXPECT_EQ(c->max_body_bytes, 1048576);
-  EXPECT_EQ(c->threads, 8);
-  EXPECT_EQ(c->read_timeout, absl::Seconds(2));
-  EXPECT_EQ(c->write_timeout, absl::Seconds(3));
-  EXPECT_EQ(c->idle_timeout, absl::Minutes(1));
-  EXPECT_EQ(c->keep_alive_max_requests, 50);
-  EXPECT_EQ(c->tls.cert_file, "/tls/tls.crt");
-  EXPECT_EQ(c->tls.key_file, "/tls/tls.key");
-  EXPECT_EQ(c->tls.client_ca_file, "/tls/ca.crt");
+  EXPECT_EQ(c->webhook.max_body_bytes, 1048576);
+  EXPECT_EQ(c->webhook.io_threads, 3);
+  EXPECT_EQ(c->webhook.max_connections, 99);
+  EXPECT_EQ(c->webhook.handshake_timeout, absl::Seconds(2));
+  EXPECT_EQ(c->webhook.read_timeout, absl::Seconds(2));
+  EXPECT_EQ(c->webhook.write_timeout, absl::Seconds(3));
+  EXPECT_EQ(c->webhook.idle_timeout, absl::Minutes(1));
+  EXPECT_EQ(c->webhook.keep_alive_max_requests, 50);
+  EXPECT_EQ(c->webhook.tls.cert_file, "/tls/tls.crt");
+  EXPECT_EQ(c->webhook.tls.key_file, "/tls/tls.key");
+  EXPECT_EQ(c->webhook.tls.client_ca_file, "/tls/ca.crt");
   EXPECT_EQ(c->monitor_listen, "0.0.0.0:8082");
   EXPECT_EQ(c->log_level, "debug");
   EXPECT_THAT(ValidateShimConfig(*c), IsOk());
@@ -76,7 +82,7 @@ log:
 TEST(ShimConfigTest, TheExampleFileLoads) {
   absl::StatusOr<ShimConfig> c = LoadShimConfig(FITLEDGER_SOURCE_DIR "/config/shim.yaml");
   ASSERT_THAT(c, IsOk());
-  EXPECT_EQ(c->listen, "127.0.0.1:8888");
+  EXPECT_EQ(c->webhook.listen, "127.0.0.1:8888");
   EXPECT_EQ(c->server_timeout, absl::Seconds(4));
 }
 
@@ -91,15 +97,22 @@ TEST(ShimConfigTest, ErrorsNameTheKeyAndLine) {
        "shim.yaml:2: unknown key listen_port"},
       {"unknown nested key", "tls:\n  certFile: a\n  keyFile: b\n  caFile: c\n",
        "shim.yaml:4: unknown key tls.caFile"},
-      {"wrong type", "\nthreads: many\n", "shim.yaml:2: key threads: must be an integer"},
-      {"out of range", "threads: 0\n", "shim.yaml:1: key threads: must be between 1 and 4096"},
+      {"wrong type", "\nioThreads: many\n", "shim.yaml:2: key ioThreads: must be an integer"},
+      {"out of range", "maxConnections: 0\n",
+       "shim.yaml:1: key maxConnections: must be between 1 and"},
+      {"removed key", "threads: 64\n", "shim.yaml:1: key threads: was removed"},
+      {"a URL as server", "server: http://127.0.0.1:1\n",
+       "shim.yaml:1: key server: \"http://127.0.0.1:1\" is a URL, not a gRPC target"},
+      {"a file as server", "server: some.sock\n",
+       "shim.yaml:1: key server: \"some.sock\" has no port"},
       {"bad duration", "log:\n  level: info\nserverTimeout: 4 seconds\n",
        "shim.yaml:3: key serverTimeout: \"4 seconds\" is not a duration"},
       {"zero timeout", "readTimeout: 0\n", "shim.yaml:1: key readTimeout: must be > 0"},
       {"bad listen", "listen: localhost\n",
        "shim.yaml:1: key listen: \"localhost\" is not HOST:PORT"},
       {"bad port", "listen: 127.0.0.1:70000\n", "key listen: \"127.0.0.1:70000\" is not HOST:PORT"},
-      {"bad prefix", "prefix: fitledger\n", "shim.yaml:1: key prefix: must start with /"},
+      {"bad prefix", "prefix: fitledger\n",
+       "shim.yaml:1: key prefix: must be a URL path starting with /"},
       {"tls half", "tls:\n  certFile: a\n", "shim.yaml:2: key tls.keyFile: certFile and keyFile"},
       {"bad level", "log:\n  level: loud\n", "shim.yaml:2: key log.level: \"loud\" must be one of"},
       {"monitor not a map", "monitor: 8082\n", "shim.yaml:1: key monitor: must be a mapping"},
@@ -119,13 +132,17 @@ TEST(ShimConfigTest, MissingFileIsNotFound) {
 
 TEST(ShimConfigTest, ValidateChecksOverrides) {
   ShimConfig c;
-  c.listen = "nohost";
+  c.webhook.listen = "nohost";
   EXPECT_THAT(ValidateShimConfig(c),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("key listen: \"nohost\"")));
   c = ShimConfig();
-  c.prefix = "x";
+  c.webhook.prefix = "x";
   EXPECT_THAT(ValidateShimConfig(c),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("key prefix")));
+  c = ShimConfig();
+  c.server = "http://127.0.0.1:1";
+  EXPECT_THAT(ValidateShimConfig(c),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("key server")));
   c = ShimConfig();
   c.monitor_listen = "0.0.0.0";
   EXPECT_THAT(ValidateShimConfig(c),

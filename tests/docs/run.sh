@@ -4,10 +4,11 @@
 #
 #   tests/docs/run.sh BUILD_DIR        e.g. tests/docs/run.sh /work/main/build
 #
-# It starts what `scripts/demo --background` starts (fitledger-sim with config/sim/pair.yaml,
-# fitledger-server with and without the ledger, a fitledger-shim in front of each; every port
-# picked by the kernel) in a temporary directory laid out like the repository root, with the
-# processes' files in .run/ and the same .run/env. It does not build anything.
+# It starts what `scripts/demo --background` starts, with the same script (scripts/start-embedded:
+# fitledger-sim with config/sim/pair.yaml, fitledger-server with and without the ledger serving the
+# webhook, a fitledger-shim in front of the first; every port picked by the kernel) in a
+# temporary directory laid out like the repository root, with the processes' files in .run/ and
+# the same .run/env. It does not build anything.
 #
 # Runnable blocks (the convention; docs/README.md says the same):
 #   - A fenced block whose info string is `sh runnable` is run; any other block is text.
@@ -30,7 +31,8 @@
 #   <!-- config-keys: NAME EXAMPLE PARSER -->  every key in the table appears in EXAMPLE (a YAML
 #       file, or the first ```yaml block of a .md file), every key of EXAMPLE is in the table (a
 #       key whose type starts with "map" covers its children), and each key's last component
-#       appears as a quoted string in PARSER (the source that reads it).
+#       appears as a quoted string in PARSER (the sources that read them, comma-separated). A key
+#       whose type is "removed" must not be in EXAMPLE (its parser refuses it, naming it).
 #   <!-- flags: BINARY -->  every flag in the table is listed by `BINARY --help`, and every flag
 #       that BINARY's main.cc defines (its section of `--helpfull`) is in the table.
 # Plus: each example config loads in its binary, and the same file with an unknown key appended
@@ -55,10 +57,8 @@ done
 work="$(mktemp -d /tmp/fitledger-docs.XXXXXX)"
 run="$work/.run"
 mkdir -p "$run" "$work/.blocks"
-pids=()
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  "$repo/scripts/start-embedded" --stop "$run"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -70,20 +70,6 @@ pass() { passed=$((passed + 1)); echo "PASS $1"; }
 fail() { failed=$((failed + 1)); echo "FAIL $1"; shift; for line in "$@"; do echo "     $line"; done; }
 skip() { skipped=$((skipped + 1)); echo "SKIP $1"; }
 
-# wait_for DESCRIPTION COMMAND...: polls COMMAND every 0.1 s, for up to 30 s.
-wait_for() {
-  local what="$1"; shift
-  for _ in $(seq 300); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "docs test: $what did not happen within 30 s; logs:" >&2
-  tail -n 20 "$run"/*.log >&2
-  return 1
-}
-start() {  # start NAME CMD...
-  local name="$1"; shift
-  "$@" >"$run/$name.log" 2>&1 &
-  pids+=($!)
-}
-
 # The repository's layout, with this test's .run/.
 for entry in "$repo"/* "$repo"/.[!.]*; do
   name="$(basename "$entry")"
@@ -92,38 +78,11 @@ for entry in "$repo"/* "$repo"/.[!.]*; do
 done
 
 cd "$work"
-start sim "$build/sim/fitledger-sim" --config config/sim/pair.yaml --listen 127.0.0.1:0 \
-  --kubeconfig-out "$run/kubeconfig"
-wait_for "fitledger-sim start" test -s "$run/kubeconfig" || exit 1
-start server "$build/server/fitledger-server" --config config/server.yaml \
-  --kubeconfig "$run/kubeconfig" --grpc-listen "unix://$run/server.sock,127.0.0.1:0" \
-  --monitor-listen 127.0.0.1:0 --ready-file "$run/server.ready"
-start server-no-ledger "$build/server/fitledger-server" --config config/server.yaml --no-ledger \
-  --kubeconfig "$run/kubeconfig" --grpc-listen "unix://$run/server-no-ledger.sock" \
-  --ready-file "$run/server-no-ledger.ready"
-wait_for "fitledger-server start" test -s "$run/server.ready" || exit 1
-wait_for "fitledger-server --no-ledger start" test -s "$run/server-no-ledger.ready" || exit 1
-start shim "$build/client/shim/fitledger-shim" --config config/shim.yaml --listen 127.0.0.1:0 \
-  --server "unix://$run/server.sock" --port-file "$run/shim.port"
-start shim-no-ledger "$build/client/shim/fitledger-shim" --config config/shim.yaml \
-  --listen 127.0.0.1:0 --server "unix://$run/server-no-ledger.sock" \
-  --port-file "$run/shim-no-ledger.port"
-wait_for "fitledger-shim start" test -s "$run/shim.port" || exit 1
-wait_for "fitledger-shim (no ledger) start" test -s "$run/shim-no-ledger.port" || exit 1
-for sock in server server-no-ledger; do
-  wait_for "$sock SERVING" "$build/client/ctl/fitledgerctl" --server "unix://$run/$sock.sock" health || exit 1
-done
-grpc_port=$(sed -E 's/.*"grpc_ports":\[([0-9]+).*/\1/' "$run/server.ready")
-# The same file scripts/demo writes.
-cat > "$run/env" <<ENV
-export KUBECONFIG="$run/kubeconfig"
-export FITLEDGER_SERVER="unix://$run/server.sock"
-export FITLEDGER_SHIM="http://127.0.0.1:$(cat "$run/shim.port")"
-export FITLEDGER_SERVER_NO_LEDGER="unix://$run/server-no-ledger.sock"
-export FITLEDGER_SHIM_NO_LEDGER="http://127.0.0.1:$(cat "$run/shim-no-ledger.port")"
-export FITLEDGER_GRPC_TCP="127.0.0.1:$grpc_port"
-export PATH="$build/client/ctl:$build/server:$build/client/shim:$build/sim:\$PATH"
-ENV
+# What scripts/demo --background starts, from the same script.
+if ! "$repo/scripts/start-embedded" "$build" "$run"; then
+  echo "docs test: the embedded cluster did not start" >&2
+  exit 1
+fi
 
 # ---- Runnable blocks -------------------------------------------------------------------------
 
@@ -218,7 +177,7 @@ standin_check() {
 }
 
 if ! command -v grpcurl >/dev/null 2>&1; then
-  tcp="127.0.0.1:$grpc_port"
+  tcp="$(. "$run/env" && echo "$FITLEDGER_GRPC_TCP")"
   services=$'fitledger.v1.Extender\nfitledger.v1.Introspection\ngrpc.health.v1.Health\ngrpc.reflection.v1alpha.ServerReflection'
   standin_check "list: every service, sorted" 0 "$services" -plaintext "$tcp" list
   standin_check "list over -unix (relative path)" 0 "$services" -plaintext -unix .run/server.sock list
@@ -342,9 +301,16 @@ else
     yaml_keys "$repo/$example" | sort -u > "$actual"
     problems=()
     while IFS=$'\t' read -r key type; do
-      grep -qxF -- "$key" "$actual" || problems+=("documented key $key is not in $example")
+      # A removed key is documented (the parser still names it, to refuse it) but not in EXAMPLE.
+      if [ "$type" = removed ]; then
+        grep -qxF -- "$key" "$actual" && problems+=("removed key $key is still in $example")
+      else
+        grep -qxF -- "$key" "$actual" || problems+=("documented key $key is not in $example")
+      fi
       leaf="${key##*.}"; leaf="${leaf%\[\]}"
-      grep -qF -- "\"$leaf\"" "$repo/$parser" || problems+=("documented key $key: \"$leaf\" does not appear in $parser")
+      found=0
+      for f in ${parser//,/ }; do grep -qF -- "\"$leaf\"" "$repo/$f" && found=1; done
+      [ "$found" = 1 ] || problems+=("documented key $key: \"$leaf\" does not appear in $parser")
     done < "$documented"
     while read -r key; do
       covered=0

@@ -49,8 +49,18 @@ int64_t CpuOn(E2eCluster& c, const std::string& node, bool assumed) {
   return Amount(assumed ? n->assumed() : n->confirmed(), "cpu");
 }
 
-TEST(BindE2eTest, A500FromTheApiReleasesTheCapacity) {
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, ""});
+// Every test runs in both layouts: the webhook in fitledger-server (the chart's default) and in
+// fitledger-shim in front of the server's gRPC.
+class BindE2eTest : public ::testing::TestWithParam<Layout> {
+ protected:
+  ClusterOptions WithLayout(ClusterOptions options) const {
+    options.layout = GetParam();
+    return options;
+  }
+};
+
+TEST_P(BindE2eTest, A500FromTheApiReleasesTheCapacity) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start(WithLayout({kOneNode, ""}));
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "800m");
   ASSERT_TRUE(pod.ok()) << pod.status();
@@ -70,8 +80,9 @@ TEST(BindE2eTest, A500FromTheApiReleasesTheCapacity) {
   EXPECT_EQ(CpuOn(**c, "n1", true) + CpuOn(**c, "n1", false), 800);
 }
 
-TEST(BindE2eTest, ABindThatHangsPastTheTimeoutStaysAssumedUntilTheWatchConfirms) {
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, kPatientReconcile});
+TEST_P(BindE2eTest, ABindThatHangsPastTheTimeoutStaysAssumedUntilTheWatchConfirms) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c =
+      E2eCluster::Start(WithLayout({kOneNode, kPatientReconcile}));
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "800m");
   ASSERT_TRUE(pod.ok());
@@ -95,8 +106,9 @@ TEST(BindE2eTest, ABindThatHangsPastTheTimeoutStaysAssumedUntilTheWatchConfirms)
       absl::Seconds(20)));
 }
 
-TEST(BindE2eTest, ABindThatHangsAndNeverBindsIsForgottenByTheReconciler) {
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, kFastReconcile});
+TEST_P(BindE2eTest, ABindThatHangsAndNeverBindsIsForgottenByTheReconciler) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c =
+      E2eCluster::Start(WithLayout({kOneNode, kFastReconcile}));
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "800m");
   ASSERT_TRUE(pod.ok());
@@ -113,8 +125,9 @@ TEST(BindE2eTest, ABindThatHangsAndNeverBindsIsForgottenByTheReconciler) {
   EXPECT_EQ(CpuOn(**c, "n1", false), 0);
 }
 
-TEST(BindE2eTest, APodDeletedBeforeItsWatchEventStopsCounting) {
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNodeSlowWatch, ""});
+TEST_P(BindE2eTest, APodDeletedBeforeItsWatchEventStopsCounting) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c =
+      E2eCluster::Start(WithLayout({kOneNodeSlowWatch, ""}));
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "800m");
   ASSERT_TRUE(pod.ok());
@@ -126,8 +139,8 @@ TEST(BindE2eTest, APodDeletedBeforeItsWatchEventStopsCounting) {
       absl::Seconds(20)));
 }
 
-TEST(BindE2eTest, RepeatedBindToTheSameNodeSucceedsAndCountsOnce) {
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, ""});
+TEST_P(BindE2eTest, RepeatedBindToTheSameNodeSucceedsAndCountsOnce) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start(WithLayout({kOneNode, ""}));
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "300m");
   ASSERT_TRUE(pod.ok());
@@ -138,8 +151,8 @@ TEST(BindE2eTest, RepeatedBindToTheSameNodeSucceedsAndCountsOnce) {
   EXPECT_EQ(CpuOn(**c, "n1", true), 0);
 }
 
-TEST(BindE2eTest, BindingAPodThatIsGoneFailsWithoutAnAssumption) {
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, ""});
+TEST_P(BindE2eTest, BindingAPodThatIsGoneFailsWithoutAnAssumption) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start(WithLayout({kOneNode, ""}));
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "300m");
   ASSERT_TRUE(pod.ok());
@@ -158,8 +171,8 @@ TEST(BindE2eTest, BindingAPodThatIsGoneFailsWithoutAnAssumption) {
   EXPECT_THAT(assumed->assumed(), IsEmpty());
 }
 
-TEST(BindE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsAnswering) {
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, ""});
+TEST_P(BindE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsAnswering) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start(WithLayout({kOneNode, ""}));
   ASSERT_TRUE(c.ok()) << c.status();
   // Through the shim.
   EXPECT_EQ((*c)->ShimRaw("filter", "{not json").status, 400);
@@ -191,8 +204,8 @@ TEST(BindE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsAnswering) {
 
 // The server reuses Filter's and Prioritize's messages from call to call (MessagePool): no call may
 // see anything of the one before it.
-TEST(BindE2eTest, GrpcCallsOnReusedMessagesAnswerEachCallAlone) {
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, ""});
+TEST_P(BindE2eTest, GrpcCallsOnReusedMessagesAnswerEachCallAlone) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start(WithLayout({kOneNode, ""}));
   ASSERT_TRUE(c.ok()) << c.status();
   auto args_for = [](std::vector<std::string> names, const std::string& cpu) {
     v1::ExtenderArgs args;
@@ -236,13 +249,16 @@ TEST(BindE2eTest, GrpcCallsOnReusedMessagesAnswerEachCallAlone) {
   }
 }
 
-TEST(BindE2eTest, SigtermShutsDownCleanly) {
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({kOneNode, ""});
+TEST_P(BindE2eTest, SigtermShutsDownCleanly) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start(WithLayout({kOneNode, ""}));
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<int> code = (*c)->StopServer();
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, BindE2eTest, ::testing::Values(Layout::kInServer, Layout::kShim),
+                         LayoutName);
 
 }  // namespace
 }  // namespace fitledger::testing

@@ -1,5 +1,6 @@
 // The seed burst, end to end: fitledger-sim (2 s watch lag, a kubelet that rejects overcommit),
-// fitledger-server, fitledger-shim, and fitledgerctl burst as real processes.
+// fitledger-server (serving the webhook, or behind fitledger-shim), and fitledgerctl burst as
+// real processes.
 #include <string>
 
 #include "absl/strings/match.h"
@@ -19,7 +20,7 @@ std::string PairYaml() { return ReadFileOrEmpty(FITLEDGER_SOURCE_DIR "/config/si
 // Runs fitledgerctl burst against the cluster and returns its JSON report.
 nlohmann::json Burst(E2eCluster& c, int replicas, bool no_ledger) {
   std::string server = c.extender().socket;
-  std::string shim = absl::StrCat("http://127.0.0.1:", c.extender().shim_port);
+  std::string webhook = absl::StrCat("http://127.0.0.1:", c.extender().shim_port);
   std::vector<std::string> argv = {FITLEDGER_CTL_PATH,
                                    "burst",
                                    "--json",
@@ -30,9 +31,9 @@ nlohmann::json Burst(E2eCluster& c, int replicas, bool no_ledger) {
   std::vector<std::string> env;
   if (no_ledger) {
     argv.push_back("--no-ledger");
-    env = {"FITLEDGER_SERVER_NO_LEDGER=" + server, "FITLEDGER_SHIM_NO_LEDGER=" + shim};
+    env = {"FITLEDGER_SERVER_NO_LEDGER=" + server, "FITLEDGER_WEBHOOK_NO_LEDGER=" + webhook};
   } else {
-    argv.insert(argv.end(), {"--server", server, "--shim", shim});
+    argv.insert(argv.end(), {"--server", server, "--webhook", webhook});
   }
   absl::StatusOr<CommandResult> r = RunCommand(argv, env, absl::Seconds(120));
   EXPECT_TRUE(r.ok()) << r.status();
@@ -47,8 +48,18 @@ nlohmann::json Burst(E2eCluster& c, int replicas, bool no_ledger) {
   return report;
 }
 
-TEST(BurstE2eTest, WithTheLedgerNothingIsRejectedAndNoNodeIsOvercommitted) {
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({PairYaml(), ""});
+// Every test runs in both layouts: the webhook in fitledger-server (the chart's default) and in
+// fitledger-shim in front of the server's gRPC.
+class BurstE2eTest : public ::testing::TestWithParam<Layout> {
+ protected:
+  ClusterOptions WithLayout(ClusterOptions options) const {
+    options.layout = GetParam();
+    return options;
+  }
+};
+
+TEST_P(BurstE2eTest, WithTheLedgerNothingIsRejectedAndNoNodeIsOvercommitted) {
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start(WithLayout({PairYaml(), ""}));
   ASSERT_TRUE(c.ok()) << c.status();
   nlohmann::json report = Burst(**c, 12, false);
   ASSERT_TRUE(report.is_object());
@@ -61,42 +72,14 @@ TEST(BurstE2eTest, WithTheLedgerNothingIsRejectedAndNoNodeIsOvercommitted) {
         << node.dump();
     EXPECT_EQ(node["failed"], 0);
   }
-}
-
-// Starts a cluster with `options` and bursts 12 pods that all fit: all bound and running.
-std::unique_ptr<E2eCluster> BurstOfTwelveAllPlaced(const ClusterOptions& options) {
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start(options);
-  EXPECT_TRUE(c.ok()) << c.status();
-  if (!c.ok()) return nullptr;
-  nlohmann::json report = Burst(**c, 12, false);
-  EXPECT_TRUE(report.is_object());
-  if (!report.is_object()) return nullptr;
-  EXPECT_EQ(report["rejected"], 0) << report.dump();
-  EXPECT_EQ(report["bound"], 12);
-  EXPECT_EQ(report["running"], 12);
-  return *std::move(c);
-}
-
-TEST(BurstE2eTest, WithTheShimOnTheGrpcServerNothingIsRejected) {
-  // The other tests' shim calls the unary listener (grpc.unaryListen); this one gRPC's server.
-  ClusterOptions options{PairYaml(), ""};
-  options.shim_via_grpc_server = true;
-  EXPECT_NE(BurstOfTwelveAllPlaced(options), nullptr);
-}
-
-TEST(BurstE2eTest, ThroughTheServersOwnWebhookNothingIsRejected) {
-  ClusterOptions options{PairYaml(), ""};
-  options.webhook_in_server = true;
-  std::unique_ptr<E2eCluster> c = BurstOfTwelveAllPlaced(options);
-  ASSERT_NE(c, nullptr);
   // The same webhook answers errors the protocol's way.
-  EXPECT_EQ(c->ShimRaw("filter", "{not json").status, 400);
-  EXPECT_EQ(c->ShimRaw("nope", "{}").status, 404);
+  EXPECT_EQ((*c)->ShimRaw("filter", "{not json").status, 400);
+  EXPECT_EQ((*c)->ShimRaw("nope", "{}").status, 404);
 }
 
-TEST(BurstE2eTest, WithTheLedgerPodsThatFitArePlacedTheRestStayPending) {
+TEST_P(BurstE2eTest, WithTheLedgerPodsThatFitArePlacedTheRestStayPending) {
   // 4 + 2 cpu hold 15 pods of 400m; 20 are submitted.
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({PairYaml(), ""});
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start(WithLayout({PairYaml(), ""}));
   ASSERT_TRUE(c.ok()) << c.status();
   nlohmann::json report = Burst(**c, 20, false);
   ASSERT_TRUE(report.is_object());
@@ -111,9 +94,10 @@ TEST(BurstE2eTest, WithTheLedgerPodsThatFitArePlacedTheRestStayPending) {
   }
 }
 
-TEST(BurstE2eTest, WithoutTheLedgerTheKubeletRejectsPods) {
+TEST_P(BurstE2eTest, WithoutTheLedgerTheKubeletRejectsPods) {
   // The test proves it can see the bug: the server decides from its lagging watch alone.
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({PairYaml(), "", false});
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c =
+      E2eCluster::Start(WithLayout({PairYaml(), "", false}));
   ASSERT_TRUE(c.ok()) << c.status();
   nlohmann::json report = Burst(**c, 12, true);
   ASSERT_TRUE(report.is_object());
@@ -141,6 +125,9 @@ TEST(BurstE2eTest, WithoutTheLedgerTheKubeletRejectsPods) {
       },
       absl::Seconds(20)));
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, BurstE2eTest, ::testing::Values(Layout::kInServer, Layout::kShim),
+                         LayoutName);
 
 }  // namespace
 }  // namespace fitledger::testing

@@ -8,7 +8,6 @@
 
 namespace fitledger::testing {
 
-namespace {
 HttpResult Request(int port, const std::string& method, const std::string& path,
                    const std::string& body) {
   httplib::Client client("127.0.0.1", port);
@@ -16,7 +15,6 @@ HttpResult Request(int port, const std::string& method, const std::string& path,
   client.set_tcp_nodelay(true);
   return Call(client, method, path, body);
 }
-}  // namespace
 
 int64_t Amount(const v1::ResourceAmounts& amounts, const std::string& name) {
   auto it = amounts.amounts().find(name);
@@ -30,6 +28,14 @@ bool E2eCluster::WaitFor(const std::function<bool()>& condition, absl::Duration 
     if (absl::Now() > deadline) return false;
     usleep(20 * 1000);
   }
+}
+
+std::string LayoutName(const ::testing::TestParamInfo<Layout>& info) {
+  return info.param == Layout::kInServer ? "InServer" : "Shim";
+}
+
+void PrintTo(Layout layout, std::ostream* out) {
+  *out << (layout == Layout::kInServer ? "InServer" : "Shim");
 }
 
 absl::StatusOr<std::unique_ptr<E2eCluster>> E2eCluster::Start(const ClusterOptions& options) {
@@ -51,7 +57,7 @@ absl::Status E2eCluster::StartExtender(const ClusterOptions& options) {
   absl::Status w = WriteFile(config, options.server_yaml);
   if (!w.ok()) return w;
   extender_.socket = absl::StrCat("unix://", dir_, "/server-", g, ".sock");
-  extender_.unary_socket = absl::StrCat("unix://", dir_, "/server-", g, "-unary.sock");
+  extender_.layout = options.layout;
   std::string ready = absl::StrCat(dir_, "/server-", g, ".ready");
   std::vector<std::string> argv = {FITLEDGER_SERVER_PATH,
                                    "--config",
@@ -60,14 +66,14 @@ absl::Status E2eCluster::StartExtender(const ClusterOptions& options) {
                                    sim_->kubeconfig_path(),
                                    "--grpc-listen",
                                    extender_.socket + ",127.0.0.1:0",
-                                   "--grpc-unary-listen",
-                                   extender_.unary_socket,
                                    "--monitor-listen",
                                    "127.0.0.1:0",
                                    "--ready-file",
                                    ready};
   if (!options.ledger) argv.push_back("--no-ledger");
-  if (options.webhook_in_server) argv.insert(argv.end(), {"--webhook-listen", "127.0.0.1:0"});
+  if (options.layout == Layout::kInServer) {
+    argv.insert(argv.end(), {"--webhook-listen", "127.0.0.1:0"});
+  }
   absl::StatusOr<std::unique_ptr<ChildProcess>> server =
       ChildProcess::Start(argv, absl::StrCat(dir_, "/server-", g, ".log"));
   if (!server.ok()) return server.status();
@@ -96,17 +102,15 @@ absl::Status E2eCluster::StartExtender(const ClusterOptions& options) {
       },
       absl::Seconds(30));
   if (!serving) return absl::UnavailableError("fitledger-server never reported SERVING");
-  if (options.webhook_in_server) {
+  if (options.layout == Layout::kInServer) {
     extender_.shim_port = ports["webhook_port"];
     return absl::OkStatus();
   }
-  if (!options.with_shim) return absl::OkStatus();
   std::string port_file = absl::StrCat(dir_, "/shim-", g, ".port");
-  absl::StatusOr<std::unique_ptr<ChildProcess>> shim =
-      ChildProcess::Start({FITLEDGER_SHIM_PATH, "--listen", "127.0.0.1:0", "--server",
-                           options.shim_via_grpc_server ? extender_.socket : extender_.unary_socket,
-                           "--port-file", port_file},
-                          absl::StrCat(dir_, "/shim-", g, ".log"));
+  absl::StatusOr<std::unique_ptr<ChildProcess>> shim = ChildProcess::Start(
+      {FITLEDGER_SHIM_PATH, "--listen", "127.0.0.1:0", "--server", extender_.socket, "--port-file",
+       port_file, "--monitor-listen", "127.0.0.1:0"},
+      absl::StrCat(dir_, "/shim-", g, ".log"));
   if (!shim.ok()) return shim.status();
   extender_.shim = *std::move(shim);
   waited = WaitForFile(port_file, absl::Seconds(30));
@@ -115,6 +119,17 @@ absl::Status E2eCluster::StartExtender(const ClusterOptions& options) {
                                                ReadFileOrEmpty(extender_.shim->output_path())));
   }
   extender_.shim_port = std::stoi(ReadFileOrEmpty(port_file));
+  // The shim logs its monitor's port: "... \"monitor\":\"127.0.0.1:0 (port N)\"".
+  const bool logged = WaitFor(
+      [&] {
+        const std::string log = ReadFileOrEmpty(extender_.shim->output_path());
+        const size_t at = log.find("(port ");
+        if (at == std::string::npos) return false;
+        extender_.shim_monitor_port = std::atoi(log.c_str() + at + 6);
+        return extender_.shim_monitor_port > 0;
+      },
+      absl::Seconds(30));
+  if (!logged) return absl::UnavailableError("fitledger-shim did not log its monitor port");
   return absl::OkStatus();
 }
 

@@ -12,20 +12,30 @@
 #include "fitledger/v1/extender.grpc.pb.h"
 #include "fitledger/v1/introspection.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/sim/sim_process.h"
 
 namespace fitledger::testing {
 
-// One fitledger-server + fitledger-shim pair.
+// Where kube-scheduler's webhook is served: by fitledger-server itself (the chart's default
+// layout), or by fitledger-shim in front of the server's gRPC (the split layout).
+enum class Layout { kInServer, kShim };
+// "InServer" / "Shim", for parameterized test names.
+std::string LayoutName(const ::testing::TestParamInfo<Layout>& info);
+// gtest prints a Layout by its name.
+void PrintTo(Layout layout, std::ostream* out);
+
+// One fitledger-server (+ fitledger-shim in the split layout).
 struct Extender {
   std::unique_ptr<ChildProcess> server;
-  std::unique_ptr<ChildProcess> shim;
-  std::string socket;        // unix:///... (grpc.listen: gRPC's server)
-  std::string unary_socket;  // unix:///... (grpc.unaryListen: the own HTTP/2 server)
-  int grpc_port = 0;         // loopback TCP
-  int monitor_port = 0;      // HTTP /healthz /readyz /metrics
-  int shim_port = 0;
+  std::unique_ptr<ChildProcess> shim;  // null in Layout::kInServer
+  Layout layout = Layout::kInServer;
+  std::string socket;         // unix:///... (grpc.listen: gRPC's server)
+  int grpc_port = 0;          // loopback TCP
+  int monitor_port = 0;       // the server's HTTP /healthz /readyz /metrics
+  int shim_port = 0;          // the webhook's port: the server's own, or the shim's
+  int shim_monitor_port = 0;  // the shim's /healthz /readyz /metrics (Layout::kShim)
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Extender::Stub> extender;
   std::unique_ptr<v1::Introspection::Stub> introspection;
@@ -35,13 +45,7 @@ struct ClusterOptions {
   std::string sim_yaml;     // fitledger-sim config
   std::string server_yaml;  // fitledger-server config (kubeconfig and listeners are set)
   bool ledger = true;       // false: --no-ledger
-  bool with_shim = true;
-  // Serve the webhook from fitledger-server itself (--webhook-listen) instead of fitledger-shim;
-  // shim_port is then the server's webhook port.
-  bool webhook_in_server = false;
-  // fitledger-shim calls the server's unary listener (grpc.unaryListen, fitledger's own HTTP/2
-  // server); true: its gRPC server (grpc.listen) instead.
-  bool shim_via_grpc_server = false;
+  Layout layout = Layout::kInServer;
 };
 
 // Not thread-safe. Everything is killed on destruction.
@@ -84,6 +88,10 @@ class E2eCluster {
   std::string dir_;
   int generation_ = 0;
 };
+
+// One HTTP request to 127.0.0.1:port on a fresh connection (20 s read timeout).
+HttpResult Request(int port, const std::string& method, const std::string& path,
+                   const std::string& body);
 
 // A Pod manifest in "default" for fitledger-scheduler with one container requesting `cpu` and
 // `memory`; bound to `node` when it is not empty.

@@ -30,7 +30,17 @@ double Sample(const std::string& text, const std::string& series) {
   return -1;
 }
 
-TEST(MetricsE2eTest, AssumedRisesThenReturnsToZeroAndTransitionsAreCounted) {
+// Every test runs in both layouts: the webhook in fitledger-server (the chart's default) and in
+// fitledger-shim in front of the server's gRPC.
+class MetricsE2eTest : public ::testing::TestWithParam<Layout> {
+ protected:
+  ClusterOptions WithLayout(ClusterOptions options) const {
+    options.layout = GetParam();
+    return options;
+  }
+};
+
+TEST_P(MetricsE2eTest, AssumedRisesThenReturnsToZeroAndTransitionsAreCounted) {
   // A 3 s watch lag keeps the assumptions visible long enough to scrape them.
   const std::string sim = R"(
 nodes:
@@ -39,7 +49,7 @@ nodes:
 watchLag: 3s
 kubelet: {enabled: true}
 )";
-  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start({sim, ""});
+  absl::StatusOr<std::unique_ptr<E2eCluster>> c = E2eCluster::Start(WithLayout({sim, ""}));
   ASSERT_TRUE(c.ok()) << c.status();
   const int port = (*c)->extender().monitor_port;
   for (int i = 0; i < 5; ++i) {
@@ -54,8 +64,9 @@ kubelet: {enabled: true}
       2500);
   EXPECT_EQ(Sample(during, "fitledger_bind_outcomes_total{reason=\"bound\"}"), 5);
   EXPECT_EQ(Sample(during, "fitledger_server_requests_total{method=\"Bind\",code=\"OK\"}"), 5);
-  // The shim called through the unary listener and keeps its connection for reuse.
-  EXPECT_GE(Sample(during, "fitledger_server_unary_connections"), 1);
+  // In the default layout the server's own webhook counted the requests too.
+  EXPECT_EQ(Sample(during, "fitledger_webhook_requests_total{verb=\"bind\",code=\"200\"}"),
+            GetParam() == Layout::kInServer ? 5 : -1);
   EXPECT_THAT(
       during,
       HasSubstr(
@@ -89,6 +100,9 @@ kubelet: {enabled: true}
   EXPECT_EQ(post->status, 405);
   EXPECT_EQ(post->get_header_value("Allow"), "GET, HEAD");
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, MetricsE2eTest,
+                         ::testing::Values(Layout::kInServer, Layout::kShim), LayoutName);
 
 }  // namespace
 }  // namespace fitledger::testing

@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "proto/fitledger/v1/api_conventions.h"
 #include "tests/e2e/harness.h"
 
 namespace fitledger::testing {
@@ -49,28 +50,30 @@ TEST(ReflectionE2eTest, AReflectionClientCallsFilterWithKubeSchedulersJson) {
   EXPECT_EQ(out["health"], "SERVING");
 }
 
-// grpc.unaryListen (fitledger's own HTTP/2 server), called by gRPC's C++ client: the same
-// answers as grpc.listen for the unary methods, health included; reflection is not there.
-TEST(ReflectionE2eTest, TheUnaryListenerAnswersLikeTheGrpcServerButHasNoReflection) {
+// Health per service and Introspection's errors on gRPC's own server, as a gRPC C++ client sees
+// them; every reply carries the server's origin mark (proto/fitledger/v1/api_conventions.h).
+TEST(ReflectionE2eTest, HealthPerServiceAndTheServersOwnErrors) {
   absl::StatusOr<std::unique_ptr<E2eCluster>> c =
       E2eCluster::Start({ReadFileOrEmpty(FITLEDGER_SOURCE_DIR "/config/sim/pair.yaml"), ""});
   ASSERT_TRUE(c.ok()) << c.status();
-  auto channel =
-      grpc::CreateChannel((*c)->extender().unary_socket, grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel((*c)->extender().socket, grpc::InsecureChannelCredentials());
   auto health = grpc::health::v1::Health::NewStub(channel);
   auto introspection = v1::Introspection::NewStub(channel);
   auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(10); };
-  grpc::health::v1::HealthCheckResponse serving;
-  ASSERT_TRUE(E2eCluster::WaitFor(
-      [&] {
-        grpc::ClientContext context;
-        context.set_deadline(deadline());
-        grpc::health::v1::HealthCheckRequest request;
-        request.set_service("fitledger.v1.Extender");
-        return health->Check(&context, request, &serving).ok() &&
-               serving.status() == grpc::health::v1::HealthCheckResponse::SERVING;
-      },
-      absl::Seconds(30)));
+  for (const char* service : {"", "fitledger.v1.Extender", "fitledger.v1.Introspection"}) {
+    grpc::health::v1::HealthCheckResponse serving;
+    EXPECT_TRUE(E2eCluster::WaitFor(
+        [&] {
+          grpc::ClientContext context;
+          context.set_deadline(deadline());
+          grpc::health::v1::HealthCheckRequest request;
+          request.set_service(service);
+          return health->Check(&context, request, &serving).ok() &&
+                 serving.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+        },
+        absl::Seconds(30)))
+        << service;
+  }
   {
     grpc::ClientContext context;
     context.set_deadline(deadline());
@@ -80,39 +83,14 @@ TEST(ReflectionE2eTest, TheUnaryListenerAnswersLikeTheGrpcServerButHasNoReflecti
     EXPECT_EQ(health->Check(&context, request, &response).error_code(),
               grpc::StatusCode::NOT_FOUND);
   }
-  // ListNodes: the same view on both listeners.
-  auto nodes = [&](v1::Introspection::StubInterface* stub) {
-    grpc::ClientContext context;
-    context.set_deadline(deadline());
-    v1::ListNodesResponse response;
-    grpc::Status s = stub->ListNodes(&context, v1::ListNodesRequest(), &response);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    std::vector<std::string> names;
-    for (const v1::NodeView& n : response.nodes()) {
-      names.push_back(absl::StrCat(n.name(), " ", n.allocatable().ShortDebugString()));
-    }
-    return names;
-  };
-  std::vector<std::string> via_unary = nodes(introspection.get());
-  EXPECT_EQ(via_unary.size(), 2u);
-  EXPECT_EQ(via_unary, nodes((*c)->extender().introspection.get()));
-  // A bad request gets the service's own InvalidArgument.
-  {
-    grpc::ClientContext context;
-    context.set_deadline(deadline());
-    v1::ExplainResponse response;
-    grpc::Status s = introspection->Explain(&context, v1::ExplainRequest(), &response);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_EQ(s.error_message(), "node is required");
-  }
-  // Reflection (a streaming service) lives on grpc.listen only.
-  absl::StatusOr<CommandResult> r =
-      RunCommand({FITLEDGER_SOURCE_DIR "/tests/tools/grpcurl/grpcurl", "-plaintext", "-unix",
-                  (*c)->extender().unary_socket.substr(strlen("unix://")), "list"},
-                 {}, absl::Seconds(30));
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_NE(r->exit_code, 0);
-  EXPECT_THAT(r->output, ::testing::HasSubstr("does not support the reflection API"));
+  // A bad request gets the service's own InvalidArgument, marked as the server's.
+  grpc::ClientContext context;
+  context.set_deadline(deadline());
+  v1::ExplainResponse response;
+  grpc::Status s = introspection->Explain(&context, v1::ExplainRequest(), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "node is required");
+  EXPECT_EQ(context.GetServerTrailingMetadata().count(v1::kServerOriginMetadata), 1u);
 }
 
 }  // namespace

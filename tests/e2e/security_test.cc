@@ -85,26 +85,29 @@ TEST_F(SecurityE2eTest, ANonLoopbackListenerWithoutTlsIsRefusedAtStart) {
               HasSubstr("\"0.0.0.0:0\" is not a loopback address: set grpc.tls.certFile"));
 }
 
-TEST_F(SecurityE2eTest, TheUnaryListenerIsRefusedOffLoopbackEvenWithTlsAndOnAGrpcAddress) {
-  // grpc.unaryListen has no TLS: grpc.tls does not make a non-loopback address acceptable.
+// Keys and flags of removed features are refused with what to use instead, not ignored.
+TEST_F(SecurityE2eTest, RemovedListenersAreRefusedWithWhatToUseInstead) {
   struct Case {
     std::string yaml;
+    std::vector<std::string> flags;
     std::string message;
   };
   const std::vector<Case> cases = {
-      {TlsConfig(false) + "  unaryListen: [\"0.0.0.0:0\"]\n",
-       "grpc.unaryListen: \"0.0.0.0:0\" is not a loopback address: this listener has no TLS"},
-      {"grpc:\n  listen: [\"unix:///tmp/fitledger-same.sock\"]\n"
-       "  unaryListen: [\"unix:///tmp/fitledger-same.sock\"]\n",
-       "is also in grpc.listen"},
-      {"grpc:\n  unaryListen: [\"unix://relative.sock\"]\n", "needs an absolute path"},
+      {"grpc:\n  unaryListen: [\"unix:///tmp/fitledger-unary.sock\"]\n",
+       {},
+       "key grpc.unaryListen: was removed with fitledger's own HTTP/2 server"},
+      {"",
+       {"--grpc-unary-listen", "unix:///tmp/fitledger-unary.sock"},
+       "--grpc-unary-listen was removed with fitledger's own HTTP/2 server"},
+      {"webhook:\n  threads: 64\n", {}, "key webhook.threads: was removed"},
   };
   for (const Case& c : cases) {
     std::string config = dir_ + "/server.yaml";
     ASSERT_TRUE(WriteFile(config, c.yaml).ok());
-    absl::StatusOr<CommandResult> r = RunCommand(
-        {FITLEDGER_SERVER_PATH, "--config", config, "--kubeconfig", sim_->kubeconfig_path()}, {},
-        absl::Seconds(30));
+    std::vector<std::string> argv = {FITLEDGER_SERVER_PATH, "--config", config, "--kubeconfig",
+                                     sim_->kubeconfig_path()};
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    absl::StatusOr<CommandResult> r = RunCommand(argv, {}, absl::Seconds(30));
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->exit_code, 2) << c.yaml;
     EXPECT_THAT(r->output, HasSubstr(c.message)) << c.yaml;

@@ -212,7 +212,17 @@ void Chaos(E2eCluster& c, uint64_t seed, absl::Time deadline, Tally* tally) {
   }
 }
 
-TEST(SoakE2eTest, RandomLoadWithRandomFaultsEndsWithTheTruthAndNoOvercommit) {
+// Every test runs in both layouts: the webhook in fitledger-server (the chart's default) and in
+// fitledger-shim in front of the server's gRPC.
+class SoakE2eTest : public ::testing::TestWithParam<Layout> {
+ protected:
+  ClusterOptions WithLayout(ClusterOptions options) const {
+    options.layout = GetParam();
+    return options;
+  }
+};
+
+TEST_P(SoakE2eTest, RandomLoadWithRandomFaultsEndsWithTheTruthAndNoOvercommit) {
   const uint64_t seed =
       EnvOr("FITLEDGER_SOAK_SEED", static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())));
   const absl::Duration duration =
@@ -220,7 +230,8 @@ TEST(SoakE2eTest, RandomLoadWithRandomFaultsEndsWithTheTruthAndNoOvercommit) {
   std::fprintf(stderr, "soak seed: %llu (rerun with FITLEDGER_SOAK_SEED=%llu)\n",
                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
   RecordProperty("seed", std::to_string(seed));
-  absl::StatusOr<std::unique_ptr<E2eCluster>> started = E2eCluster::Start({kSim, kServer});
+  absl::StatusOr<std::unique_ptr<E2eCluster>> started =
+      E2eCluster::Start(WithLayout({kSim, kServer}));
   ASSERT_TRUE(started.ok()) << started.status();
   E2eCluster& c = **started;
 
@@ -246,6 +257,9 @@ TEST(SoakE2eTest, RandomLoadWithRandomFaultsEndsWithTheTruthAndNoOvercommit) {
     EXPECT_GT(tally.counts["bound"], 50) << "seed " << seed;  // the soak did real work
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, SoakE2eTest, ::testing::Values(Layout::kInServer, Layout::kShim),
+                         LayoutName);
 
 }  // namespace
 }  // namespace fitledger::testing

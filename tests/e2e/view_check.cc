@@ -14,13 +14,6 @@ namespace {
 
 constexpr const char* kCompared[] = {"cpu", "memory", "pods"};
 
-HttpResult Get(int port, const std::string& path) {
-  httplib::Client client("127.0.0.1", port);
-  client.set_read_timeout(10, 0);
-  client.set_tcp_nodelay(true);
-  return Call(client, "GET", path);
-}
-
 }  // namespace
 
 absl::StatusOr<std::map<std::string, Resources>> RecountFromApi(E2eCluster& cluster) {
@@ -95,7 +88,7 @@ int64_t KubeletRejections(E2eCluster& cluster) {
 }
 
 double Metric(int monitor_port, const std::string& series) {
-  HttpResult r = Get(monitor_port, "/metrics");
+  HttpResult r = Request(monitor_port, "GET", "/metrics", "");
   if (r.status != 200) return -1;
   const std::string prefix = series + " ";
   size_t at = 0;
@@ -112,7 +105,9 @@ double Metric(int monitor_port, const std::string& series) {
   return -1;
 }
 
-int HttpGetStatus(int port, const std::string& path) { return Get(port, path).status; }
+int HttpGetStatus(int port, const std::string& path) {
+  return Request(port, "GET", path, "").status;
+}
 
 int HealthStatus(const std::shared_ptr<grpc::Channel>& channel) {
   auto health = grpc::health::v1::Health::NewStub(channel);
@@ -141,7 +136,10 @@ absl::Status SpawnServer(E2eCluster& cluster, const std::string& socket,
                                    "127.0.0.1:0",
                                    "--ready-file",
                                    ready};
-  if (!e.unary_socket.empty()) argv.insert(argv.end(), {"--grpc-unary-listen", e.unary_socket});
+  if (e.layout == Layout::kInServer) {
+    // The webhook comes back on its port, as a restarted pod keeps its Service's URL.
+    argv.insert(argv.end(), {"--webhook-listen", absl::StrCat("127.0.0.1:", e.shim_port)});
+  }
   absl::StatusOr<std::unique_ptr<ChildProcess>> server = ChildProcess::Start(argv, base + ".log");
   if (!server.ok()) return server.status();
   e.server = *std::move(server);

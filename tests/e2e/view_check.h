@@ -46,8 +46,8 @@ int HttpGetStatus(int port, const std::string& path);
 int HealthStatus(const std::shared_ptr<grpc::Channel>& channel);
 
 // Starts a fitledger-server process for `cluster`'s sim listening on `socket` (unix:///...) and
-// 127.0.0.1:0 (and on the cluster's unary socket), with config `server_yaml`, and waits for its
-// ready file only (not for SERVING).
+// 127.0.0.1:0 (and, in Layout::kInServer, serving the webhook on the cluster's webhook port), with
+// config `server_yaml`, and waits for its ready file only (not for SERVING).
 // Replaces cluster.extender()'s server process, ports, channel and stubs, so the cluster's
 // helpers talk to the new server; a shim already dialing `socket` reconnects by itself.
 absl::Status SpawnServer(E2eCluster& cluster, const std::string& socket,

@@ -1,4 +1,4 @@
-// libFuzzer target: the shim's extender JSON decoding (client/shim/json_codec.h). The first byte
+// libFuzzer target: the webhook's extender JSON decoding (webhook/json_codec.h). The first byte
 // picks the body kind (filter/prioritize, bind, preempt); the rest is the body. Successful decodes
 // are encoded back, as the shim would answer; filter bodies are also decoded with NodeNames as
 // views and must give the same names (or fail the same way).
@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "client/shim/json_codec.h"
+#include "webhook/json_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  static fitledger::shim::JsonDecoder* decoder = new fitledger::shim::JsonDecoder();
+  static fitledger::webhook::JsonDecoder* decoder = new fitledger::webhook::JsonDecoder();
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
   std::string out;
   switch (data[0] % 3) {
@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // The shim's way first: NodeNames as views (plain ones read in place, with the body's
       // capacity holding simdjson's padding as the HTTP server leaves it). Same outcome and
       // names as decoded to strings, always.
-      static fitledger::shim::JsonDecoder* views_decoder = new fitledger::shim::JsonDecoder();
+      static fitledger::webhook::JsonDecoder* views_decoder = new fitledger::webhook::JsonDecoder();
       std::string padded = body;
       padded.reserve(padded.size() + 64);
       fitledger::v1::ExtenderArgs views_args;
@@ -43,15 +43,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (by_strings.ok()) {
         fitledger::v1::ExtenderFilterResult result;
         *result.mutable_node_names() = args.node_names();
-        fitledger::shim::EncodeFilterResult(result, &out);
-        fitledger::shim::EncodeFilterResultWithNodes(result, raw_nodes, &out);
+        fitledger::webhook::EncodeFilterResult(result, &out);
+        fitledger::webhook::EncodeFilterResultWithNodes(result, raw_nodes, &out);
       }
       break;
     }
     case 1: {
       fitledger::v1::ExtenderBindingArgs args;
       if (decoder->DecodeBindingArgs(body, &args).ok()) {
-        fitledger::shim::EncodeError(args.pod_name(), &out);
+        fitledger::webhook::EncodeError(args.pod_name(), &out);
       }
       break;
     }

@@ -15,8 +15,7 @@ build="$1"
 seconds="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/fitledger-fuzz.XXXXXX")"
-targets=(quantity_fuzz json_codec_fuzz watch_event_fuzz kubeconfig_fuzz http1_fuzz
-  extender_wire_fuzz)
+targets=(quantity_fuzz json_codec_fuzz watch_event_fuzz kubeconfig_fuzz http_server_fuzz)
 status=0
 for t in "${targets[@]}"; do
   bin="$build/tests/fuzz/$t"

@@ -5,15 +5,12 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "proto/fitledger/v1/api_conventions.h"
 
 namespace fitledger::shim::testing {
 
 FakeExtender::FakeExtender() {
   filter_ = [](const v1::ExtenderArgs& args, v1::ExtenderFilterResult* result) {
-    if (args.reply_node_indexes() && !args.has_nodes()) {  // as fitledger-server answers
-      for (int i = 0; i < args.node_names_size(); ++i) result->add_node_indexes(i);
-      return grpc::Status::OK;
-    }
     *result->mutable_node_names() = args.node_names();
     for (const v1::Node& node : args.nodes().items()) {
       result->add_node_names(node.metadata().name());
@@ -71,8 +68,10 @@ int FakeExtender::calls() const {
   return calls_;
 }
 
-grpc::Status FakeExtender::Filter(grpc::ServerContext*, const v1::ExtenderArgs* args,
+grpc::Status FakeExtender::Filter(grpc::ServerContext* context, const v1::ExtenderArgs* args,
                                   v1::ExtenderFilterResult* result) {
+  // As fitledger-server marks its replies (api_conventions.h).
+  context->AddTrailingMetadata(v1::kServerOriginMetadata, "fake");
   FilterFn fn;
   {
     MutexLock lock(&mu_);
@@ -83,8 +82,10 @@ grpc::Status FakeExtender::Filter(grpc::ServerContext*, const v1::ExtenderArgs* 
   return fn(*args, result);
 }
 
-grpc::Status FakeExtender::Prioritize(grpc::ServerContext*, const v1::ExtenderArgs* args,
+grpc::Status FakeExtender::Prioritize(grpc::ServerContext* context, const v1::ExtenderArgs* args,
                                       v1::HostPriorityList* result) {
+  // As fitledger-server marks its replies (api_conventions.h).
+  context->AddTrailingMetadata(v1::kServerOriginMetadata, "fake");
   PrioritizeFn fn;
   {
     MutexLock lock(&mu_);
@@ -94,8 +95,10 @@ grpc::Status FakeExtender::Prioritize(grpc::ServerContext*, const v1::ExtenderAr
   return fn(*args, result);
 }
 
-grpc::Status FakeExtender::Bind(grpc::ServerContext*, const v1::ExtenderBindingArgs* args,
+grpc::Status FakeExtender::Bind(grpc::ServerContext* context, const v1::ExtenderBindingArgs* args,
                                 v1::ExtenderBindingResult* result) {
+  // As fitledger-server marks its replies (api_conventions.h).
+  context->AddTrailingMetadata(v1::kServerOriginMetadata, "fake");
   BindFn fn;
   {
     MutexLock lock(&mu_);
@@ -106,8 +109,11 @@ grpc::Status FakeExtender::Bind(grpc::ServerContext*, const v1::ExtenderBindingA
   return fn(*args, result);
 }
 
-grpc::Status FakeExtender::Preempt(grpc::ServerContext*, const v1::ExtenderPreemptionArgs* args,
+grpc::Status FakeExtender::Preempt(grpc::ServerContext* context,
+                                   const v1::ExtenderPreemptionArgs* args,
                                    v1::ExtenderPreemptionResult* result) {
+  // As fitledger-server marks its replies (api_conventions.h).
+  context->AddTrailingMetadata(v1::kServerOriginMetadata, "fake");
   PreemptFn fn;
   {
     MutexLock lock(&mu_);

@@ -24,8 +24,8 @@ class FakeExtender final : public v1::Extender::Service {
   using PreemptFn =
       std::function<grpc::Status(const v1::ExtenderPreemptionArgs&, v1::ExtenderPreemptionResult*)>;
 
-  // Defaults: every candidate passes (by index when asked to, as fitledger-server); scores 1; binds
-  // succeed; preempt keeps the meta victims.
+  // Defaults: every candidate passes; scores 1; binds succeed; preempt keeps the meta victims.
+  // Every reply carries fitledger-server's origin mark (proto/fitledger/v1/api_conventions.h).
   FakeExtender();
 
   void set_filter(FilterFn fn);

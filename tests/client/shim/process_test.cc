@@ -1,10 +1,13 @@
 // The fitledger-shim binary as a process (flags, the "listening" line, --port-file, SIGTERM,
 // config errors), and HTTPS with client-certificate verification (certificates made with the
 // openssl CLI).
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,11 +25,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "client/shim/grpc_h2.h"
-#include "client/shim/http_server.h"
-#include "client/shim/logger.h"
-#include "client/shim/metrics.h"
-#include "client/shim/webhook.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -173,8 +171,11 @@ TEST(ShimProcessTest, ServesUntilSigtermThenExitsZero) {
   shim.Signal(SIGTERM);
   EXPECT_EQ(shim.Wait(), 0);
   const std::string log = ReadFile(dir.File("stderr"));
-  EXPECT_THAT(log, HasSubstr("\"level\":\"info\",\"msg\":\"serving\",\"url\":\"http://127.0.0.1:"));
-  EXPECT_THAT(log, HasSubstr("\"level\":\"info\",\"msg\":\"stopped\""));
+  EXPECT_THAT(
+      log,
+      HasSubstr(
+          "\"level\":\"info\",\"msg\":\"fitledger-shim serving\",\"url\":\"http://127.0.0.1:"));
+  EXPECT_THAT(log, HasSubstr("\"level\":\"info\",\"msg\":\"fitledger-shim stopped\""));
 }
 
 TEST(ShimProcessTest, BadConfigExitsTwoNamingKeyAndLine) {
@@ -190,12 +191,15 @@ TEST(ShimProcessTest, BadConfigExitsTwoNamingKeyAndLine) {
 }
 
 TEST(ShimProcessTest, AServerAddressItCannotDialExitsTwo) {
-  TempDir dir;
-  Process shim({FITLEDGER_SHIM_BINARY, "--listen", "127.0.0.1:0", "--server", "fitledger-server"},
-               dir.File("stderr"));
-  EXPECT_EQ(shim.Wait(), 2);
-  EXPECT_THAT(ReadFile(dir.File("stderr")),
-              HasSubstr("key server: expected unix:///path or host:port"));
+  for (const char* server : {"fitledger-server", "some.sock", "http://127.0.0.1:1", "unix:rel"}) {
+    SCOPED_TRACE(server);
+    TempDir dir;
+    Process shim({FITLEDGER_SHIM_BINARY, "--listen", "127.0.0.1:0", "--server", server},
+                 dir.File("stderr"));
+    EXPECT_EQ(shim.Wait(), 2);
+    EXPECT_THAT(ReadFile(dir.File("stderr")), HasSubstr("key server: \\\""));
+    EXPECT_THAT(ReadFile(dir.File("stderr")), HasSubstr("use unix:///absolute/path or host:port"));
+  }
 }
 
 TEST(ShimProcessTest, HelpListsTheFlags) {
@@ -209,7 +213,7 @@ TEST(ShimProcessTest, HelpListsTheFlags) {
   }
 }
 
-// HTTPS with client certificates, on an in-process shim.
+// HTTPS with client certificates, on the shim binary.
 class ShimTlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -237,32 +241,26 @@ class ShimTlsTest : public ::testing::Test {
         << ReadFile(dir_.File("openssl.log"));
     server_ = FakeServer::Start(&fake_, "127.0.0.1:0");
     ASSERT_NE(server_, nullptr);
-    // As main.cc wires it: Filter and Prioritize multiplexed, answered later (the TLS reply is
-    // then written from the multiplexed connection's thread).
-    auto client = std::make_shared<GrpcH2Client>(server_->target());
-    mux_ = std::make_shared<GrpcH2MuxClient>(server_->target(), GrpcH2MuxClient::Options{});
-    mux_->Start();
-    const absl::Time up_by = absl::Now() + absl::Seconds(20);
-    while (mux_->connections_up() == 0 && absl::Now() < up_by)
-      absl::SleepFor(absl::Milliseconds(5));
-    ASSERT_GT(mux_->connections_up(), 0);
-    webhook_ = std::make_unique<Webhook>(std::make_unique<H2ExtenderStub>(client, mux_),
-                                         std::make_unique<H2HealthStub>(client, mux_),
-                                         Webhook::Options{}, &metrics_, &logger_);
-    config::ShimConfig config;
-    config.listen = "127.0.0.1:0";
-    config.server = server_->target();
-    config.tls.cert_file = dir_.File("server.crt");
-    config.tls.key_file = dir_.File("server.key");
-    config.tls.client_ca_file = dir_.File("ca.crt");
-    shim_ = std::make_unique<ShimServer>(config, webhook_.get(), &metrics_, &logger_);
-    ASSERT_TRUE(shim_->Start().ok());
+    {
+      std::ofstream config(dir_.File("shim.yaml"));
+      config << "listen: 127.0.0.1:0\nserver: " << server_->target() << "\n"
+             << "tlsHandshakeTimeout: 1s\ntls:\n  certFile: " << dir_.File("server.crt")
+             << "\n  keyFile: " << dir_.File("server.key")
+             << "\n  clientCAFile: " << dir_.File("ca.crt") << "\n";
+    }
+    shim_ = std::make_unique<Process>(
+        std::vector<std::string>{FITLEDGER_SHIM_BINARY, "--config", dir_.File("shim.yaml"),
+                                 "--port-file", dir_.File("port")},
+        dir_.File("stderr"));
+    line_ = shim_->ReadLine(absl::Seconds(20));
+    ASSERT_TRUE(absl::SimpleAtoi(absl::StripSuffix(ReadFile(dir_.File("port")), "\n"), &port_))
+        << ReadFile(dir_.File("stderr"));
   }
 
   std::unique_ptr<httplib::SSLClient> Client(const std::string& cert, const std::string& key) {
-    auto client = cert.empty() ? std::make_unique<httplib::SSLClient>("127.0.0.1", shim_->port())
+    auto client = cert.empty() ? std::make_unique<httplib::SSLClient>("127.0.0.1", port_)
                                : std::make_unique<httplib::SSLClient>(
-                                     "127.0.0.1", shim_->port(), dir_.File(cert), dir_.File(key));
+                                     "127.0.0.1", port_, dir_.File(cert), dir_.File(key));
     client->set_ca_cert_path(dir_.File("ca.crt").c_str());
     client->enable_server_certificate_verification(true);
     client->set_connection_timeout(5);
@@ -273,21 +271,21 @@ class ShimTlsTest : public ::testing::Test {
   TempDir dir_;
   FakeExtender fake_;
   std::unique_ptr<FakeServer> server_;
-  Metrics metrics_;
-  Logger logger_{LogLevel::kError};
-  std::shared_ptr<GrpcH2MuxClient> mux_;
-  std::unique_ptr<Webhook> webhook_;
-  std::unique_ptr<ShimServer> shim_;
+  std::unique_ptr<Process> shim_;
+  std::string line_;
+  int port_ = 0;
 
  public:
   ~ShimTlsTest() override {
-    if (shim_ != nullptr) shim_->Stop();
-    if (mux_ != nullptr) mux_->Stop();
+    if (shim_ != nullptr) {
+      shim_->Signal(SIGTERM);
+      shim_->Wait();
+    }
   }
 };
 
 TEST_F(ShimTlsTest, ClientWithCertificateSignedByTheCaIsServed) {
-  EXPECT_THAT(shim_->url(), ::testing::StartsWith("https://127.0.0.1:"));
+  EXPECT_THAT(line_, ::testing::StartsWith("fitledger-shim listening on https://127.0.0.1:"));
   auto client = Client("client.crt", "client.key");
   httplib::Result res = client->Post("/filter", kFilterArgs, "application/json");
   ASSERT_TRUE(res) << static_cast<int>(res.error());
@@ -313,7 +311,27 @@ TEST_F(ShimTlsTest, KeepAliveAndALargeBodyOverTls) {
     if (i % 2 == 0) EXPECT_GT(res->body.size(), 300000u);
   }
   EXPECT_EQ(fake_.calls(), 5);
-  EXPECT_EQ(mux_->calls_taken(), 5);  // answered later, over TLS
+}
+
+// A TLS handshake that never comes holds no thread and ends at tlsHandshakeTimeout; a client
+// meanwhile is served.
+TEST_F(ShimTlsTest, AStalledHandshakeIsClosedAfterItsDeadline) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port_));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  auto client = Client("client.crt", "client.key");
+  httplib::Result res = client->Post("/filter", kFilterArgs, "application/json");
+  ASSERT_TRUE(res) << static_cast<int>(res.error());
+  EXPECT_EQ(res->status, 200);
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_GT(poll(&p, 1, 20000), 0);  // closed by the server (tlsHandshakeTimeout: 1s)
+  char byte;
+  EXPECT_LE(recv(fd, &byte, 1, 0), 0);
+  close(fd);
 }
 
 TEST_F(ShimTlsTest, ClientWithoutCertificateIsRefused) {

@@ -1,0 +1,173 @@
+// Webhook benchmarks: the JSON codec on a Filter body with 500 NodeNames and the ~5 KB fixture
+// pod, and one keep-alive HTTP client through the real front end (Beast HTTP server, webhook,
+// codec) to a backend that passes every candidate: in process (no ledger behind it), or through
+// fitledger-shim's gRPC backend to an in-process fake server.
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "client/shim/grpc_backend.h"
+#include "common/metrics.h"
+#include "google/protobuf/arena.h"
+#include "httplib.h"
+#include "tests/client/shim/fake_extender.h"
+#include "webhook/http_server.h"
+#include "webhook/json_codec.h"
+#include "webhook/metrics.h"
+#include "webhook/webhook.h"
+
+namespace fitledger::webhook {
+namespace {
+
+constexpr int kCandidates = 500;
+
+// The fixture's pod with 500 NodeNames, as in the tests this file replaces.
+const std::string& FilterBody() {
+  static const std::string* body = [] {
+    std::ifstream in(absl::StrCat(FITLEDGER_SHIM_TESTDATA, "/pod_4k.json"));
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    auto* b = new std::string(buffer.str());
+    const size_t names = b->find("\"NodeNames\":[");
+    if (names == std::string::npos) std::abort();
+    b->resize(names);
+    *b += "\"NodeNames\":[";
+    for (int i = 0; i < kCandidates; ++i)
+      absl::StrAppend(b, i ? "," : "", "\"node-", 10000 + i, "\"");
+    *b += "]}";
+    return b;
+  }();
+  return *body;
+}
+
+// Argument 0: NodeNames decoded into the message's strings; 1: as views, fitledger-shim's way
+// (plain names read in place from the body, whose capacity holds simdjson's padding as the HTTP
+// server leaves it).
+void BM_DecodeFilter500NodeNames(benchmark::State& state) {
+  std::string body = FilterBody();
+  body.reserve(body.size() + 64);
+  const bool as_views = state.range(0) == 1;
+  state.SetLabel(as_views ? "names as views" : "names as strings");
+  JsonDecoder decoder;
+  std::vector<absl::string_view> names;
+  std::vector<char> block(256 << 10);
+  for (auto _ : state) {
+    google::protobuf::ArenaOptions options;
+    options.initial_block = block.data();
+    options.initial_block_size = block.size();
+    google::protobuf::Arena arena(options);
+    auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderArgs>(&arena);
+    if (!decoder.DecodeExtenderArgs(body, args, nullptr, as_views ? &names : nullptr).ok()) {
+      state.SkipWithError("decode");
+    }
+    benchmark::DoNotOptimize(args);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+}
+BENCHMARK(BM_DecodeFilter500NodeNames)->Arg(0)->Arg(1);
+
+void BM_EncodeFilterResult500Names(benchmark::State& state) {
+  JsonDecoder decoder;
+  v1::ExtenderArgs args;
+  if (!decoder.DecodeExtenderArgs(FilterBody(), &args, nullptr).ok()) std::abort();
+  v1::ExtenderFilterResult result;
+  *result.mutable_node_names() = args.node_names();
+  for (auto _ : state) {
+    std::string out;
+    EncodeFilterResult(result, &out);
+    benchmark::DoNotOptimize(out);
+  }
+}
+BENCHMARK(BM_EncodeFilterResult500Names);
+
+// What gRPC adds on the two ends: serialize the request, parse it on the other side.
+void BM_ProtoSerializeParseExtenderArgs(benchmark::State& state) {
+  JsonDecoder decoder;
+  v1::ExtenderArgs args;
+  if (!decoder.DecodeExtenderArgs(FilterBody(), &args, nullptr).ok()) std::abort();
+  for (auto _ : state) {
+    std::string wire;
+    args.SerializeToString(&wire);
+    v1::ExtenderArgs parsed;
+    parsed.ParseFromString(wire);
+    benchmark::DoNotOptimize(parsed);
+  }
+}
+BENCHMARK(BM_ProtoSerializeParseExtenderArgs);
+
+// Every candidate passes, on the calling thread.
+class PassingBackend final : public Backend {
+ public:
+  void Filter(const v1::Pod&, absl::Span<const absl::string_view> candidates,
+              FilterDone done) override {
+    FilterAnswer answer;
+    answer.passing.reserve(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) answer.passing.push_back(i);
+    done(std::move(answer));
+  }
+  void Prioritize(const v1::Pod&, absl::Span<const absl::string_view>,
+                  PrioritizeDone done) override {
+    done(PrioritizeAnswer());
+  }
+  void Bind(const BindArgs&, StatusDone done) override { done(absl::OkStatus()); }
+  void Preempt(const v1::ExtenderPreemptionArgs&, PreemptDone done) override {
+    done(v1::ExtenderPreemptionResult());
+  }
+  void CheckReady(StatusDone done) override { done(absl::OkStatus()); }
+};
+
+// One keep-alive client, one request at a time, through the front end. Argument 0: a backend in
+// process (fitledger-server's layout, minus the ledger); 1: fitledger-shim's gRPC backend to a
+// fake server that passes every candidate.
+void BM_WebhookFilter500NodeNames(benchmark::State& state) {
+  shim::testing::FakeExtender fake;
+  std::unique_ptr<shim::testing::FakeServer> server;
+  std::unique_ptr<Backend> backend;
+  if (state.range(0) == 1) {
+    server = shim::testing::FakeServer::Start(&fake, "127.0.0.1:0");
+    if (server == nullptr) return state.SkipWithError("fake server");
+    backend = std::make_unique<shim::GrpcBackend>(
+        server->target(), shim::DialServer(server->target()), shim::GrpcBackend::Options{});
+    state.SetLabel("gRPC backend (the shim)");
+  } else {
+    backend = std::make_unique<PassingBackend>();
+    state.SetLabel("in-process backend");
+  }
+  MetricsRegistry registry;
+  Metrics metrics(&registry);
+  Webhook webhook("/", backend.get(), &metrics, nullptr);
+  HttpServer http(
+      HttpServerOptions{}, [&webhook](HttpCall call) { webhook.Serve(std::move(call)); },
+      &Webhook::FormatError,
+      [&webhook](const HttpRequest& request, const HttpReply& reply, absl::Duration elapsed) {
+        webhook.Observe(request, reply, elapsed);
+      });
+  absl::StatusOr<int> port = http.Start("127.0.0.1", 0);
+  if (!port.ok()) return state.SkipWithError("http server");
+  httplib::Client client("127.0.0.1", *port);
+  client.set_keep_alive(true);
+  client.set_tcp_nodelay(true);
+  const std::string& body = FilterBody();
+  for (int i = 0; i < 200; ++i) client.Post("/filter", body, "application/json");  // warm up
+  for (auto _ : state) {
+    httplib::Result res = client.Post("/filter", body, "application/json");
+    if (!res || res->status != 200) {
+      state.SkipWithError("filter failed");
+      break;
+    }
+  }
+  http.Stop();
+}
+BENCHMARK(BM_WebhookFilter500NodeNames)
+    ->Arg(0)
+    ->Arg(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace fitledger::webhook
+
+BENCHMARK_MAIN();

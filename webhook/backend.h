@@ -1,0 +1,81 @@
+// The extender behind the webhook: kube-scheduler's four verbs, answered through completions.
+// fitledger-server implements it in process (server/service/inprocess_backend.h), fitledger-shim
+// over gRPC (client/shim/grpc_backend.h). The webhook decodes the JSON, calls a Backend, and
+// encodes its answer; a Backend never sees JSON or HTTP.
+#ifndef FITLEDGER_WEBHOOK_BACKEND_H_
+#define FITLEDGER_WEBHOOK_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace fitledger::v1 {
+class Pod;
+class ExtenderPreemptionArgs;
+class ExtenderPreemptionResult;
+}  // namespace fitledger::v1
+
+namespace fitledger::webhook {
+
+// Filter's answer. Nodes are named by their position among the candidates the call was given;
+// a candidate in none of the lists is treated as failed without a reason.
+struct FilterAnswer {
+  absl::Status status;  // not OK: the call failed (the lists are then ignored)
+  std::vector<size_t> passing;
+  std::vector<std::pair<size_t, std::string>> failed;        // position, reasons
+  std::vector<std::pair<size_t, std::string>> unresolvable;  // preemption cannot help
+};
+
+// Prioritize's answer: scores 0..10 by candidate position (candidates not listed get none).
+struct PrioritizeAnswer {
+  absl::Status status;
+  std::vector<std::pair<size_t, int64_t>> scores;
+};
+
+struct BindArgs {
+  std::string pod_namespace;
+  std::string pod_name;
+  std::string pod_uid;
+  std::string node;
+};
+
+// Error codes, for every verb: InvalidArgument (a bad pod or request), FailedPrecondition (it no
+// longer fits), NotFound (unknown pod or node), Unavailable (not synced, the Kubernetes API or
+// fitledger-server unreachable; for Bind also: the outcome is unknown), DeadlineExceeded. The
+// message names the component that failed.
+//
+// Thread-safe. Each method calls `done` exactly once, on any thread, possibly before it returns.
+// The arguments are read only until the method returns; the answers name candidates by position.
+class Backend {
+ public:
+  using FilterDone = absl::AnyInvocable<void(FilterAnswer answer)>;
+  using PrioritizeDone = absl::AnyInvocable<void(PrioritizeAnswer answer)>;
+  using StatusDone = absl::AnyInvocable<void(absl::Status status)>;
+  using PreemptDone = absl::AnyInvocable<void(absl::StatusOr<v1::ExtenderPreemptionResult>)>;
+
+  virtual ~Backend() = default;
+
+  // Which of `candidates` (kube-scheduler's NodeNames, or the names of its Nodes) fit `pod`.
+  virtual void Filter(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+                      FilterDone done) = 0;
+  virtual void Prioritize(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+                          PrioritizeDone done) = 0;
+  // Binds the pod; OK when it is bound to args.node. May take seconds (the binding POST): a
+  // Backend must not hold the calling thread for it.
+  virtual void Bind(const BindArgs& args, StatusDone done) = 0;
+  virtual void Preempt(const v1::ExtenderPreemptionArgs& args, PreemptDone done) = 0;
+  // OK when the extender can answer the verbs; Unavailable with the reason otherwise.
+  virtual void CheckReady(StatusDone done) = 0;
+};
+
+}  // namespace fitledger::webhook
+
+#endif  // FITLEDGER_WEBHOOK_BACKEND_H_

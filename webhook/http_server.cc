@@ -1,0 +1,586 @@
+#include "webhook/http_server.h"
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <thread>
+#include <type_traits>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "boost/asio/dispatch.hpp"
+#include "boost/asio/executor_work_guard.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/post.hpp"
+#include "boost/asio/ssl.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/strand.hpp"
+#include "boost/asio/write.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+#include "boost/beast/ssl.hpp"
+#include "common/log.h"
+#include "common/mutex.h"
+
+namespace fitledger::webhook {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+namespace ssl = net::ssl;
+using tcp = net::ip::tcp;
+
+// simdjson reads up to this many bytes past a document's end (SIMDJSON_PADDING).
+constexpr size_t kBodyPadding = 64;
+// How much a connection reads at once while it waits for a request.
+constexpr size_t kReadChunk = 16 << 10;
+// Buffers a connection keeps between requests beyond this are released.
+constexpr size_t kKeepBufferBytes = 1 << 20;
+
+std::chrono::steady_clock::duration Chrono(absl::Duration d) {
+  return absl::ToChronoNanoseconds(d);
+}
+
+// A reply's reason to close the connection after it is written.
+enum class After { kKeepAlive, kClose };
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(HttpServerOptions o, HttpHandler h, HttpErrorFormatter e, HttpObserver ob)
+      : options(std::move(o)),
+        handler(std::move(h)),
+        on_error(std::move(e)),
+        observer(std::move(ob)),
+        io_threads(options.io_threads > 0
+                       ? options.io_threads
+                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
+        ioc(io_threads),
+        acceptor(ioc) {}
+
+  // Registers and starts a session on the accepted (or adopted) socket.
+  void Serve(tcp::socket socket);
+  void Accept();
+  void OnAccept(beast::error_code ec, tcp::socket socket);
+
+  // Sessions call these from their strands.
+  // `close(force)` closes the session if it is idle, or whatever it is doing when forced.
+  void Register(uintptr_t key, std::function<void(bool force)> close);
+  void Unregister(uintptr_t key);
+
+  // Constant after construction.
+  const HttpServerOptions options;
+  const HttpHandler handler;
+  const HttpErrorFormatter on_error;
+  const HttpObserver observer;
+  const int io_threads;
+
+  net::io_context ioc;
+  std::optional<ssl::context> tls;  // set in Start, before any session exists
+  tcp::acceptor acceptor;           // on ioc; touched by Start, Stop (posted) and the accept loop
+  std::optional<net::steady_timer> accept_retry;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::thread> threads;  // owned by Start/Stop's caller
+  int bound_port = 0;
+  bool started = false;
+  bool stopped = false;
+
+  std::atomic<bool> stopping{false};
+  std::atomic<int64_t> open{0};   // connections not yet closed
+  std::atomic<int64_t> alive{0};  // sessions not yet destroyed (a handler may hold one)
+  std::atomic<int64_t> refused{0};
+
+  // Wakes Stop() when `open` or `alive` dropped while stopping.
+  void SignalDrain() {
+    if (!stopping.load()) return;
+    MutexLock lock(&drain_mu);
+    drain_cv.SignalAll();
+  }
+
+  // For Stop: how to close each open session.
+  Mutex sessions_mu;
+  absl::flat_hash_map<uintptr_t, std::function<void(bool force)>> sessions
+      ABSL_GUARDED_BY(sessions_mu);
+  // Signalled when a session ends while stopping (Stop waits on it for `open` to reach 0).
+  Mutex drain_mu;
+  CondVar drain_cv;
+};
+
+namespace {
+
+// One connection. Every method runs on the connection's strand, except Finish (any thread), the
+// constructor and the destructor.
+template <typename Stream>
+class Session : public internal::Exchange, public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  // The caller has counted the connection in server->open.
+  Session(HttpServer::Impl* server, tcp::socket&& socket)
+      : server_(server), stream_(MakeStream(server, std::move(socket))) {
+    server_->alive.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  ~Session() override {
+    server_->Unregister(reinterpret_cast<uintptr_t>(this));
+    if (phase_ != Phase::kClosed) Uncount();
+    server_->alive.fetch_sub(1, std::memory_order_relaxed);
+    server_->SignalDrain();
+  }
+
+  void Start() {
+    auto self = this->shared_from_this();
+    server_->Register(
+        reinterpret_cast<uintptr_t>(this), [weak = this->weak_from_this()](bool force) {
+          if (auto s = weak.lock()) {
+            net::dispatch(s->stream_.get_executor(), [s, force] {
+              if (force || s->phase_ == Phase::kIdle || s->phase_ == Phase::kHandshake) {
+                s->Close();
+              }
+            });
+          }
+        });
+    net::dispatch(stream_.get_executor(), [self] {
+      if constexpr (kTls) {
+        self->phase_ = Phase::kHandshake;
+        beast::get_lowest_layer(self->stream_)
+            .expires_after(Chrono(self->server_->options.handshake_timeout));
+        self->stream_.async_handshake(ssl::stream_base::server, [self](beast::error_code ec) {
+          ec ? self->Close() : self->WaitForRequest();
+        });
+      } else {
+        self->WaitForRequest();
+      }
+    });
+  }
+
+  void Finish() override {
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->Write(); });
+  }
+
+ private:
+  enum class Phase { kHandshake, kIdle, kReading, kHandling, kWriting, kClosed };
+
+  static Stream MakeStream(HttpServer::Impl* server, tcp::socket&& socket) {
+    if constexpr (kTls) {
+      return Stream(beast::tcp_stream(std::move(socket)), *server->tls);
+    } else {
+      return Stream(std::move(socket));
+    }
+  }
+
+  auto& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  // Waits for the first byte of the next request (unless pipelined bytes are already here).
+  void WaitForRequest() {
+    if (server_->stopping.load(std::memory_order_relaxed)) return Close();
+    if (buffer_.size() > 0) return ReadHeader();
+    phase_ = Phase::kIdle;
+    Lowest().expires_after(Chrono(server_->options.idle_timeout));
+    stream_.async_read_some(buffer_.prepare(kReadChunk),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->Close();
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
+  }
+
+  void ReadHeader() {
+    phase_ = Phase::kReading;
+    started_ = absl::Now();
+    spare_body_.clear();
+    parser_.emplace(std::piecewise_construct, std::make_tuple(std::move(spare_body_)));
+    parser_->header_limit(static_cast<uint32_t>(server_->options.max_header_bytes));
+    parser_->body_limit(static_cast<uint64_t>(server_->options.max_body_bytes));
+    Lowest().expires_after(Chrono(server_->options.read_timeout));
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) return ReadFailed(ec);
+    const auto& head = parser_->get();  // HTTP/1.0 or 1.1: Beast refuses other versions
+    if (auto te = head.find(http::field::transfer_encoding); te != head.end()) {
+      const absl::string_view value(te->value().data(), te->value().size());
+      if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(value), "chunked")) {
+        return Refuse(
+            501, absl::StrCat("Transfer-Encoding \"", value, "\" is not supported (only chunked)"));
+      }
+    }
+    auto expect = head.find(http::field::expect);
+    if (expect != head.end()) {
+      const absl::string_view value(expect->value().data(), expect->value().size());
+      if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(value), "100-continue")) {
+        return Refuse(417, absl::StrCat("unsupported expectation \"", value, "\""));
+      }
+      if (head.version() == 11 && !parser_->is_done()) {
+        static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        Lowest().expires_after(Chrono(server_->options.write_timeout));
+        net::async_write(stream_, net::const_buffer(kContinue, sizeof(kContinue) - 1),
+                         [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                           if (ec) return self->Close();
+                           self->ReadBody();
+                         });
+        return;
+      }
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    Lowest().expires_after(Chrono(server_->options.read_timeout));
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
+  }
+
+  void OnBody(beast::error_code ec) {
+    if (ec) return ReadFailed(ec);
+    Lowest().expires_never();
+    auto& message = parser_->get();
+    keep_alive_ = message.keep_alive();
+    version_ = message.version();
+    head_ = message.method() == http::verb::head;
+    request.method.assign(message.method_string().data(), message.method_string().size());
+    const beast::string_view target = message.target();
+    request.path.assign(target.data(), std::min(target.size(), target.find('?')));
+    request.body = std::move(message.body());
+    if (request.body.capacity() < request.body.size() + kBodyPadding) {
+      request.body.reserve(request.body.size() + kBodyPadding);
+    }
+    parser_.reset();
+    reply.status = 200;
+    reply.content_type = "application/json";
+    reply.body.clear();
+    reply.headers.clear();
+    phase_ = Phase::kHandling;
+    try {
+      server_->handler(HttpCall(this->shared_from_this()));
+    } catch (const std::exception& e) {
+      // A handler that throws has not finished the call (handlers finish only on success).
+      LogError("http handler threw", {{"path", request.path}, {"error", e.what()}});
+      reply = HttpReply();
+      server_->on_error(reply, "internal error");
+      reply.status = 500;
+      Write();
+    }
+  }
+
+  // A request that could not be read: answer what can be answered, close.
+  void ReadFailed(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      return Refuse(413, absl::StrCat("request body over ", server_->options.max_body_bytes,
+                                      " bytes (maxBodyBytes)"));
+    }
+    if (ec == http::error::header_limit) {
+      return Refuse(
+          431, absl::StrCat("request headers over ", server_->options.max_header_bytes, " bytes"));
+    }
+    if (&ec.category() == &http::make_error_code(http::error::bad_target).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      return Refuse(400, absl::StrCat("malformed request: ", ec.message()));
+    }
+    Close();  // timeout, reset, end of stream: nothing to answer to
+  }
+
+  // Answers a request the server refuses itself, then closes.
+  void Refuse(int status, absl::string_view message) {
+    if (parser_.has_value()) {
+      const auto& head = parser_->get();
+      request.method.assign(head.method_string().data(), head.method_string().size());
+      const beast::string_view target = head.target();
+      request.path.assign(target.data(), std::min(target.size(), target.find('?')));
+      version_ = head.version() == 10 ? 10 : 11;
+    } else {
+      version_ = 11;
+    }
+    request.body.clear();
+    head_ = false;
+    keep_alive_ = false;
+    refused_ = true;
+    reply = HttpReply();
+    server_->on_error(reply, message);
+    reply.status = status;
+    phase_ = Phase::kHandling;
+    Write();
+  }
+
+  void Write() {
+    if (phase_ != Phase::kHandling) return;  // closed meanwhile (Stop past the drain timeout)
+    phase_ = Phase::kWriting;
+    ++served_;
+    if (server_->observer) server_->observer(request, reply, absl::Now() - started_);
+    const bool keep = keep_alive_ && !server_->stopping.load(std::memory_order_relaxed) &&
+                      served_ < server_->options.keep_alive_max_requests;
+    response_.result(static_cast<unsigned>(reply.status));
+    response_.version(version_);
+    response_.set(http::field::content_type, reply.content_type);
+    for (const auto& [name, value] : reply.headers) response_.set(name, value);
+    response_.keep_alive(keep);
+    response_.body() = std::move(reply.body);
+    if (head_) {
+      response_.content_length(response_.body().size());
+      reply.body = std::move(response_.body());
+      response_.body().clear();
+    } else {
+      response_.prepare_payload();
+    }
+    after_ = keep ? After::kKeepAlive : After::kClose;
+    Lowest().expires_after(Chrono(server_->options.write_timeout));
+    http::async_write(
+        stream_, response_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnWritten(ec); });
+  }
+
+  void OnWritten(beast::error_code ec) {
+    // The buffers go round: the next request reads into this one's, the next reply too.
+    if (!head_) reply.body = std::move(response_.body());
+    response_.clear();
+    response_.body().clear();
+    spare_body_ = std::move(request.body);
+    if (spare_body_.capacity() > kKeepBufferBytes) std::string().swap(spare_body_);
+    if (reply.body.capacity() > kKeepBufferBytes) std::string().swap(reply.body);
+    if (buffer_.capacity() > kKeepBufferBytes && buffer_.size() == 0) buffer_.shrink_to_fit();
+    if (!ec && refused_) return Linger();
+    if (ec || after_ == After::kClose) return Close();
+    WaitForRequest();
+  }
+
+  // After refusing a request whose rest may still be arriving: stop sending, and read and drop
+  // what comes for a moment before closing, so the client reads the reply rather than a reset.
+  void Linger() {
+    if constexpr (kTls) {
+      Close();
+    } else {
+      beast::error_code ignored;
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      Lowest().expires_after(std::chrono::seconds(1));
+      Discard();
+    }
+  }
+  void Discard() {
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(kReadChunk),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) return self->Close();
+                              self->Discard();
+                            });
+  }
+
+  // The connection no longer counts as open (once).
+  void Uncount() {
+    server_->open.fetch_sub(1, std::memory_order_relaxed);
+    server_->SignalDrain();
+  }
+
+  void Close() {
+    if (phase_ == Phase::kClosed) return;
+    phase_ = Phase::kClosed;  // a Finish() still due then writes nothing
+    Uncount();
+    beast::error_code ignored;
+    if constexpr (kTls) {
+      // No close_notify exchange: kube-scheduler reads Content-Length framed replies.
+      Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+      Lowest().close();
+    } else {
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      stream_.close();
+    }
+  }
+
+  HttpServer::Impl* const server_;
+  Stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> response_;
+  std::string spare_body_;
+  absl::Time started_;
+  Phase phase_ = Phase::kIdle;
+  After after_ = After::kKeepAlive;
+  bool keep_alive_ = true;
+  bool head_ = false;
+  bool refused_ = false;  // the last reply was the server's own refusal
+  unsigned version_ = 11;
+  int served_ = 0;
+};
+
+}  // namespace
+
+void HttpServer::Impl::Register(uintptr_t key, std::function<void(bool force)> close) {
+  MutexLock lock(&sessions_mu);
+  sessions[key] = std::move(close);
+}
+
+void HttpServer::Impl::Unregister(uintptr_t key) {
+  MutexLock lock(&sessions_mu);
+  sessions.erase(key);
+}
+
+void HttpServer::Impl::Serve(tcp::socket socket) {
+  if (open.fetch_add(1, std::memory_order_relaxed) >= options.max_connections) {
+    open.fetch_sub(1, std::memory_order_relaxed);
+    refused.fetch_add(1, std::memory_order_relaxed);
+    beast::error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  if (tls.has_value()) {
+    std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(this, std::move(socket))
+        ->Start();
+  } else {
+    std::make_shared<Session<beast::tcp_stream>>(this, std::move(socket))->Start();
+  }
+}
+
+void HttpServer::Impl::Accept() {
+  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    OnAccept(ec, std::move(socket));
+  });
+}
+
+void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
+  if (stopping.load() || !acceptor.is_open()) return;
+  if (!ec) {
+    Serve(std::move(socket));
+    return Accept();
+  }
+  if (ec == net::error::operation_aborted) return;
+  // Out of descriptors (or another transient failure): try again shortly rather than spin.
+  LogWarn("http accept failed", {{"error", ec.message()}});
+  accept_retry.emplace(ioc, std::chrono::milliseconds(50));
+  accept_retry->async_wait([this](beast::error_code wait_ec) {
+    if (!wait_ec) Accept();
+  });
+}
+
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler, HttpErrorFormatter on_error,
+                       HttpObserver observer)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler), std::move(on_error),
+                                   std::move(observer))) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+absl::StatusOr<int> HttpServer::Start(const std::string& host, int port) {
+  Impl& d = *impl_;
+  if (d.started) return absl::FailedPreconditionError("http server already started");
+  const HttpServerOptions& o = d.options;
+  if (!o.cert_file.empty()) {
+    d.tls.emplace(ssl::context::tls_server);
+    ssl::context& ctx = *d.tls;
+    ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                    ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                    ssl::context::single_dh_use);
+    beast::error_code ec;
+    ctx.use_certificate_chain_file(o.cert_file, ec);
+    if (!ec) ctx.use_private_key_file(o.key_file, ssl::context::pem, ec);
+    if (!ec && !o.client_ca_file.empty()) {
+      ctx.load_verify_file(o.client_ca_file, ec);
+      if (!ec) ctx.set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert, ec);
+    }
+    if (ec) {
+      d.tls.reset();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tls: cannot load certFile ", o.cert_file, ", keyFile ", o.key_file,
+          o.client_ca_file.empty() ? "" : absl::StrCat(" or clientCAFile ", o.client_ca_file), ": ",
+          ec.message()));
+    }
+  }
+  beast::error_code ec;
+  const net::ip::address address =
+      net::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("\"", host, "\" is not an IP address"));
+  const tcp::endpoint endpoint(address, static_cast<uint16_t>(port));
+  d.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) d.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) d.acceptor.bind(endpoint, ec);
+  if (!ec) d.acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    beast::error_code ignored;
+    d.acceptor.close(ignored);
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", host, ":", port, ": ", ec.message()));
+  }
+  d.bound_port = d.acceptor.local_endpoint().port();
+  d.started = true;
+  d.work.emplace(d.ioc.get_executor());
+  d.Accept();
+  for (int i = 0; i < d.io_threads; ++i) {
+    d.threads.emplace_back([&d] { d.ioc.run(); });
+  }
+  return d.bound_port;
+}
+
+absl::Status HttpServer::Adopt(int fd) {
+  Impl& d = *impl_;
+  if (!d.started || d.stopping.load()) {
+    return absl::FailedPreconditionError("http server is not running");
+  }
+  tcp::socket socket(net::make_strand(d.ioc));
+  beast::error_code ec;
+  socket.assign(tcp::v4(), fd, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot adopt fd: ", ec.message()));
+  net::post(d.ioc, [&d, s = std::make_shared<tcp::socket>(std::move(socket))]() mutable {
+    d.Serve(std::move(*s));
+  });
+  return absl::OkStatus();
+}
+
+void HttpServer::Stop() {
+  Impl& d = *impl_;
+  if (!d.started || d.stopped) return;
+  d.stopped = true;
+  d.stopping.store(true);
+  net::post(d.acceptor.get_executor(), [&d] {
+    beast::error_code ignored;
+    d.acceptor.close(ignored);
+    if (d.accept_retry.has_value()) d.accept_retry->cancel();
+  });
+  auto close_sessions = [&d](bool force) {
+    std::vector<std::function<void(bool)>> closers;
+    {
+      MutexLock lock(&d.sessions_mu);
+      for (const auto& [key, close] : d.sessions) closers.push_back(close);
+    }
+    for (auto& close : closers) close(force);
+  };
+  close_sessions(/*force=*/false);
+  bool drained = false;
+  {
+    const absl::Time deadline = absl::Now() + d.options.drain_timeout;
+    MutexLock lock(&d.drain_mu);
+    while (d.open.load() > 0 && absl::Now() < deadline) {
+      d.drain_cv.WaitFor(&d.drain_mu, Chrono(deadline - absl::Now()));
+    }
+    drained = d.open.load() == 0;
+  }
+  if (!drained) {
+    LogWarn("http server stop: closing connections still busy after the drain timeout",
+            {{"connections", absl::StrCat(d.open.load())}});
+    close_sessions(/*force=*/true);
+  }
+  {
+    // Every session gone: a handler finishing a call late (on a closed connection) touches this
+    // server's io_context, so it must have let go of its HttpCall before the threads stop.
+    MutexLock lock(&d.drain_mu);
+    while (d.open.load() > 0 || d.alive.load() > 0) d.drain_cv.Wait(&d.drain_mu);
+  }
+  d.work.reset();
+  d.ioc.stop();
+  for (std::thread& t : d.threads) t.join();
+  d.threads.clear();
+}
+
+int HttpServer::port() const { return impl_->bound_port; }
+bool HttpServer::tls() const { return impl_->tls.has_value(); }
+int64_t HttpServer::open_connections() const { return impl_->open.load(); }
+int64_t HttpServer::refused_connections() const { return impl_->refused.load(); }
+
+}  // namespace fitledger::webhook

@@ -1,0 +1,814 @@
+#include "webhook/json_codec.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
+#include "common/status_macros.h"
+#include "server/model/quantity.h"
+#include "simdjson.h"
+
+namespace fitledger::webhook {
+namespace {
+
+namespace ond = simdjson::ondemand;
+using ond::json_type;
+
+// Debian's Abseil has its own string_view type; simdjson speaks std::string_view.
+absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// Where a value sits in the document, for error messages only: a chain of stack frames, rendered
+// only when something is wrong, so the happy path builds no strings.
+struct Path {
+  const Path* parent = nullptr;
+  std::string_view key;  // an object key, or empty for an array element
+  int index = -1;        // the array index when key is empty
+  bool map_key = false;  // key is a map key (rendered ["key"]) rather than a field name
+};
+
+void RenderPath(const Path* p, std::string* out) {
+  if (p == nullptr) return;
+  RenderPath(p->parent, out);
+  if (p->key.empty() && p->index >= 0) {
+    absl::StrAppend(out, "[", p->index, "]");
+  } else if (p->map_key) {
+    absl::StrAppend(out, "[\"", A(p->key), "\"]");
+  } else {
+    if (!out->empty()) out->push_back('.');
+    out->append(p->key.data(), p->key.size());
+  }
+}
+
+std::string Render(const Path& p) {
+  std::string out;
+  RenderPath(&p, &out);
+  return out.empty() ? "request body" : out;
+}
+
+absl::string_view TypeName(json_type t) {
+  switch (t) {
+    case json_type::array:
+      return "array";
+    case json_type::object:
+      return "object";
+    case json_type::number:
+      return "number";
+    case json_type::string:
+      return "string";
+    case json_type::boolean:
+      return "boolean";
+    case json_type::null:
+      return "null";
+  }
+  return "unknown";
+}
+
+absl::Status JsonError(simdjson::error_code err, const Path& p) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("malformed JSON at ", Render(p), ": ", simdjson::error_message(err)));
+}
+
+absl::Status TypeError(const Path& p, absl::string_view expected, json_type got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(Render(p), ": expected ", expected, ", got ", TypeName(got)));
+}
+
+#define JSON_OK(expr, path)                                      \
+  do {                                                           \
+    if (auto json_err_ = (expr); json_err_ != simdjson::SUCCESS) \
+      return JsonError(json_err_, path);                         \
+  } while (0)
+
+absl::Status TypeOf(ond::value& v, const Path& p, json_type* t) {
+  JSON_OK(v.type().get(*t), p);
+  return absl::OkStatus();
+}
+
+// Calls fn(key, value, path) for each member of the object `v`; null is an empty object.
+template <typename Fn>
+absl::Status ForEachMember(ond::value& v, const Path& p, absl::string_view what, Fn&& fn) {
+  json_type t;
+  RETURN_IF_ERROR(TypeOf(v, p, &t));
+  if (t == json_type::null) return absl::OkStatus();
+  if (t != json_type::object) return TypeError(p, what, t);
+  ond::object obj;
+  JSON_OK(v.get_object().get(obj), p);
+  for (auto member : obj) {
+    ond::field field;
+    JSON_OK(std::move(member).get(field), p);
+    std::string_view key;
+    JSON_OK(field.unescaped_key().get(key), p);
+    const Path fp{&p, key};
+    RETURN_IF_ERROR(fn(key, field.value(), fp));
+  }
+  return absl::OkStatus();
+}
+
+// Calls fn(value, path) for each element of the array `v`; null is an empty array.
+template <typename Fn>
+absl::Status ForEachElement(ond::value& v, const Path& p, absl::string_view what, Fn&& fn) {
+  json_type t;
+  RETURN_IF_ERROR(TypeOf(v, p, &t));
+  if (t == json_type::null) return absl::OkStatus();
+  if (t != json_type::array) return TypeError(p, what, t);
+  ond::array arr;
+  JSON_OK(v.get_array().get(arr), p);
+  int index = 0;
+  for (auto element : arr) {
+    const Path ep{&p, {}, index++};
+    ond::value ev;
+    JSON_OK(std::move(element).get(ev), ep);
+    RETURN_IF_ERROR(fn(ev, ep));
+  }
+  return absl::OkStatus();
+}
+
+// A message-typed field: fn(value, path) runs only when the value is an object, so the caller
+// creates the sub-message (mutable_x()) only then. null leaves the field absent.
+template <typename Fn>
+absl::Status Message(ond::value& v, const Path& p, Fn&& fn) {
+  json_type t;
+  RETURN_IF_ERROR(TypeOf(v, p, &t));
+  if (t == json_type::null) return absl::OkStatus();
+  if (t != json_type::object) return TypeError(p, "an object or null", t);
+  return fn(v, p);
+}
+
+absl::Status String(ond::value& v, const Path& p, std::string* out) {
+  json_type t;
+  RETURN_IF_ERROR(TypeOf(v, p, &t));
+  if (t == json_type::null) return absl::OkStatus();
+  if (t != json_type::string) return TypeError(p, "a string or null", t);
+  std::string_view s;
+  JSON_OK(v.get_string().get(s), p);
+  out->assign(s.data(), s.size());
+  return absl::OkStatus();
+}
+
+absl::Status Int64(ond::value& v, const Path& p, int64_t* out) {
+  json_type t;
+  RETURN_IF_ERROR(TypeOf(v, p, &t));
+  if (t == json_type::null) return absl::OkStatus();
+  if (t != json_type::number) return TypeError(p, "an integer or null", t);
+  if (v.get_int64().get(*out) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Render(p), ": expected an integer, got ", A(v.raw_json_token())));
+  }
+  return absl::OkStatus();
+}
+
+// An array of strings or null: `add` gets each string, a view into the decoder's buffer.
+template <typename Add>
+absl::Status Strings(ond::value& v, const Path& p, Add add) {
+  return ForEachElement(v, p, "an array of strings or null", [&](ond::value& e, const Path& ep) {
+    json_type t;
+    RETURN_IF_ERROR(TypeOf(e, ep, &t));
+    if (t != json_type::string) return TypeError(ep, "a string", t);
+    std::string_view s;
+    JSON_OK(e.get_string().get(s), ep);
+    add(s);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status StringList(ond::value& v, const Path& p,
+                        google::protobuf::RepeatedPtrField<std::string>* out) {
+  return Strings(v, p, [out](std::string_view s) { out->Add()->assign(s.data(), s.size()); });
+}
+
+bool IsJsonBlank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// An array of plain strings (no escapes, no control characters: node names always are) read
+// straight from the text at `p` (its '['), which ends by `end`: each string a view of its bytes.
+// False, with `out` as it was, for anything else (which the caller reads element by element).
+// simdjson skips the array after; this scan is several times faster than its iteration.
+bool PlainStringViews(const char* p, const char* end, std::vector<absl::string_view>* out) {
+  const size_t before = out->size();
+  const auto blanks = [&] {
+    while (p < end && IsJsonBlank(*p)) ++p;
+  };
+  if (p >= end || *p != '[') return false;
+  ++p;
+  blanks();
+  if (p < end && *p == ']') return true;
+  for (;;) {
+    if (p >= end || *p != '"') break;
+    const char* text = ++p;
+    p += JsonPlainPrefix(absl::string_view(text, static_cast<size_t>(end - text)));
+    if (p >= end || *p != '"') break;  // an escape or a control character
+    out->emplace_back(text, static_cast<size_t>(p - text));
+    ++p;
+    blanks();
+    if (p < end && *p == ']') return true;
+    if (p >= end || *p != ',') break;
+    ++p;
+    blanks();
+  }
+  out->resize(before);
+  return false;
+}
+
+// As StringList, as views: an array of plain strings (every list of node names) read in place,
+// each a view into the body itself; any other array element by element by simdjson, each string
+// consumed (unescaped into the decoder's buffer, its view pointing there), so a malformed array
+// fails exactly as StringList fails. `end`: the end of the text simdjson reads.
+// `*plain` becomes false when the array is read element by element.
+absl::Status StringViews(ond::value& v, const Path& p, const char* end,
+                         std::vector<absl::string_view>* out, bool* plain) {
+  if (PlainStringViews(v.raw_json_token().data(), end, out)) return absl::OkStatus();
+  *plain = false;
+  return Strings(v, p, [out](std::string_view s) { out->emplace_back(s.data(), s.size()); });
+}
+
+using StringMap = google::protobuf::Map<std::string, std::string>;
+
+absl::Status StringMapField(ond::value& v, const Path& p, StringMap* out) {
+  return ForEachMember(v, p, "an object of strings or null",
+                       [&](std::string_view key, ond::value& e, const Path& fp) {
+                         const Path kp{fp.parent, key, -1, true};
+                         std::string& slot = (*out)[std::string(key)];
+                         slot.clear();
+                         return String(e, kp, &slot);
+                       });
+}
+
+// A Kubernetes ResourceList: name -> quantity. Kubernetes accepts a string (trimmed) or a bare
+// number; the value must parse as a quantity.
+absl::Status ResourceList(ond::value& v, const Path& p, StringMap* out) {
+  return ForEachMember(
+      v, p, "an object of quantities or null",
+      [&](std::string_view key, ond::value& e, const Path& fp) {
+        const Path kp{fp.parent, key, -1, true};
+        json_type t;
+        RETURN_IF_ERROR(TypeOf(e, kp, &t));
+        std::string_view text;
+        if (t == json_type::string) {
+          JSON_OK(e.get_string().get(text), kp);
+        } else if (t == json_type::number) {
+          text = e.raw_json_token();
+        } else {
+          return TypeError(kp, "a quantity string", t);
+        }
+        const absl::string_view trimmed = absl::StripAsciiWhitespace(A(text));
+        if (auto q = Quantity::Parse(trimmed); !q.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(Render(kp), ": ", q.status().message()));
+        }
+        (*out)[std::string(key)].assign(trimmed.data(), trimmed.size());
+        return absl::OkStatus();
+      });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kubernetes objects: exact camelCase keys.
+
+absl::Status ReadObjectMeta(ond::value& v, const Path& p, v1::ObjectMeta* out) {
+  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+    if (key == "name") return String(e, fp, out->mutable_name());
+    if (key == "namespace") return String(e, fp, out->mutable_namespace_());
+    if (key == "uid") return String(e, fp, out->mutable_uid());
+    if (key == "deletionTimestamp") return String(e, fp, out->mutable_deletion_timestamp());
+    if (key == "resourceVersion") return String(e, fp, out->mutable_resource_version());
+    if (key == "labels") return StringMapField(e, fp, out->mutable_labels());
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ReadResources(ond::value& v, const Path& p, v1::ResourceRequirements* out) {
+  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+    if (key == "requests") return ResourceList(e, fp, out->mutable_requests());
+    if (key == "limits") return ResourceList(e, fp, out->mutable_limits());
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ReadContainer(ond::value& v, const Path& p, v1::Container* out) {
+  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+    if (key == "name") return String(e, fp, out->mutable_name());
+    if (key == "restartPolicy") return String(e, fp, out->mutable_restart_policy());
+    if (key == "resources") {
+      return Message(e, fp, [&](ond::value& m, const Path& mp) {
+        return ReadResources(m, mp, out->mutable_resources());
+      });
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status Containers(ond::value& v, const Path& p,
+                        google::protobuf::RepeatedPtrField<v1::Container>* out) {
+  return ForEachElement(v, p, "an array of containers or null", [&](ond::value& e, const Path& ep) {
+    return ReadContainer(e, ep, out->Add());
+  });
+}
+
+absl::Status ReadPodSpec(ond::value& v, const Path& p, v1::PodSpec* out) {
+  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+    if (key == "containers") return Containers(e, fp, out->mutable_containers());
+    if (key == "initContainers") return Containers(e, fp, out->mutable_init_containers());
+    if (key == "overhead") return ResourceList(e, fp, out->mutable_overhead());
+    if (key == "resources") {
+      return Message(e, fp, [&](ond::value& m, const Path& mp) {
+        return ReadResources(m, mp, out->mutable_resources());
+      });
+    }
+    if (key == "nodeName") return String(e, fp, out->mutable_node_name());
+    if (key == "schedulerName") return String(e, fp, out->mutable_scheduler_name());
+    if (key == "priority") {
+      int64_t priority = 0;
+      RETURN_IF_ERROR(Int64(e, fp, &priority));
+      if (priority < INT32_MIN || priority > INT32_MAX) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(Render(fp), ": ", priority, " is out of the int32 range"));
+      }
+      out->set_priority(static_cast<int32_t>(priority));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ContainerStatuses(ond::value& v, const Path& p,
+                               google::protobuf::RepeatedPtrField<v1::ContainerStatus>* out) {
+  return ForEachElement(
+      v, p, "an array of container statuses or null", [&](ond::value& e, const Path& ep) {
+        v1::ContainerStatus* status = out->Add();
+        return ForEachMember(e, ep, "an object",
+                             [&](std::string_view key, ond::value& f, const Path& fp) {
+                               if (key == "name") return String(f, fp, status->mutable_name());
+                               if (key == "allocatedResources") {
+                                 return ResourceList(f, fp, status->mutable_allocated_resources());
+                               }
+                               if (key == "resources") {
+                                 return Message(f, fp, [&](ond::value& m, const Path& mp) {
+                                   return ReadResources(m, mp, status->mutable_resources());
+                                 });
+                               }
+                               return absl::OkStatus();
+                             });
+      });
+}
+
+absl::Status ReadPodStatus(ond::value& v, const Path& p, v1::PodStatus* out) {
+  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+    if (key == "phase") return String(e, fp, out->mutable_phase());
+    if (key == "reason") return String(e, fp, out->mutable_reason());
+    if (key == "message") return String(e, fp, out->mutable_message());
+    if (key == "containerStatuses") {
+      return ContainerStatuses(e, fp, out->mutable_container_statuses());
+    }
+    if (key == "initContainerStatuses") {
+      return ContainerStatuses(e, fp, out->mutable_init_container_statuses());
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ReadPod(ond::value& v, const Path& p, v1::Pod* out) {
+  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+    if (key == "metadata") {
+      return Message(e, fp, [&](ond::value& m, const Path& mp) {
+        return ReadObjectMeta(m, mp, out->mutable_metadata());
+      });
+    }
+    if (key == "spec") {
+      return Message(e, fp, [&](ond::value& m, const Path& mp) {
+        return ReadPodSpec(m, mp, out->mutable_spec());
+      });
+    }
+    if (key == "status") {
+      return Message(e, fp, [&](ond::value& m, const Path& mp) {
+        return ReadPodStatus(m, mp, out->mutable_status());
+      });
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ReadNode(ond::value& v, const Path& p, v1::Node* out) {
+  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+    if (key == "metadata") {
+      return Message(e, fp, [&](ond::value& m, const Path& mp) {
+        return ReadObjectMeta(m, mp, out->mutable_metadata());
+      });
+    }
+    if (key == "status") {
+      return Message(e, fp, [&](ond::value& m, const Path& mp) {
+        v1::NodeStatus* status = out->mutable_status();
+        return ForEachMember(m, mp, "an object",
+                             [&](std::string_view k, ond::value& f, const Path& sp) {
+                               if (k == "capacity")
+                                 return ResourceList(f, sp, status->mutable_capacity());
+                               if (k == "allocatable")
+                                 return ResourceList(f, sp, status->mutable_allocatable());
+                               return absl::OkStatus();
+                             });
+      });
+    }
+    return absl::OkStatus();
+  });
+}
+
+// Trims JSON whitespace at the end of `s`.
+absl::string_view TrimRight(absl::string_view s) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+absl::Status ReadNodeList(ond::document& doc, ond::value& v, const Path& p, v1::NodeList* out,
+                          std::vector<absl::string_view>* raw_nodes) {
+  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+    if (key == "metadata") {
+      return Message(e, fp, [&](ond::value& m, const Path& mp) {
+        v1::ListMeta* meta = out->mutable_metadata();
+        return ForEachMember(m, mp, "an object",
+                             [&](std::string_view k, ond::value& f, const Path& kp) {
+                               if (k == "resourceVersion")
+                                 return String(f, kp, meta->mutable_resource_version());
+                               if (k == "continue") return String(f, kp, meta->mutable_continue_());
+                               return absl::OkStatus();
+                             });
+      });
+    }
+    if (key == "items") {
+      return ForEachElement(
+          e, fp, "an array of nodes or null", [&](ond::value& item, const Path& ip) {
+            json_type t;
+            RETURN_IF_ERROR(TypeOf(item, ip, &t));
+            if (t != json_type::object) return TypeError(ip, "a node object", t);
+            const char* start = item.raw_json_token().data();
+            RETURN_IF_ERROR(ReadNode(item, ip, out->add_items()));
+            // The node object is consumed: the iterator sits on the ',' or ']' after it.
+            const char* end = nullptr;
+            JSON_OK(doc.current_location().get(end), ip);
+            if (raw_nodes != nullptr) {
+              raw_nodes->push_back(
+                  TrimRight(absl::string_view(start, static_cast<size_t>(end - start))));
+            }
+            return absl::OkStatus();
+          });
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ReadVictims(ond::value& v, const Path& p, v1::Victims* out) {
+  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+    if (absl::EqualsIgnoreCase(A(key), "Pods")) {
+      return ForEachElement(
+          e, fp, "an array of pods or null",
+          [&](ond::value& pod, const Path& ep) { return ReadPod(pod, ep, out->add_pods()); });
+    }
+    if (absl::EqualsIgnoreCase(A(key), "NumPDBViolations")) {
+      int64_t n = 0;
+      RETURN_IF_ERROR(Int64(e, fp, &n));
+      out->set_num_pdb_violations(n);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ReadMetaVictims(ond::value& v, const Path& p, v1::MetaVictims* out) {
+  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+    if (absl::EqualsIgnoreCase(A(key), "Pods")) {
+      return ForEachElement(
+          e, fp, "an array of {\"UID\": ...} or null", [&](ond::value& pod, const Path& ep) {
+            v1::MetaPod* meta_pod = out->add_pods();
+            return ForEachMember(pod, ep, "an object",
+                                 [&](std::string_view k, ond::value& f, const Path& kp) {
+                                   if (absl::EqualsIgnoreCase(A(k), "UID")) {
+                                     return String(f, kp, meta_pod->mutable_uid());
+                                   }
+                                   return absl::OkStatus();
+                                 });
+          });
+    }
+    if (absl::EqualsIgnoreCase(A(key), "NumPDBViolations")) {
+      int64_t n = 0;
+      RETURN_IF_ERROR(Int64(e, fp, &n));
+      out->set_num_pdb_violations(n);
+    }
+    return absl::OkStatus();
+  });
+}
+
+template <typename V, typename Fn>
+absl::Status VictimsMap(ond::value& v, const Path& p, google::protobuf::Map<std::string, V>* out,
+                        Fn&& read) {
+  return ForEachMember(v, p, "an object or null",
+                       [&](std::string_view key, ond::value& e, const Path& fp) {
+                         const Path kp{fp.parent, key, -1, true};
+                         json_type t;
+                         RETURN_IF_ERROR(TypeOf(e, kp, &t));
+                         V& slot = (*out)[std::string(key)];
+                         slot.Clear();
+                         if (t == json_type::null) return absl::OkStatus();
+                         return read(e, kp, &slot);
+                       });
+}
+
+}  // namespace
+
+struct JsonDecoder::Impl {
+  ond::parser parser;
+  // A padded copy of the body when the body's own capacity leaves no room for simdjson's
+  // padding.
+  std::string padded;
+  // The end of the text being parsed (the body, or its padded copy).
+  const char* end = nullptr;
+  bool node_names_plain = false;  // node_names_plain()
+
+  // Starts parsing `body` and runs fn(doc, root) on the root value, which must be an object.
+  template <typename Fn>
+  absl::Status Parse(const std::string& body, Fn&& fn) {
+    const Path root;
+    if (absl::StripAsciiWhitespace(body).empty()) {
+      return absl::InvalidArgumentError("empty request body: expected a JSON object");
+    }
+    const char* data = body.data();
+    size_t capacity = body.capacity();
+    if (capacity - body.size() < simdjson::SIMDJSON_PADDING) {
+      padded.reserve(body.size() + simdjson::SIMDJSON_PADDING);
+      padded.assign(body);
+      data = padded.data();
+      capacity = padded.capacity();
+    }
+    end = data + body.size();
+    ond::document doc;
+    JSON_OK(parser.iterate(data, body.size(), capacity).get(doc), root);
+    ond::value value;
+    json_type t;
+    JSON_OK(doc.type().get(t), root);
+    if (t != json_type::object) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request body: expected a JSON object, got ", TypeName(t)));
+    }
+    JSON_OK(doc.get_value().get(value), root);
+    RETURN_IF_ERROR(fn(doc, value, root));
+    const char* rest = nullptr;
+    if (doc.current_location().get(rest) == simdjson::SUCCESS) {
+      return absl::InvalidArgumentError("malformed JSON: trailing content after the object");
+    }
+    return absl::OkStatus();
+  }
+};
+
+JsonDecoder::JsonDecoder() : impl_(std::make_unique<Impl>()) {}
+JsonDecoder::~JsonDecoder() = default;
+
+absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::ExtenderArgs* out,
+                                             std::vector<absl::string_view>* raw_nodes,
+                                             std::vector<absl::string_view>* node_names) {
+  if (raw_nodes != nullptr) raw_nodes->clear();
+  if (node_names != nullptr) node_names->clear();
+  impl_->node_names_plain = node_names != nullptr;
+  return impl_->Parse(body, [&](ond::document& doc, ond::value& v, const Path& p) {
+    return ForEachMember(
+        v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+          if (absl::EqualsIgnoreCase(A(key), "Pod")) {
+            return Message(e, fp, [&](ond::value& m, const Path& mp) {
+              return ReadPod(m, mp, out->mutable_pod());
+            });
+          }
+          if (absl::EqualsIgnoreCase(A(key), "Nodes")) {
+            return Message(e, fp, [&](ond::value& m, const Path& mp) {
+              return ReadNodeList(doc, m, mp, out->mutable_nodes(), raw_nodes);
+            });
+          }
+          if (absl::EqualsIgnoreCase(A(key), "NodeNames")) {
+            if (node_names != nullptr) {
+              return StringViews(e, fp, impl_->end, node_names, &impl_->node_names_plain);
+            }
+            return StringList(e, fp, out->mutable_node_names());
+          }
+          return absl::OkStatus();
+        });
+  });
+}
+
+bool JsonDecoder::node_names_plain() const { return impl_->node_names_plain; }
+
+absl::Status JsonDecoder::DecodeBindingArgs(const std::string& body, v1::ExtenderBindingArgs* out) {
+  return impl_->Parse(body, [&](ond::document&, ond::value& v, const Path& p) {
+    return ForEachMember(v, p, "an object",
+                         [&](std::string_view key, ond::value& e, const Path& fp) {
+                           if (absl::EqualsIgnoreCase(A(key), "PodName"))
+                             return String(e, fp, out->mutable_pod_name());
+                           if (absl::EqualsIgnoreCase(A(key), "PodNamespace")) {
+                             return String(e, fp, out->mutable_pod_namespace());
+                           }
+                           if (absl::EqualsIgnoreCase(A(key), "PodUID"))
+                             return String(e, fp, out->mutable_pod_uid());
+                           if (absl::EqualsIgnoreCase(A(key), "Node"))
+                             return String(e, fp, out->mutable_node());
+                           return absl::OkStatus();
+                         });
+  });
+}
+
+absl::Status JsonDecoder::DecodePreemptionArgs(const std::string& body,
+                                               v1::ExtenderPreemptionArgs* out) {
+  return impl_->Parse(body, [&](ond::document&, ond::value& v, const Path& p) {
+    return ForEachMember(
+        v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
+          if (absl::EqualsIgnoreCase(A(key), "Pod")) {
+            return Message(e, fp, [&](ond::value& m, const Path& mp) {
+              return ReadPod(m, mp, out->mutable_pod());
+            });
+          }
+          if (absl::EqualsIgnoreCase(A(key), "NodeNameToVictims")) {
+            return VictimsMap(e, fp, out->mutable_node_name_to_victims(),
+                              [](ond::value& m, const Path& mp, v1::Victims* victims) {
+                                return ReadVictims(m, mp, victims);
+                              });
+          }
+          if (absl::EqualsIgnoreCase(A(key), "NodeNameToMetaVictims")) {
+            return VictimsMap(e, fp, out->mutable_node_name_to_meta_victims(),
+                              [](ond::value& m, const Path& mp, v1::MetaVictims* victims) {
+                                return ReadMetaVictims(m, mp, victims);
+                              });
+          }
+          return absl::OkStatus();
+        });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding.
+
+namespace {
+
+// Map entries sorted by key, as Go's encoding/json writes maps.
+template <typename V>
+std::vector<const typename google::protobuf::Map<std::string, V>::value_type*> Sorted(
+    const google::protobuf::Map<std::string, V>& map) {
+  std::vector<const typename google::protobuf::Map<std::string, V>::value_type*> entries;
+  entries.reserve(map.size());
+  for (const auto& entry : map) entries.push_back(&entry);
+  std::sort(entries.begin(), entries.end(),
+            [](const auto* a, const auto* b) { return a->first < b->first; });
+  return entries;
+}
+
+// Entries sorted by key, as Go's encoding/json writes maps; of entries with one key, the last.
+void AppendStringMap(const FilterResultView::Entries& entries, std::string* out) {
+  FilterResultView::Entries sorted(entries.begin(), entries.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  out->push_back('{');
+  bool first = true;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (i + 1 < sorted.size() && sorted[i + 1].first == sorted[i].first) continue;
+    if (!first) out->push_back(',');
+    first = false;
+    AppendJsonString(sorted[i].first, out);
+    out->push_back(':');
+    AppendJsonString(sorted[i].second, out);
+  }
+  out->push_back('}');
+}
+
+void AppendFailuresAndError(const FilterResultView& result, std::string* out) {
+  out->append(",\"FailedNodes\":");
+  AppendStringMap(result.failed_nodes, out);
+  out->append(",\"FailedAndUnresolvableNodes\":");
+  AppendStringMap(result.failed_and_unresolvable_nodes, out);
+  out->append(",\"Error\":");
+  AppendJsonString(result.error, out);
+  out->push_back('}');
+}
+
+void AssignEntries(const StringMap& map, FilterResultView::Entries* out) {
+  out->clear();
+  for (const auto& [key, value] : map) out->emplace_back(key, value);
+}
+
+}  // namespace
+
+void FilterResultView::Clear() {
+  node_names.clear();
+  failed_nodes.clear();
+  failed_and_unresolvable_nodes.clear();
+  error = {};
+}
+
+void FilterResultView::Assign(const v1::ExtenderFilterResult& result) {
+  node_names.assign(result.node_names().begin(), result.node_names().end());
+  AssignEntries(result.failed_nodes(), &failed_nodes);
+  AssignEntries(result.failed_and_unresolvable_nodes(), &failed_and_unresolvable_nodes);
+  error = result.error();
+}
+
+void EncodeFilterResult(const FilterResultView& result, std::string* out, bool names_plain) {
+  size_t list = 0;  // the names in quotes, a comma between two
+  for (absl::string_view name : result.node_names) list += name.size() + 3;
+  if (list > 0) --list;
+  out->reserve(out->size() + list + 96);
+  out->append("{\"NodeNames\":[");
+  if (names_plain) {
+    // Each name as it is: the list's exact size, written in one go.
+    const size_t at = out->size();
+    out->resize(at + list);
+    char* p = out->data() + at;
+    for (size_t i = 0; i < result.node_names.size(); ++i) {
+      const absl::string_view name = result.node_names[i];
+      if (i > 0) *p++ = ',';
+      *p++ = '"';
+      std::memcpy(p, name.data(), name.size());
+      p += name.size();
+      *p++ = '"';
+    }
+  } else {
+    bool first = true;
+    for (absl::string_view name : result.node_names) {
+      if (!first) out->push_back(',');
+      first = false;
+      AppendJsonString(name, out);
+    }
+  }
+  out->push_back(']');
+  AppendFailuresAndError(result, out);
+}
+
+void EncodeFilterResult(const v1::ExtenderFilterResult& result, std::string* out) {
+  FilterResultView view;
+  view.Assign(result);
+  EncodeFilterResult(view, out);
+}
+
+void EncodeFilterResultWithNodes(const FilterResultView& result,
+                                 absl::Span<const absl::string_view> nodes, std::string* out) {
+  size_t estimate = 128;
+  for (absl::string_view node : nodes) estimate += node.size() + 1;
+  out->reserve(out->size() + estimate);
+  out->append("{\"Nodes\":{\"metadata\":{},\"items\":[");
+  bool first = true;
+  for (absl::string_view node : nodes) {
+    if (!first) out->push_back(',');
+    first = false;
+    out->append(node.data(), node.size());
+  }
+  out->append("]}");
+  AppendFailuresAndError(result, out);
+}
+
+void EncodeFilterResultWithNodes(const v1::ExtenderFilterResult& result,
+                                 absl::Span<const absl::string_view> nodes, std::string* out) {
+  FilterResultView view;
+  view.Assign(result);
+  EncodeFilterResultWithNodes(view, nodes, out);
+}
+
+void EncodeHostPriorityList(const HostPriorityView& list, std::string* out) {
+  out->push_back('[');
+  bool first = true;
+  for (const auto& [host, score] : list) {
+    if (!first) out->push_back(',');
+    first = false;
+    out->append("{\"Host\":");
+    AppendJsonString(host, out);
+    absl::StrAppend(out, ",\"Score\":", score, "}");
+  }
+  out->push_back(']');
+}
+
+void EncodeHostPriorityList(const v1::HostPriorityList& list, std::string* out) {
+  HostPriorityView view;
+  view.reserve(list.items_size());
+  for (const v1::HostPriority& item : list.items()) view.emplace_back(item.host(), item.score());
+  EncodeHostPriorityList(view, out);
+}
+
+void EncodeError(absl::string_view error, std::string* out) {
+  out->append("{\"Error\":");
+  AppendJsonString(error, out);
+  out->push_back('}');
+}
+
+void EncodePreemptionResult(const v1::ExtenderPreemptionResult& result, std::string* out) {
+  out->append("{\"NodeNameToMetaVictims\":{");
+  bool first = true;
+  for (const auto* entry : Sorted(result.node_name_to_meta_victims())) {
+    if (!first) out->push_back(',');
+    first = false;
+    AppendJsonString(entry->first, out);
+    out->append(":{\"Pods\":[");
+    bool first_pod = true;
+    for (const v1::MetaPod& pod : entry->second.pods()) {
+      if (!first_pod) out->push_back(',');
+      first_pod = false;
+      out->append("{\"UID\":");
+      AppendJsonString(pod.uid(), out);
+      out->push_back('}');
+    }
+    absl::StrAppend(out, "],\"NumPDBViolations\":", entry->second.num_pdb_violations(), "}");
+  }
+  out->append("}}");
+}
+
+}  // namespace fitledger::webhook

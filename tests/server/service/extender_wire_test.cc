@@ -278,11 +278,11 @@ TEST(ExtenderWireTest, HostPriorityListIsWhatProtobufWrites) {
 class NoBinder : public kube::Binder {
  public:
   kube::BindResult Bind(const std::string&, const std::string&, const std::string&,
-                        const std::string&) override {
+                        const std::string&, absl::Time) override {
     ADD_FAILURE() << "Bind called";
     return {};
   }
-  absl::StatusOr<Pod> GetPod(const std::string&, const std::string&) override {
+  absl::StatusOr<Pod> GetPod(const std::string&, const std::string&, absl::Time) override {
     ADD_FAILURE() << "GetPod called";
     return absl::NotFoundError("Filter and Prioritize read no pod from the API");
   }

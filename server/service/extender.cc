@@ -299,7 +299,7 @@ absl::Status Extender::BindAssumed(const BindRequest& request, absl::Time start,
     }
     case kube::BindOutcome::kUnknown: {
       ledger_->MarkBindUnknown(request.uid);
-      Count(absl::Now() >= deadline ? "outcome_unknown_budget" : "outcome_unknown");
+      Count("outcome_unknown");
       const absl::Duration elapsed = absl::Trunc(absl::Now() - start, absl::Milliseconds(100));
       return absl::UnavailableError(
           absl::StrCat("binding outcome unknown after ", absl::FormatDuration(elapsed), " (",

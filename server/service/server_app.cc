@@ -522,7 +522,9 @@ class ServerAppImpl : public ServerApp {
                                {{"forgotten"}, double(c.forgotten)},
                                {{"assume_rejected"}, double(c.assume_rejected)},
                                {{"reconcile_confirmed"}, double(c.reconcile_confirmed)},
-                               {{"reconcile_forgotten"}, double(c.reconcile_forgotten)}};
+                               {{"reconcile_forgotten"}, double(c.reconcile_forgotten)},
+                               {{"moved"}, double(c.moved)},
+                               {{"released_at_relist"}, double(c.released_at_relist)}};
                          });
     metrics_.CounterFunc("fitledger_bind_outcomes_total", "Bind outcomes since start, by reason.",
                          {"reason"}, [this] {

@@ -104,7 +104,7 @@ struct FitCase {
   std::vector<List> existing;  // the node's one existing pod (its containers)
   // "" fits; else the reasons, and whether upstream marks them unresolvable
   // (UnschedulableAndUnresolvable: a request above the node's allocatable).
-  std::string reasons;
+  std::string reasons = "";
   bool unresolvable = false;
   AccountingPolicy policy = {};
   std::string node_pods = "32";

@@ -1,5 +1,7 @@
 #include "config/server_config.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -26,6 +28,8 @@ absl::Status Read(Fields& root, ServerConfig* c) {
   RETURN_IF_ERROR(root.Map("kubernetes", [&](Fields& f) -> absl::Status {
     RETURN_IF_ERROR(f.Duration("bindTimeout", &c->bind_timeout));
     RETURN_IF_ERROR(f.Int("bindThreads", &c->bind_threads, 1, 4096));
+    RETURN_IF_ERROR(f.Duration("bindBudget", &c->bind_budget));
+    if (c->bind_budget <= absl::ZeroDuration()) return f.Error("bindBudget", "must be positive");
     return f.Int("listPageSize", &c->list_page_size, 1, 100000);
   }));
   RETURN_IF_ERROR(root.Map("grpc", [&](Fields& f) -> absl::Status {
@@ -60,10 +64,61 @@ absl::Status Read(Fields& root, ServerConfig* c) {
       }
       return absl::OkStatus();
     }));
+    RETURN_IF_ERROR(f.StringList("ignoredResources", &c->ignored_resources));
+    for (const std::string& name : c->ignored_resources) {
+      if (!IsQualifiedName(name)) {
+        return f.Error("ignoredResources",
+                       absl::StrCat("\"", name,
+                                    "\" is not a resource name (a qualified name such as "
+                                    "example.com/gpu, as NodeResourcesFitArgs requires)"));
+      }
+    }
+    RETURN_IF_ERROR(f.StringList("ignoredResourceGroups", &c->ignored_resource_groups));
+    for (const std::string& group : c->ignored_resource_groups) {
+      if (absl::StrContains(group, "/")) {
+        return f.Error("ignoredResourceGroups",
+                       absl::StrCat("\"", group, "\": a resource group name can't contain '/'"));
+      }
+      if (!IsQualifiedName(group)) {
+        return f.Error("ignoredResourceGroups",
+                       absl::StrCat("\"", group, "\" is not a resource group (e.g. example.com)"));
+      }
+    }
+    for (const std::string& name : c->managed_resources) {
+      if (std::find(c->ignored_resources.begin(), c->ignored_resources.end(), name) !=
+              c->ignored_resources.end() ||
+          (IsExtendedResourceName(name) &&
+           std::find(c->ignored_resource_groups.begin(), c->ignored_resource_groups.end(),
+                     name.substr(0, name.find('/'))) != c->ignored_resource_groups.end())) {
+        return f.Error(
+            "ignoredResources",
+            absl::StrCat("\"", name, "\" is both managed (ledger.accounting.managed) and ignored"));
+      }
+    }
     RETURN_IF_ERROR(f.String("scoring", &c->scoring));
     if (c->scoring != "LeastAllocated" && c->scoring != "MostAllocated") {
       return f.Error("scoring", "must be LeastAllocated or MostAllocated");
     }
+    RETURN_IF_ERROR(f.MapList("scoringResources", [&](Fields& r) -> absl::Status {
+      ServerConfig::ScoringResource resource;
+      RETURN_IF_ERROR(r.String("name", &resource.name));
+      if (resource.name != "cpu" && resource.name != "memory" &&
+          resource.name != "ephemeral-storage" && !IsScalarResourceName(resource.name)) {
+        return r.Error("name", absl::StrCat("\"", resource.name,
+                                            "\" is not a resource fitledger can score (cpu, "
+                                            "memory, ephemeral-storage, an extended resource, "
+                                            "hugepages-*)"));
+      }
+      // noderesources validation: weights are 1..MaxNodeScore.
+      RETURN_IF_ERROR(r.Int("weight", &resource.weight, 1, 100));
+      for (const ServerConfig::ScoringResource& other : c->scoring_resources) {
+        if (other.name == resource.name) {
+          return r.Error("name", absl::StrCat("\"", resource.name, "\" is listed twice"));
+        }
+      }
+      c->scoring_resources.push_back(std::move(resource));
+      return absl::OkStatus();
+    }));
     RETURN_IF_ERROR(f.Duration("reconcilePeriod", &c->reconcile_period));
     if (c->reconcile_period <= absl::ZeroDuration()) {
       return f.Error("reconcilePeriod", "must be positive");
@@ -150,6 +205,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   if (c.bind_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("kubernetes.bindTimeout must be positive");
+  }
+  if (c.bind_budget <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("kubernetes.bindBudget must be positive");
   }
   if (c.grpc_tls.enabled() && c.grpc_tls.key_file.empty()) {
     return absl::InvalidArgumentError("grpc.tls: certFile needs keyFile");

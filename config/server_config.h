@@ -15,9 +15,14 @@ namespace fitledger::config {
 struct ServerConfig {
   // Empty: $KUBECONFIG, else in-cluster.
   std::string kubeconfig;
+  // One binding POST (or GET of a pod) gives up after this; its outcome is then unknown.
   absl::Duration bind_timeout = absl::Seconds(3);
   // kubernetes.bindThreads: binds (a binding POST each) running at once; more wait in order.
   int64_t bind_threads = 64;
+  // The whole Bind verb (reading the pod, settling an earlier unknown outcome, the POST, the
+  // follow-up GET) ends within this; each request's timeout is min(bind_timeout, what is left).
+  // Below kube-scheduler's extender httpTimeout (5 s by default).
+  absl::Duration bind_budget = absl::Seconds(4);
   int64_t list_page_size = 500;
 
   // gRPC listeners: "unix:///path" or "host:port". A TCP address that is not loopback
@@ -35,7 +40,18 @@ struct ServerConfig {
   bool ledger_enabled = true;
   bool accounting_all = true;
   std::vector<std::string> managed_resources;
+  // NodeResourcesFitArgs ignoredResources / ignoredResourceGroups: extended resources Filter
+  // does not check (exact names / the part before "/").
+  std::vector<std::string> ignored_resources;
+  std::vector<std::string> ignored_resource_groups;
   std::string scoring = "LeastAllocated";  // or MostAllocated
+  // NodeResourcesFitArgs scoringStrategy.resources. Empty: cpu and memory with weight 1 (accounting
+  // all), or each managed resource with weight 1.
+  struct ScoringResource {
+    std::string name;
+    int64_t weight = 1;
+  };
+  std::vector<ScoringResource> scoring_resources;
   absl::Duration reconcile_period = absl::Seconds(10);
   // An unknown bind outcome is only settled after this long: it must exceed the time the API
   // server may still take to apply a binding the client gave up on (at least 2 x bind_timeout).

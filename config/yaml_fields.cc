@@ -142,6 +142,23 @@ absl::Status Fields::Map(absl::string_view key, const std::function<absl::Status
   return nested.Finish();
 }
 
+absl::Status Fields::MapList(absl::string_view key,
+                             const std::function<absl::Status(Fields&)>& fn) {
+  impl_->seen.insert(std::string(key));
+  YAML::Node child;
+  if (!Lookup(impl_->node, key, &child)) return absl::OkStatus();
+  if (!child.IsSequence()) return Error(key, "must be a list of mappings");
+  size_t index = 0;
+  for (const YAML::Node& item : child) {
+    const std::string item_key = absl::StrCat(key, "[", index++, "]");
+    if (!item.IsMap()) return Error(item_key, "must be a mapping");
+    Fields nested(item, impl_->file, Join(impl_->path, item_key));
+    RETURN_IF_ERROR(fn(nested));
+    RETURN_IF_ERROR(nested.Finish());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Fields::Finish() {
   try {
     for (const auto& entry : impl_->node) {

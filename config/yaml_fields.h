@@ -41,6 +41,8 @@ class Fields {
   absl::Status StringList(absl::string_view key, std::vector<std::string>* out);
   // A nested mapping: `fn` reads it through its own Fields (Finish is called for it).
   absl::Status Map(absl::string_view key, const std::function<absl::Status(Fields&)>& fn);
+  // A sequence of mappings: `fn` reads each through its own Fields (path "KEY[i]").
+  absl::Status MapList(absl::string_view key, const std::function<absl::Status(Fields&)>& fn);
 
   // InvalidArgument naming the first unknown key, if any.
   absl::Status Finish();

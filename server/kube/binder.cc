@@ -1,5 +1,7 @@
 #include "server/kube/binder.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/kube/api_client.h"
@@ -26,18 +28,29 @@ std::string StatusMessage(const std::string& body) {
 ApiBinder::ApiBinder(ApiClient* client, absl::Duration timeout)
     : client_(client), timeout_(timeout) {}
 
+absl::Duration ApiBinder::TimeoutFor(absl::Time deadline) const {
+  return std::min(timeout_, deadline - absl::Now());
+}
+
 BindResult ApiBinder::Bind(const std::string& namespace_name, const std::string& name,
-                           const std::string& uid, const std::string& node) {
+                           const std::string& uid, const std::string& node, absl::Time deadline) {
+  BindResult result;
+  const absl::Duration timeout = TimeoutFor(deadline);
+  if (timeout < absl::Milliseconds(1)) {
+    result.outcome = BindOutcome::kUnreachable;
+    result.message = "no time was left for the binding POST: it was not sent";
+    return result;
+  }
   nlohmann::json binding = {
       {"apiVersion", "v1"},
       {"kind", "Binding"},
       {"metadata", {{"name", name}, {"namespace", namespace_name}, {"uid", uid}}},
       {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}},
   };
-  absl::StatusOr<HttpResponse> response = client_->Request(
-      "POST", PodPath(namespace_name, name) + "/binding", binding.dump(), timeout_);
-  BindResult result;
+  absl::StatusOr<HttpResponse> response =
+      client_->Request("POST", PodPath(namespace_name, name) + "/binding", binding.dump(), timeout);
   if (!response.ok()) {
+    // Unavailable: nothing was sent. A timeout or a broken connection: it may have been applied.
     result.outcome =
         absl::IsUnavailable(response.status()) ? BindOutcome::kUnreachable : BindOutcome::kUnknown;
     result.message = std::string(response.status().message());
@@ -53,19 +66,20 @@ BindResult ApiBinder::Bind(const std::string& namespace_name, const std::string&
     result.outcome = BindOutcome::kPodGone;
     return result;
   }
-  if (response->code == 409 || response->code >= 500 || response->code == 429) {
-    // 409: already assigned, or the UID precondition failed. 5xx / 429: the API answered but
-    // did not say what happened. Ask the API which; if it cannot say, the outcome is unknown.
-    absl::StatusOr<Pod> pod = GetPod(namespace_name, name);
+  const bool server_error = response->code >= 500;
+  if (response->code == 409 || response->code == 429 || server_error) {
+    // 409: already assigned, or the UID precondition failed. 429: refused before it was
+    // handled. 5xx (500, 503, 504, ...): the API server answered without saying whether the
+    // binding was written; it may be applied later still. Ask the API what it shows now.
+    absl::StatusOr<Pod> pod = GetPod(namespace_name, name, deadline);
     if (!pod.ok()) {
       if (absl::IsNotFound(pod.status())) {
         result.outcome = BindOutcome::kPodGone;
-      } else if (response->code == 503 || response->code == 429) {
-        // Refused before it was handled (client-go retries these even for a POST): nothing
-        // was applied.
-        result.outcome = BindOutcome::kUnreachable;
+      } else if (response->code == 429) {
+        result.outcome = BindOutcome::kUnreachable;  // refused unhandled: nothing was applied
       } else {
-        result.outcome = BindOutcome::kUnknown;  // a 500 / 504 may come after the write
+        result.outcome = BindOutcome::kUnknown;
+        absl::StrAppend(&result.message, "; the pod could not be read: ", pod.status().message());
       }
       return result;
     }
@@ -76,8 +90,11 @@ BindResult ApiBinder::Bind(const std::string& namespace_name, const std::string&
     } else if (!pod->node_name.empty()) {
       result.outcome = BindOutcome::kBoundElsewhere;
       result.node = pod->node_name;
+    } else if (server_error) {
+      result.outcome = BindOutcome::kUnknown;  // unbound for now; the write may still land
+      absl::StrAppend(&result.message, "; the pod is unbound for now");
     } else {
-      result.outcome = BindOutcome::kRejected;  // answered, and the pod is still unbound
+      result.outcome = BindOutcome::kRejected;  // answered, not applied, and still unbound
     }
     return result;
   }
@@ -85,9 +102,15 @@ BindResult ApiBinder::Bind(const std::string& namespace_name, const std::string&
   return result;
 }
 
-absl::StatusOr<Pod> ApiBinder::GetPod(const std::string& namespace_name, const std::string& name) {
+absl::StatusOr<Pod> ApiBinder::GetPod(const std::string& namespace_name, const std::string& name,
+                                      absl::Time deadline) {
+  const absl::Duration timeout = TimeoutFor(deadline);
+  if (timeout < absl::Milliseconds(1)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("no time was left to GET pod ", namespace_name, "/", name));
+  }
   absl::StatusOr<HttpResponse> response =
-      client_->Request("GET", PodPath(namespace_name, name), "", timeout_);
+      client_->Request("GET", PodPath(namespace_name, name), "", timeout);
   if (!response.ok()) return response.status();
   if (response->code == 404) {
     return absl::NotFoundError(absl::StrCat("pod ", namespace_name, "/", name, " not found"));

@@ -15,14 +15,16 @@ class ApiClient;
 
 enum class BindOutcome {
   kBound,           // 201: bound now
-  kAlreadyBound,    // 409 / 5xx, and a GET shows the pod on the requested node: success
-  kBoundElsewhere,  // 409 / 5xx, and the pod is on another node (`node` says which)
+  kAlreadyBound,    // 409 / 429 / 5xx, and a GET shows the pod on the requested node: success
+  kBoundElsewhere,  // 409 / 429 / 5xx, and the pod is on another node (`node` says which)
   kPodGone,         // 404, or the pod by that name has another UID
-  kRejected,        // any other 4xx, or a 5xx after which a GET shows the pod still unbound
-  kUnreachable,     // the API could not be reached, or refused the request before handling
-                    // it (503 / 429) and cannot be asked either: nothing was applied
-  kUnknown,         // timeout, connection lost, or a 5xx and the GET failed too: the binding
-                    // may or may not have happened
+  kRejected,        // any other 4xx, or a 409 / 429 after which a GET shows the pod unbound
+  kUnreachable,     // nothing was applied: the API could not be reached (nothing was sent), the
+                    // deadline had passed before the POST, or a 429 (refused before handling)
+                    // and the GET failed too
+  kUnknown,         // timeout, connection lost, a 5xx (500, 503, 504: the API server may still
+                    // apply the binding) with the pod unbound or unreadable, or a 409 and the
+                    // GET failed: the binding may or may not have happened
 };
 
 struct BindResult {
@@ -35,25 +37,33 @@ struct BindResult {
 class Binder {
  public:
   virtual ~Binder() = default;
-  // POSTs the Binding of pod namespace/name (with its UID as a precondition) to `node`.
+  // POSTs the Binding of pod namespace/name (with its UID as a precondition) to `node`, and (after
+  // a 409, 429 or 5xx) GETs the pod to learn what happened. Everything ends by `deadline`: no
+  // request is sent once it has passed, and a request still running then is abandoned (its
+  // outcome unknown).
   virtual BindResult Bind(const std::string& namespace_name, const std::string& name,
-                          const std::string& uid, const std::string& node) = 0;
-  // GETs a pod. NotFound when it does not exist; Unavailable / DeadlineExceeded when the API
-  // cannot answer.
-  virtual absl::StatusOr<Pod> GetPod(const std::string& namespace_name,
-                                     const std::string& name) = 0;
+                          const std::string& uid, const std::string& node, absl::Time deadline) = 0;
+  // GETs a pod, within `deadline`. NotFound when it does not exist; Unavailable /
+  // DeadlineExceeded when the API cannot answer in time.
+  virtual absl::StatusOr<Pod> GetPod(const std::string& namespace_name, const std::string& name,
+                                     absl::Time deadline) = 0;
 };
 
 // The real one, over the API client.
 class ApiBinder : public Binder {
  public:
-  // `client` must outlive this.
+  // `client` must outlive this. `timeout` caps each request (the binding POST, a GET); the
+  // caller's deadline can only shorten it.
   ApiBinder(ApiClient* client, absl::Duration timeout);
   BindResult Bind(const std::string& namespace_name, const std::string& name,
-                  const std::string& uid, const std::string& node) override;
-  absl::StatusOr<Pod> GetPod(const std::string& namespace_name, const std::string& name) override;
+                  const std::string& uid, const std::string& node, absl::Time deadline) override;
+  absl::StatusOr<Pod> GetPod(const std::string& namespace_name, const std::string& name,
+                             absl::Time deadline) override;
 
  private:
+  // min(timeout_, deadline - now); zero or less when the deadline has passed.
+  absl::Duration TimeoutFor(absl::Time deadline) const;
+
   ApiClient* const client_;
   const absl::Duration timeout_;
 };

@@ -120,11 +120,34 @@ absl::Status DecodeStatuses(value& v, absl::string_view field, std::vector<Conta
       if (key == "allocatedResources") {
         ASSIGN_OR_RETURN(s.allocated_resources, DecodeResourceList(c, f + ".allocatedResources"));
       } else if (key == "resources") {
+        if (IsNull(c)) return absl::OkStatus();
+        s.has_resources = true;
         return DecodeResources(c, f + ".resources", &s.status_requests, nullptr);
       }
       return absl::OkStatus();
     }));
     out->push_back(std::move(s));
+    return absl::OkStatus();
+  });
+}
+
+// status.conditions: the reason of the first PodResizePending condition (component-helpers
+// IsPodResizeInfeasible looks at the first one only).
+absl::Status DecodeConditions(value& v, Pod* pod) {
+  bool found = false;
+  size_t index = 0;
+  return ForEachElement(v, "status.conditions", [&](value& child) -> absl::Status {
+    std::string f = absl::StrCat("status.conditions[", index++, "]");
+    std::string type, reason;
+    RETURN_IF_ERROR(ForEachField(child, f, [&](std::string_view key, value& c) -> absl::Status {
+      if (key == "type") return GetString(c, f + ".type", &type);
+      if (key == "reason") return GetString(c, f + ".reason", &reason);
+      return absl::OkStatus();
+    }));
+    if (!found && type == "PodResizePending") {
+      found = true;
+      pod->resize_pending_reason = std::move(reason);
+    }
     return absl::OkStatus();
   });
 }
@@ -211,6 +234,8 @@ absl::StatusOr<Pod> DecodePod(value v, std::string* resource_version) {
         if (k == "initContainerStatuses") {
           return DecodeStatuses(s, "status.initContainerStatuses", &pod.init_container_statuses);
         }
+        if (k == "resize") return GetString(s, "status.resize", &pod.resize);
+        if (k == "conditions") return DecodeConditions(s, &pod);
         return absl::OkStatus();
       });
     }

@@ -257,6 +257,8 @@ absl::Status Watcher::List(Kind kind, std::string* resource_version) {
   std::string list_rv;
   simdjson::ondemand::parser parser;
   uint64_t decode_errors = 0;
+  // Before the first page is sent: bindings the ledger knew of by now are in this LIST's snapshot.
+  const uint64_t list_started = nodes ? 0 : ledger_->BeginPodList();
   do {
     std::string path = absl::StrCat(base, "?limit=", options_.page_size);
     if (!nodes && !options_.pod_field_selector.empty()) {
@@ -342,7 +344,7 @@ absl::Status Watcher::List(Kind kind, std::string* resource_version) {
   if (nodes) {
     ledger_->ReplaceNodes(node_records);
   } else {
-    ledger_->ReplacePods(pod_records);
+    ledger_->ReplacePods(pod_records, list_started);
   }
   *resource_version = list_rv;
   if (!nodes) NotePodsResourceVersion(list_rv);

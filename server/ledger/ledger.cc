@@ -9,13 +9,46 @@
 
 namespace fitledger {
 
+bool AccountingPolicy::Ignores(absl::string_view resource) const {
+  // fit.go fitsRequest: only extended resources are ever ignored; a group is the part of the
+  // name before "/".
+  if (!IsExtendedResourceName(resource)) return false;
+  if (std::find(ignored_resources.begin(), ignored_resources.end(), resource) !=
+      ignored_resources.end()) {
+    return true;
+  }
+  absl::string_view group = resource.substr(0, resource.find('/'));
+  return std::find(ignored_resource_groups.begin(), ignored_resource_groups.end(), group) !=
+         ignored_resource_groups.end();
+}
+
 bool AccountingPolicy::Accounts(absl::string_view resource) const {
+  if (Ignores(resource)) return false;
   if (all) return true;
   return std::find(managed.begin(), managed.end(), resource) != managed.end();
 }
 
-Ledger::Ledger(AccountingPolicy policy, ScoringStrategy scoring)
-    : policy_(std::move(policy)), scoring_(scoring) {}
+namespace {
+
+std::vector<ResourceWeight> DefaultScoringResources(const AccountingPolicy& policy) {
+  std::vector<ResourceWeight> out;
+  if (policy.all) {
+    // NodeResourcesFitArgs' default scoringStrategy.resources.
+    out = {{std::string(kResourceCpu), 1}, {std::string(kResourceMemory), 1}};
+  } else {
+    for (const std::string& name : policy.managed) out.push_back({name, 1});
+  }
+  return out;
+}
+
+}  // namespace
+
+Ledger::Ledger(AccountingPolicy policy, ScoringStrategy scoring,
+               std::vector<ResourceWeight> scoring_resources)
+    : policy_(std::move(policy)),
+      scoring_(scoring),
+      scoring_resources_(scoring_resources.empty() ? DefaultScoringResources(policy_)
+                                                   : std::move(scoring_resources)) {}
 
 // --- Fit ---
 
@@ -33,7 +66,8 @@ FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
   };
   if (policy_.all) {
     int64_t pods = used(node.confirmed.pods, node.assumed.pods, released ? released->pods : 0);
-    if (pods + 1 > alloc.pods) fail("Too many pods", alloc.pods < 1);
+    // Never unresolvable: evicting pods frees pod slots (fit.go leaves Unresolvable unset).
+    if (pods + 1 > alloc.pods) fail("Too many pods", false);
   }
   if (requests.milli_cpu == 0 && requests.memory_bytes == 0 &&
       requests.ephemeral_storage_bytes == 0 && requests.scalars.empty()) {
@@ -59,24 +93,41 @@ FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
   return result;
 }
 
+const Resources* Ledger::OwnLocked(absl::string_view uid, absl::string_view node_name) const {
+  if (uid.empty()) return nullptr;
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || it->second.node_name != node_name) return nullptr;
+  return &it->second.requests;
+}
+
 FilterResult Ledger::Filter(const Resources& requests,
-                            absl::Span<const absl::string_view> node_names) const {
+                            absl::Span<const absl::string_view> node_names,
+                            absl::string_view uid) const {
   FilterResult out;
   out.fits.reserve(node_names.size());
   // The common case, decided without building reasons: every resource is accounted, the pod
-  // requests no extended resources, and it fits. Anything else takes FitLocked's full check.
+  // requests no scalar resources, and it fits. Anything else takes FitLocked's full check.
   const bool plain = policy_.all && requests.scalars.empty();
   const auto room = [](int64_t want, int64_t allocatable, int64_t confirmed, int64_t assumed) {
     return want <= 0 || want <= allocatable - confirmed - assumed;
   };
   ReaderMutexLock lock(&mu_);
+  // The pod's own entry (an assumption whose outcome is unknown, or a lagging view of a bound
+  // pod) is left out on its node: it must not keep the pod off the node it may already hold.
+  const PodEntry* own = nullptr;
+  if (!uid.empty()) {
+    auto it = pods_.find(uid);
+    if (it != pods_.end()) own = &it->second;
+  }
   for (size_t i = 0; i < node_names.size(); ++i) {
     auto it = nodes_.find(node_names[i]);
     if (it == nodes_.end() || !it->second.known) {
       out.failed.emplace_back(i, "node not found");
       continue;
     }
-    if (plain) {
+    const Resources* released =
+        own != nullptr && own->node_name == node_names[i] ? &own->requests : nullptr;
+    if (plain && released == nullptr) {
       const Resources& a = it->second.allocatable;
       const Resources& c = it->second.confirmed;
       const Resources& s = it->second.assumed;
@@ -89,7 +140,7 @@ FilterResult Ledger::Filter(const Resources& requests,
         continue;
       }
     }
-    FitResult fit = FitLocked(it->second, requests, nullptr);
+    FitResult fit = FitLocked(it->second, requests, released);
     if (fit.fits) {
       out.fits.push_back(i);
     } else if (fit.unresolvable) {
@@ -108,10 +159,7 @@ absl::StatusOr<FitResult> Ledger::Fit(const Resources& requests, const std::stri
   if (it == nodes_.end() || !it->second.known) {
     return absl::NotFoundError(absl::StrCat("node ", node_name, " not found"));
   }
-  auto pod = uid.empty() ? pods_.end() : pods_.find(uid);
-  const Resources* released =
-      pod != pods_.end() && pod->second.node_name == node_name ? &pod->second.requests : nullptr;
-  return FitLocked(it->second, requests, released);
+  return FitLocked(it->second, requests, OwnLocked(uid, node_name));
 }
 
 std::pair<Resources, bool> Ledger::CountedRequests(const std::string& uid,
@@ -122,40 +170,79 @@ std::pair<Resources, bool> Ledger::CountedRequests(const std::string& uid,
   return {pod->second.requests, pod->second.state == PodState::kAssumed};
 }
 
-std::vector<int64_t> Ledger::Prioritize(const Resources& requests,
-                                        absl::Span<const absl::string_view> node_names) const {
-  constexpr int64_t kMaxScore = 10;
-  // Like NodeResourcesFit's scoring: cpu and memory with weight 1, and a pod that requests
-  // nothing counts as 100m cpu / 200Mi memory so empty pods still spread.
-  std::vector<std::string> names;
-  Resources want = requests;
-  if (policy_.all) {
-    names = {std::string(kResourceCpu), std::string(kResourceMemory)};
-    if (want.milli_cpu == 0) want.milli_cpu = 100;
-    if (want.memory_bytes == 0) want.memory_bytes = 200 * 1024 * 1024;
-  } else {
-    names = policy_.managed;
+int64_t Ledger::ScoreLocked(const NodeState& node, const Resources& requests,
+                            const Resources* released) const {
+  // noderesources/resource_allocation.go score + calculateResourceAllocatableRequest, then
+  // least_allocated.go / most_allocated.go, in int64 as upstream (with 128-bit products so that
+  // huge extended amounts cannot overflow).
+  int64_t node_score = 0;
+  int64_t weight_sum = 0;
+  for (const ResourceWeight& resource : scoring_resources_) {
+    const absl::string_view name = resource.name;
+    int64_t allocatable = 0;
+    int64_t requested = 0;
+    auto used = [&](int64_t confirmed, int64_t assumed, int64_t freed) {
+      return confirmed + assumed - freed;
+    };
+    if (name == kResourceCpu) {
+      allocatable = node.allocatable.milli_cpu;
+      requested = used(node.confirmed.non_zero_milli_cpu, node.assumed.non_zero_milli_cpu,
+                       released ? released->non_zero_milli_cpu : 0) +
+                  requests.non_zero_milli_cpu;
+    } else if (name == kResourceMemory) {
+      allocatable = node.allocatable.memory_bytes;
+      requested = used(node.confirmed.non_zero_memory_bytes, node.assumed.non_zero_memory_bytes,
+                       released ? released->non_zero_memory_bytes : 0) +
+                  requests.non_zero_memory_bytes;
+    } else {
+      const int64_t want = requests.Get(name);
+      // An extended (scalar) resource the pod does not request is not scored.
+      if (want == 0 && IsScalarResourceName(name)) continue;
+      if (name != kResourceEphemeralStorage && !IsScalarResourceName(name)) continue;
+      allocatable = node.allocatable.Get(name);
+      requested = used(node.confirmed.Get(name), node.assumed.Get(name),
+                       released ? released->Get(name) : 0) +
+                  want;
+    }
+    if (allocatable == 0) continue;  // the scorer skips it: no score, no weight
+    int64_t score = 0;
+    if (scoring_ == ScoringStrategy::kLeastAllocated) {
+      // leastRequestedScore
+      score = requested > allocatable
+                  ? 0
+                  : static_cast<int64_t>(static_cast<__int128>(allocatable - requested) *
+                                         kMaxNodeScore / allocatable);
+    } else {
+      // mostRequestedScore: pods with no requests may push requested past capacity.
+      const int64_t capped = std::min(requested, allocatable);
+      score = static_cast<int64_t>(static_cast<__int128>(capped) * kMaxNodeScore / allocatable);
+    }
+    node_score += score * resource.weight;
+    weight_sum += resource.weight;
   }
+  return weight_sum == 0 ? 0 : node_score / weight_sum;
+}
+
+std::vector<int64_t> Ledger::NodeScores(const Resources& requests,
+                                        absl::Span<const absl::string_view> node_names,
+                                        absl::string_view uid) const {
   std::vector<int64_t> scores(node_names.size(), 0);
-  if (names.empty()) return scores;
   ReaderMutexLock lock(&mu_);
   for (size_t i = 0; i < node_names.size(); ++i) {
     auto it = nodes_.find(node_names[i]);
     if (it == nodes_.end() || !it->second.known) continue;
-    const NodeState& node = it->second;
-    int64_t sum = 0;
-    for (const std::string& name : names) {
-      int64_t capacity = node.allocatable.Get(name);
-      if (capacity <= 0) continue;
-      int64_t requested = node.confirmed.Get(name) + node.assumed.Get(name) + want.Get(name);
-      if (scoring_ == ScoringStrategy::kLeastAllocated) {
-        sum += requested > capacity ? 0 : (capacity - requested) * kMaxScore / capacity;
-      } else {
-        sum += requested > capacity ? kMaxScore : requested * kMaxScore / capacity;
-      }
-    }
-    scores[i] = sum / static_cast<int64_t>(names.size());
+    scores[i] = ScoreLocked(it->second, requests, OwnLocked(uid, node_names[i]));
   }
+  return scores;
+}
+
+std::vector<int64_t> Ledger::Prioritize(const Resources& requests,
+                                        absl::Span<const absl::string_view> node_names,
+                                        absl::string_view uid) const {
+  std::vector<int64_t> scores = NodeScores(requests, node_names, uid);
+  // Scaled once, at the end, to the extender's range; kube-scheduler scales it back by x10.
+  constexpr int64_t kRatio = kMaxNodeScore / kMaxExtenderPriority;
+  for (int64_t& score : scores) score = (score + kRatio / 2) / kRatio;
   return scores;
 }
 
@@ -194,11 +281,14 @@ absl::StatusOr<AssumeOutcome> Ledger::TryAssume(const std::string& uid,
     if (entry.node_name != node_name) {
       return absl::AlreadyExistsError(
           absl::StrCat("pod ", namespace_name, "/", name, " is already ",
-                       assumed ? "assumed on" : "bound to", " node ", entry.node_name));
+                       assumed ? "assumed on" : "bound to", " node ", entry.node_name,
+                       assumed && entry.bind_in_flight ? " (a bind to it is in flight)" : ""));
     }
     if (!assumed) return AssumeOutcome::kAlreadyConfirmed;
+    // The same node again (a retry after an unknown outcome, or a repeat): the pod's own entry
+    // is the reservation; nothing is counted twice.
     entry.bind_in_flight = true;
-    entry.epoch = next_epoch_++;
+    entry.epoch = clock_++;
     return AssumeOutcome::kAlreadyAssumed;
   }
   auto node = nodes_.find(node_name);
@@ -220,10 +310,51 @@ absl::StatusOr<AssumeOutcome> Ledger::TryAssume(const std::string& uid,
   entry.name = name;
   entry.assumed_at = now;
   entry.bind_in_flight = true;
-  entry.epoch = next_epoch_++;
+  entry.epoch = clock_++;
   AddLocked(uid, std::move(entry));
   ++counters_.assumed;
   return AssumeOutcome::kAssumed;
+}
+
+absl::Status Ledger::MoveAssumption(const std::string& uid, uint64_t epoch,
+                                    const std::string& node_name, const Resources& requests,
+                                    absl::Time now) {
+  MutexLock lock(&mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || it->second.state != PodState::kAssumed || it->second.epoch != epoch ||
+      it->second.bind_in_flight) {
+    return absl::AbortedError(
+        absl::StrCat("pod uid ", uid, " changed while its earlier bind was being settled"));
+  }
+  PodEntry& entry = it->second;
+  if (entry.node_name == node_name) {
+    entry.bind_in_flight = true;
+    entry.epoch = clock_++;
+    return absl::OkStatus();
+  }
+  auto node = nodes_.find(node_name);
+  if (node == nodes_.end() || !node->second.known) {
+    return absl::NotFoundError(absl::StrCat("node ", node_name, " not found"));
+  }
+  // The entry is on another node, so nothing of it is counted on `node_name`.
+  FitResult fit = FitLocked(node->second, requests, nullptr);
+  if (!fit.fits) {
+    ++counters_.assume_rejected;
+    return absl::FailedPreconditionError(absl::StrCat("pod ", entry.namespace_name, "/", entry.name,
+                                                      " no longer fits node ", node_name, ": ",
+                                                      absl::StrJoin(fit.reasons, ", ")));
+  }
+  nodes_[entry.node_name].assumed.Subtract(entry.requests);
+  std::string old_node = std::exchange(entry.node_name, node_name);
+  entry.requests = requests;
+  nodes_[node_name].assumed.Add(entry.requests);
+  DropNodeIfEmptyLocked(old_node);
+  entry.assumed_at = now;
+  entry.bind_in_flight = true;
+  entry.bound_at = 0;
+  entry.epoch = clock_++;
+  ++counters_.moved;
+  return absl::OkStatus();
 }
 
 void Ledger::MarkBound(const std::string& uid, const std::string& node_name) {
@@ -232,7 +363,9 @@ void Ledger::MarkBound(const std::string& uid, const std::string& node_name) {
   if (it == pods_.end() || it->second.state != PodState::kAssumed) return;
   PodEntry& entry = it->second;
   entry.bind_in_flight = false;
-  entry.epoch = next_epoch_++;
+  entry.outcome_unknown = false;  // a pod is bound at most once: nothing else can land
+  entry.epoch = clock_++;
+  entry.bound_at = clock_++;
   if (entry.node_name != node_name) {
     nodes_[entry.node_name].assumed.Subtract(entry.requests);
     std::string old_node = std::exchange(entry.node_name, node_name);
@@ -246,10 +379,26 @@ void Ledger::MarkBindUnknown(const std::string& uid) {
   auto it = pods_.find(uid);
   if (it == pods_.end() || it->second.state != PodState::kAssumed) return;
   it->second.bind_in_flight = false;
-  it->second.epoch = next_epoch_++;
+  if (it->second.bound_at == 0) it->second.outcome_unknown = true;
+  it->second.epoch = clock_++;
 }
 
 bool Ledger::Forget(const std::string& uid) {
+  MutexLock lock(&mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || it->second.state != PodState::kAssumed) return false;
+  if (it->second.outcome_unknown || it->second.bound_at != 0) {
+    // An earlier binding may still land (or did): this failure settles nothing.
+    it->second.bind_in_flight = false;
+    it->second.epoch = clock_++;
+    return false;
+  }
+  RemoveLocked(uid);
+  ++counters_.forgotten;
+  return true;
+}
+
+bool Ledger::ForgetGone(const std::string& uid) {
   MutexLock lock(&mu_);
   auto it = pods_.find(uid);
   if (it == pods_.end() || it->second.state != PodState::kAssumed) return false;
@@ -353,16 +502,31 @@ void Ledger::DeletePod(const std::string& uid) {
   RemoveLocked(uid);
 }
 
-void Ledger::ReplacePods(const std::vector<PodRecord>& pods) {
+uint64_t Ledger::BeginPodList() {
+  MutexLock lock(&mu_);
+  return clock_++;
+}
+
+void Ledger::ReplacePods(const std::vector<PodRecord>& pods, uint64_t list_started) {
   MutexLock lock(&mu_);
   absl::flat_hash_set<std::string> listed;
   listed.reserve(pods.size());
   for (const PodRecord& pod : pods) listed.insert(pod.uid);
   std::vector<std::string> gone;
+  std::vector<std::string> released;
   for (const auto& [uid, entry] : pods_) {
-    if (entry.state == PodState::kConfirmed && !listed.contains(uid)) gone.push_back(uid);
+    if (listed.contains(uid)) continue;
+    if (entry.state == PodState::kConfirmed) {
+      gone.push_back(uid);
+    } else if (entry.bound_at != 0 && entry.bound_at < list_started) {
+      // Bound before the LIST was sent, and a consistent LIST lacks it: it was deleted (or
+      // finished) while the watch was away. Its outcome is known, so nothing can still land.
+      released.push_back(uid);
+    }
   }
   for (const std::string& uid : gone) RemoveLocked(uid);
+  for (const std::string& uid : released) RemoveLocked(uid);
+  counters_.released_at_relist += released.size();
   pending_.clear();
   for (const PodRecord& pod : pods) UpsertPodLocked(pod);
 }
@@ -376,8 +540,7 @@ std::vector<AssumedPod> Ledger::AssumedOlderThan(absl::Time cutoff) const {
     if (entry.state != PodState::kAssumed || entry.bind_in_flight || entry.assumed_at > cutoff) {
       continue;
     }
-    out.push_back({uid, entry.namespace_name, entry.name, entry.node_name, entry.requests,
-                   entry.assumed_at, entry.bind_in_flight, entry.epoch});
+    out.push_back(ViewLocked(uid, entry));
   }
   return out;
 }
@@ -396,6 +559,9 @@ bool Ledger::Settle(const std::string& uid, uint64_t epoch, ApiPodState state,
     ++counters_.reconcile_confirmed;
     return true;
   }
+  if (state == ApiPodState::kUnbound && it->second.bound_at != 0) {
+    return false;  // it was bound: "unbound" is a stale answer (the watch will tell)
+  }
   RemoveLocked(uid);
   ++counters_.reconcile_forgotten;
   return true;
@@ -407,9 +573,22 @@ std::optional<AssumedPod> Ledger::AssumedEntry(const std::string& uid) const {
   ReaderMutexLock lock(&mu_);
   auto it = pods_.find(uid);
   if (it == pods_.end() || it->second.state != PodState::kAssumed) return std::nullopt;
-  const PodEntry& e = it->second;
-  return AssumedPod{uid,        e.namespace_name, e.name,           e.node_name,
-                    e.requests, e.assumed_at,     e.bind_in_flight, e.epoch};
+  return ViewLocked(uid, it->second);
+}
+
+AssumedPod Ledger::ViewLocked(const std::string& uid, const PodEntry& e) const {
+  AssumedPod out;
+  out.uid = uid;
+  out.namespace_name = e.namespace_name;
+  out.name = e.name;
+  out.node_name = e.node_name;
+  out.requests = e.requests;
+  out.assumed_at = e.assumed_at;
+  out.bind_in_flight = e.bind_in_flight;
+  out.epoch = e.epoch;
+  out.outcome_unknown = e.outcome_unknown;
+  out.bound_known = e.bound_at != 0;
+  return out;
 }
 
 absl::StatusOr<Resources> Ledger::PendingPodRequests(const std::string& uid) const {
@@ -442,8 +621,7 @@ std::vector<AssumedPod> Ledger::Assumed() const {
     ReaderMutexLock lock(&mu_);
     for (const auto& [uid, entry] : pods_) {
       if (entry.state == PodState::kAssumed && entry.bind_in_flight) {
-        out.push_back({uid, entry.namespace_name, entry.name, entry.node_name, entry.requests,
-                       entry.assumed_at, true, entry.epoch});
+        out.push_back(ViewLocked(uid, entry));
       }
     }
   }
@@ -496,6 +674,8 @@ void Ledger::ConfirmLocked(PodEntry& entry, const PodRecord& pod) {
   entry.namespace_name.clear();
   entry.name.clear();
   entry.bind_in_flight = false;
+  entry.outcome_unknown = false;
+  entry.bound_at = 0;
   nodes_[entry.node_name].confirmed.Add(entry.requests);
   if (old_node != entry.node_name) DropNodeIfEmptyLocked(old_node);
 }

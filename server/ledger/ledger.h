@@ -21,17 +21,40 @@
 namespace fitledger {
 
 // Which resources the ledger checks. `all`: every resource NodeResourcesFit compares (pods, cpu,
-// memory, ephemeral-storage, extended, hugepages) — the extender is the fit authority. Otherwise
+// memory, ephemeral-storage, scalar resources) — the extender is the fit authority. Otherwise
 // only the `managed` names (e.g. "example.com/gpu-mem"), and the pod count is left to the
 // scheduler.
+//
+// `ignored_resources` and `ignored_resource_groups` have NodeResourcesFitArgs' semantics
+// (noderesources/fit.go fitsRequest): an *extended* resource is not checked when its name is in
+// `ignored_resources`, or the part of its name before "/" is in `ignored_resource_groups`.
+// Native resources (cpu, hugepages-*, kubernetes.io/...) are never ignored.
 struct AccountingPolicy {
   bool all = true;
   std::vector<std::string> managed;
+  std::vector<std::string> ignored_resources;
+  std::vector<std::string> ignored_resource_groups;
 
+  // True if Filter checks `resource`.
   bool Accounts(absl::string_view resource) const;
+  // True if `resource` is an extended resource the scheduler's NodeResourcesFit ignores.
+  bool Ignores(absl::string_view resource) const;
+};
+
+// One resource scored by Prioritize and its weight (NodeResourcesFitArgs
+// scoringStrategy.resources[]: weight 1..100).
+struct ResourceWeight {
+  std::string name;
+  int64_t weight = 1;
 };
 
 enum class ScoringStrategy { kLeastAllocated, kMostAllocated };
+
+// NodeResourcesFit's scale (framework.MaxNodeScore) and the extender protocol's
+// (extenderv1.MaxExtenderPriority): kube-scheduler multiplies an extender's score by
+// MaxNodeScore / MaxExtenderPriority (and the extender's weight).
+inline constexpr int64_t kMaxNodeScore = 100;
+inline constexpr int64_t kMaxExtenderPriority = 10;
 
 // A node as the watch reports it.
 struct NodeRecord {
@@ -55,7 +78,7 @@ struct PodRecord {
 // with nothing on it, so preempting pods cannot help.
 struct FitResult {
   bool fits = true;
-  bool unresolvable = false;
+  bool unresolvable = false;         // never for "Too many pods": a pod count can be preempted
   std::vector<std::string> reasons;  // NodeResourcesFit's order and wording
 };
 
@@ -93,6 +116,12 @@ struct AssumedPod {
   absl::Time assumed_at;
   bool bind_in_flight = false;
   uint64_t epoch = 0;  // changes whenever a bind starts or finishes for this pod
+  // A binding POST for this pod had an unknown outcome (timeout, 5xx, budget spent) and the API
+  // has not shown the pod bound since: it may still land on the node it was sent for.
+  bool outcome_unknown = false;
+  // The pod is known to be bound (the POST returned 201, or the API showed it bound); the watch
+  // has not confirmed it yet.
+  bool bound_known = false;
 };
 
 struct LedgerCounters {
@@ -102,28 +131,40 @@ struct LedgerCounters {
   uint64_t assume_rejected = 0;  // TryAssume found the node full
   uint64_t reconcile_confirmed = 0;
   uint64_t reconcile_forgotten = 0;
+  uint64_t moved = 0;               // an unknown outcome settled "unbound": moved to a new node
+  uint64_t released_at_relist = 0;  // bound, then absent from a LIST that started later
 };
 
 // The ledger. A pod counts on exactly one node, exactly once:
 //
 //   (unknown) --TryAssume: fit re-checked under the lock-->  Assumed(node)
-//   Assumed   --Forget: the binding POST failed definitely-->  (forgotten)
+//   Assumed   --MarkBound: POST 201, or the API shows it bound to N-->  Assumed(N), bound known
+//   Assumed   --MarkBindUnknown: timeout, 5xx, budget spent-->  Assumed(node), outcome unknown
+//   Assumed   --MoveAssumption: outcome unknown, the API says unbound, a bind to M-->  Assumed(M)
+//   Assumed   --Forget: the binding POST failed definitely, no earlier outcome unknown-->
+//                 (forgotten)
 //   Assumed   --watch: uid with spec.nodeName = N-->  Confirmed(N)   (N may differ)
 //   Assumed   --watch: deleted, terminal, or deleting while unbound-->  (forgotten)
-//   Assumed   --Settle (old, API says bound to N / gone / unbound and no bind in flight)-->
+//   Assumed   --ReplacePods: bound known before the LIST started, absent from it-->  (released)
+//   Assumed   --Settle (API says bound to N / gone / unbound and no bind in flight)-->
 //                 Confirmed(N) / (forgotten) / (forgotten)
-//   Confirmed --watch: deleted or terminal-->  (removed)
+//   Confirmed --watch: deleted or terminal; absent from a LIST-->  (removed)
 //   (unknown) --watch: bound pod-->  Confirmed(N)
 //
-// An assumption is never dropped on a timer: only a definite bind failure, the watch, or a
-// settlement with the API's answer removes it. Per-node sums of allocatable, confirmed and
-// assumed are kept incrementally, so Filter costs O(candidates).
+// An assumption is never dropped on a timer: only a definite bind failure, the watch, a LIST
+// that started after the pod was known bound, or a settlement with the API's answer removes it.
+// A pod's own entry never counts against it (Filter, Prioritize, Fit and the bind's re-check
+// leave it out on its node). Per-node sums of allocatable, confirmed and assumed are kept
+// incrementally, so Filter costs O(candidates).
 //
 // Thread-safe: every public method takes mu_ (shared for reads) and never calls out while
 // holding it.
 class Ledger {
  public:
-  Ledger(AccountingPolicy policy, ScoringStrategy scoring);
+  // `scoring_resources` empty: cpu and memory with weight 1 (NodeResourcesFit's default) when
+  // every resource is accounted, else each managed resource with weight 1.
+  Ledger(AccountingPolicy policy, ScoringStrategy scoring,
+         std::vector<ResourceWeight> scoring_resources = {});
   Ledger(const Ledger&) = delete;
   Ledger& operator=(const Ledger&) = delete;
 
@@ -134,15 +175,22 @@ class Ledger {
   void ReplaceNodes(const std::vector<NodeRecord>& nodes);
   void UpsertPod(const PodRecord& pod);
   void DeletePod(const std::string& uid);
-  // Replaces the pod set after a LIST: confirmed pods missing from `pods` are removed; assumed
-  // pods missing from it are left for Settle (the list may predate their creation).
-  void ReplacePods(const std::vector<PodRecord>& pods);
+  // Call before sending the LIST whose result goes to ReplacePods; pass its answer there.
+  uint64_t BeginPodList();
+  // Replaces the pod set after a LIST: confirmed pods missing from `pods` are removed; an
+  // assumed pod missing from it is released when it was known bound before `list_started`
+  // (BeginPodList; a consistent LIST sent after the bind was applied lacks the pod only if it is
+  // gone or finished); other assumed pods are left for Settle (the outcome is unknown, or the list
+  // may predate the bind). `list_started` 0: keep every assumption.
+  void ReplacePods(const std::vector<PodRecord>& pods, uint64_t list_started = 0);
 
   // --- Scheduling ---
-  // Candidate nodes for a pod with `requests`, counting confirmed + assumed pods. Unknown node
-  // names are reported as failed ("node not found"), not dropped.
-  FilterResult Filter(const Resources& requests,
-                      absl::Span<const absl::string_view> node_names) const;
+  // Candidate nodes for a pod with `requests`, counting confirmed + assumed pods. The pod's own
+  // entry (`uid`, if counted) is left out, so an assumption whose outcome is unknown never
+  // keeps its pod off the node. Unknown node names are reported as failed ("node not found"),
+  // not dropped.
+  FilterResult Filter(const Resources& requests, absl::Span<const absl::string_view> node_names,
+                      absl::string_view uid = {}) const;
   // The fit of `requests` on one node, for Explain. A pod already counted on that node under
   // `uid` (non-empty) is left out of the node's usage, so it is not counted twice. NotFound for
   // an unknown node.
@@ -152,9 +200,17 @@ class Ledger {
   // whether they are counted as assumed (else confirmed).
   std::pair<Resources, bool> CountedRequests(const std::string& uid,
                                              const std::string& node_name) const;
-  // Scores 0..10 per node, in the order given; unknown nodes score 0.
+  // NodeResourcesFit's score (LeastAllocated / MostAllocated over the scoring resources and
+  // weights, upstream's integer math) per node, 0..kMaxNodeScore, in the order given; unknown
+  // nodes score 0. `requests.non_zero_*` stand for the pod's cpu and memory, as the nodes'
+  // non-zero sums do (NonZeroRequested). The pod's own entry (`uid`) is left out.
+  std::vector<int64_t> NodeScores(const Resources& requests,
+                                  absl::Span<const absl::string_view> node_names,
+                                  absl::string_view uid = {}) const;
+  // NodeScores scaled to the extender's 0..kMaxExtenderPriority, rounded to the nearest.
   std::vector<int64_t> Prioritize(const Resources& requests,
-                                  absl::Span<const absl::string_view> node_names) const;
+                                  absl::Span<const absl::string_view> node_names,
+                                  absl::string_view uid = {}) const;
   // Of `candidates` (node -> victim pod UIDs), the nodes where the pod fits once the victims
   // are gone, with the same victims. Unknown nodes are dropped.
   std::map<std::string, std::vector<std::string>> Preempt(
@@ -165,18 +221,29 @@ class Ledger {
   // Atomically re-checks that `requests` fits `node_name` and records the pod as Assumed with a
   // bind in flight. Idempotent per UID. Errors: NotFound (unknown node), FailedPrecondition (does
   // not fit: the message lists the reasons), AlreadyExists (the pod is assumed or bound on
-  // another node).
+  // another node: see MoveAssumption).
   absl::StatusOr<AssumeOutcome> TryAssume(const std::string& uid, const std::string& namespace_name,
                                           const std::string& name, const std::string& node_name,
                                           const Resources& requests, absl::Time now);
+  // The API says the pod is unbound, and it is Assumed elsewhere with no bind in flight (as of
+  // `epoch`): atomically re-checks that `requests` fits `node_name` and moves the assumption
+  // there with a bind in flight. The outcome-unknown mark stays until the API shows the pod
+  // bound. Errors: Aborted (the entry changed since `epoch`, or is no longer Assumed), NotFound
+  // (unknown node), FailedPrecondition (does not fit; the assumption stays where it was).
+  absl::Status MoveAssumption(const std::string& uid, uint64_t epoch, const std::string& node_name,
+                              const Resources& requests, absl::Time now);
   // The binding POST succeeded, or the API reported the pod bound to `node_name`: the pod stays
-  // Assumed (on `node_name`) until the watch confirms it. No-op unless the pod is Assumed.
+  // Assumed (on `node_name`), bound known, until the watch confirms it. No-op unless the pod is
+  // Assumed.
   void MarkBound(const std::string& uid, const std::string& node_name);
   // The binding POST's outcome is unknown (timeout, 5xx): keep the assumption, no bind in flight.
   void MarkBindUnknown(const std::string& uid);
-  // The binding POST failed definitely: drop the assumption. No-op unless the pod is Assumed.
-  // Returns true if an assumption was dropped.
+  // The binding POST failed definitely: drop the assumption, unless an earlier bind of the pod
+  // has an unknown outcome (then it stays, no bind in flight, for the API to settle). No-op
+  // unless the pod is Assumed. Returns true if an assumption was dropped.
   bool Forget(const std::string& uid);
+  // The API says the pod no longer exists: drop the assumption whatever its outcomes.
+  bool ForgetGone(const std::string& uid);
 
   // --- Reconciliation (time is an argument; nothing here sleeps) ---
   // Assumed pods assumed at or before `cutoff` with no bind in flight.
@@ -209,7 +276,9 @@ class Ledger {
     std::string name;
     absl::Time assumed_at;
     bool bind_in_flight = false;
+    bool outcome_unknown = false;
     uint64_t epoch = 0;
+    uint64_t bound_at = 0;  // clock_ when the pod was known bound; 0: not known
   };
   struct NodeState {
     bool known = false;
@@ -223,6 +292,13 @@ class Ledger {
 
   FitResult FitLocked(const NodeState& node, const Resources& requests,
                       const Resources* released) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The pod's own requests on `node_name`, if `uid` is counted there; else nullptr.
+  const Resources* OwnLocked(absl::string_view uid, absl::string_view node_name) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  int64_t ScoreLocked(const NodeState& node, const Resources& requests,
+                      const Resources* released) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  AssumedPod ViewLocked(const std::string& uid, const PodEntry& entry) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AddLocked(const std::string& uid, PodEntry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(const std::string& uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ConfirmLocked(PodEntry& entry, const PodRecord& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -233,6 +309,7 @@ class Ledger {
   // Constant after construction.
   const AccountingPolicy policy_;
   const ScoringStrategy scoring_;
+  const std::vector<ResourceWeight> scoring_resources_;
 
   mutable Mutex mu_;
   // Guarded by mu_.
@@ -242,7 +319,8 @@ class Ledger {
   // a flat map, the step past ~229,000 counted pods added 112 MiB at once).
   absl::node_hash_map<std::string, PodEntry> pods_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, PendingPod> pending_ ABSL_GUARDED_BY(mu_);  // by UID
-  uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
+  // The ledger's clock: bind epochs and the order of "known bound" against LIST starts.
+  uint64_t clock_ ABSL_GUARDED_BY(mu_) = 1;
   LedgerCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -27,11 +27,15 @@ struct Container {
   QuantityList limits;
 };
 
-// status.containerStatuses[]: what the kubelet has actually allocated (in-place resize).
+// status.containerStatuses[] / initContainerStatuses[]: what the kubelet has allocated and
+// applied (in-place resize).
 struct ContainerStatus {
   std::string name;
-  QuantityList allocated_resources;  // status.containerStatuses[].allocatedResources
-  QuantityList status_requests;      // status.containerStatuses[].resources.requests
+  QuantityList allocated_resources;  // .allocatedResources
+  // .resources is present (not null). Only then does the status count (component-helpers
+  // AggregateContainerRequests: `found && cs.Resources != nil`).
+  bool has_resources = false;
+  QuantityList status_requests;  // .resources.requests
 };
 
 struct Pod {
@@ -52,25 +56,51 @@ struct Pod {
   std::optional<QuantityList> pod_limits;    // spec.resources.limits
   std::vector<ContainerStatus> container_statuses;
   std::vector<ContainerStatus> init_container_statuses;
+  // status.resize (Kubernetes 1.32 and earlier): "Proposed", "InProgress", "Deferred",
+  // "Infeasible"; empty when absent.
+  std::string resize;
+  // The reason of the first status.conditions[] entry of type PodResizePending (Kubernetes
+  // 1.33+): "Deferred" or "Infeasible"; empty when there is none.
+  std::string resize_pending_reason;
 
   // Succeeded or Failed: the pod no longer holds resources on its node.
   bool IsTerminal() const { return phase == "Succeeded" || phase == "Failed"; }
 };
 
+// True when the kubelet marked the pod's in-place resize infeasible: condition PodResizePending
+// with reason Infeasible (component-helpers IsPodResizeInfeasible, 1.33+), or status.resize
+// "Infeasible" (1.32 and earlier; a pod carries one or the other).
+bool IsPodResizeInfeasible(const Pod& pod);
+
 enum class RequestBasis {
-  // The pod as specified: the incoming pod being scheduled.
+  // The pod as specified: the incoming pod being scheduled (NodeResourcesFit's
+  // computePodResourceRequest, and the scoring's calculatePodResourceRequest).
   kSpec,
-  // A pod already on a node: per container, the max of spec, allocatedResources and
-  // status resources.requests (in-place resize), as the scheduler counts assigned pods.
+  // A pod already on a node, as the scheduler's NodeInfo counts it (calculateResource, with
+  // UseStatusResources): a regular container or restartable sidecar whose status carries
+  // `resources` counts max(spec, status resources.requests, allocatedResources), or, when the
+  // resize is infeasible, max(status resources.requests, allocatedResources): what is allocated,
+  // not the spec. Other init containers count their spec.
   kSpecAndStatus,
 };
 
-// The pod's effective requests: max(sum of containers, init-time peak) + overhead, where init
-// containers run in order with a running sum of restartable sidecars; pod-level
-// spec.resources.requests replace the aggregate for cpu, memory and hugepages. A container
-// request missing but its limit set defaults to the limit (the API server's defaulting). Sums are
-// exact and rounded up once. `pods` is 1. Returns InvalidArgument for a negative request or an
-// amount that overflows int64.
+// The pod's effective requests, as k8s.io/component-helpers/resource PodRequests computes them
+// (helpers.go, Kubernetes 1.33-1.34; see docs/how-it-works.md for 1.29-1.32): max(sum of
+// containers, init-time peak) + overhead, where init containers run in order with a running sum
+// of restartable sidecars; pod-level spec.resources.requests replace the aggregate for cpu,
+// memory and hugepages. A container request missing but its limit set defaults to the limit (the
+// API server's defaulting; a pod-level limit without a pod-level request defaults the request
+// only when no container requests that resource). Sums are exact and rounded up once (cpu in
+// millicores). `pods` is 1.
+//
+// Also fills the scoring amounts `non_zero_milli_cpu` / `non_zero_memory_bytes`: the same sum
+// with each container missing a cpu (memory) request counted at 100m (200Mi)
+// (NonMissingContainerRequests). For kSpec the defaults apply to every container that misses the
+// request (resource_allocation.go calculatePodResourceRequest); for kSpecAndStatus, when the pod
+// has pod-level requests, only to resources the pod's requests lack (framework/types.go
+// calculateResource, getNonMissingContainerRequests).
+//
+// Returns InvalidArgument for a negative request or an amount that overflows int64.
 absl::StatusOr<Resources> PodRequests(const Pod& pod, RequestBasis basis);
 
 }  // namespace fitledger

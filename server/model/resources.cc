@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace fitledger {
 
@@ -11,19 +13,64 @@ bool IsHugePagesResourceName(absl::string_view name) {
   return absl::StartsWith(name, "hugepages-");
 }
 
+bool IsPrefixedNativeResource(absl::string_view name) {
+  return absl::StrContains(name, "kubernetes.io/");
+}
+
+namespace {
+
+bool IsAlnum(char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)); }
+
+// apimachinery validation.IsDNS1123Subdomain: at most 253 characters, lowercase alphanumeric
+// labels of [-a-z0-9] separated by '.', each starting and ending alphanumeric.
+bool IsDns1123Subdomain(absl::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  for (absl::string_view label : absl::StrSplit(s, '.')) {
+    if (label.empty()) return false;
+    for (char c : label) {
+      if (!(absl::ascii_islower(static_cast<unsigned char>(c)) ||
+            absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '-')) {
+        return false;
+      }
+    }
+    if (label.front() == '-' || label.back() == '-') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool IsQualifiedName(absl::string_view s) {
+  std::vector<absl::string_view> parts = absl::StrSplit(s, '/');
+  absl::string_view name;
+  if (parts.size() == 1) {
+    name = parts[0];
+  } else if (parts.size() == 2) {
+    if (!IsDns1123Subdomain(parts[0])) return false;
+    name = parts[1];
+  } else {
+    return false;
+  }
+  if (name.empty() || name.size() > 63 || !IsAlnum(name.front()) || !IsAlnum(name.back())) {
+    return false;
+  }
+  for (char c : name) {
+    if (!(IsAlnum(c) || c == '-' || c == '_' || c == '.')) return false;
+  }
+  return true;
+}
+
 bool IsExtendedResourceName(absl::string_view name) {
-  size_t slash = name.find('/');
-  if (slash == absl::string_view::npos || slash == 0 || slash + 1 == name.size()) return false;
-  absl::string_view domain = name.substr(0, slash);
-  if (domain == "kubernetes.io" || absl::EndsWith(domain, ".kubernetes.io")) return false;
+  // Native: unprefixed ("cpu") or in *kubernetes.io/ (IsNativeResource).
+  if (!absl::StrContains(name, "/") || IsPrefixedNativeResource(name)) return false;
   // Quota names such as "requests.example.com/gpu" are not resources a pod can request.
   if (absl::StartsWith(name, "requests.")) return false;
-  return true;
+  return IsQualifiedName(absl::StrCat("requests.", name));
 }
 
 bool IsScalarResourceName(absl::string_view name) {
   return IsExtendedResourceName(name) || IsHugePagesResourceName(name) ||
-         absl::StartsWith(name, "attachable-volumes-");
+         IsPrefixedNativeResource(name) || absl::StartsWith(name, "attachable-volumes-");
 }
 
 namespace {
@@ -87,6 +134,8 @@ void Resources::Add(const Resources& other) {
   memory_bytes += other.memory_bytes;
   ephemeral_storage_bytes += other.ephemeral_storage_bytes;
   pods += other.pods;
+  non_zero_milli_cpu += other.non_zero_milli_cpu;
+  non_zero_memory_bytes += other.non_zero_memory_bytes;
   for (const auto& [name, value] : other.scalars) AddScalar(scalars, name, value);
 }
 
@@ -95,12 +144,14 @@ void Resources::Subtract(const Resources& other) {
   memory_bytes -= other.memory_bytes;
   ephemeral_storage_bytes -= other.ephemeral_storage_bytes;
   pods -= other.pods;
+  non_zero_milli_cpu -= other.non_zero_milli_cpu;
+  non_zero_memory_bytes -= other.non_zero_memory_bytes;
   for (const auto& [name, value] : other.scalars) AddScalar(scalars, name, -value);
 }
 
 bool Resources::IsZero() const {
   return milli_cpu == 0 && memory_bytes == 0 && ephemeral_storage_bytes == 0 && pods == 0 &&
-         scalars.empty();
+         scalars.empty() && non_zero_milli_cpu == 0 && non_zero_memory_bytes == 0;
 }
 
 std::string ToString(const Resources& r) {

@@ -1,5 +1,7 @@
 #include "server/service/extender.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -39,7 +41,7 @@ absl::StatusOr<FilterResult> Extender::Filter(const Pod& pod,
   if (!synced_()) return NotSynced();
   ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
   Remember(pod.uid, requests);
-  FilterResult result = ledger_->Filter(requests, node_names);
+  FilterResult result = ledger_->Filter(requests, node_names, pod.uid);
   if (LogEnabled(LogLevel::kDebug)) {
     LogDebug("filtered", {{"verb", "filter"},
                           {"pod", absl::StrCat(pod.namespace_name, "/", pod.name)},
@@ -56,7 +58,7 @@ absl::StatusOr<std::vector<int64_t>> Extender::Prioritize(
     const Pod& pod, absl::Span<const absl::string_view> node_names) {
   if (!synced_()) return NotSynced();
   ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
-  return ledger_->Prioritize(requests, node_names);
+  return ledger_->Prioritize(requests, node_names, pod.uid);
 }
 
 absl::StatusOr<std::map<std::string, std::vector<std::string>>> Extender::Preempt(
@@ -66,7 +68,7 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> Extender::Preemp
   return ledger_->Preempt(requests, victims);
 }
 
-absl::StatusOr<Resources> Extender::RequestsFor(const BindRequest& request) {
+absl::StatusOr<Resources> Extender::RequestsFor(const BindRequest& request, absl::Time deadline) {
   {
     ReaderMutexLock lock(&mu_);
     auto it = filtered_.find(request.uid);
@@ -75,7 +77,7 @@ absl::StatusOr<Resources> Extender::RequestsFor(const BindRequest& request) {
   absl::StatusOr<Resources> pending = ledger_->PendingPodRequests(request.uid);
   if (pending.ok()) return pending;
   // Neither Filter nor the watch has shown this pod yet: ask the API.
-  absl::StatusOr<Pod> pod = binder_->GetPod(request.namespace_name, request.name);
+  absl::StatusOr<Pod> pod = binder_->GetPod(request.namespace_name, request.name, deadline);
   if (!pod.ok()) {
     if (absl::IsNotFound(pod.status())) {
       return absl::NotFoundError(absl::StrCat("pod ", PodName(request), " not found"));
@@ -114,7 +116,8 @@ absl::Status Extender::Bind(const BindRequest& request) {
     }
     ++binds_in_flight_;
   }
-  absl::Status status = BindAssumed(request);
+  const absl::Time start = absl::Now();
+  absl::Status status = BindAssumed(request, start, start + options_.bind_budget);
   {
     std::lock_guard<std::mutex> lock(binds_mu_);
     --binds_in_flight_;
@@ -131,11 +134,11 @@ absl::Status Extender::Bind(const BindRequest& request) {
   return status;
 }
 
-absl::Status Extender::BindWithoutLedger(const BindRequest& request) {
+absl::Status Extender::BindWithoutLedger(const BindRequest& request, absl::Time deadline) {
   // Decide from the watch alone, as a scheduler without assume does: Filter judged the node
   // on a view that may lag, and nothing is reserved here, so a burst overcommits.
   kube::BindResult result =
-      binder_->Bind(request.namespace_name, request.name, request.uid, request.node);
+      binder_->Bind(request.namespace_name, request.name, request.uid, request.node, deadline);
   switch (result.outcome) {
     case kube::BindOutcome::kBound:
     case kube::BindOutcome::kAlreadyBound:
@@ -147,42 +150,113 @@ absl::Status Extender::BindWithoutLedger(const BindRequest& request) {
   }
 }
 
-absl::Status Extender::BindAssumed(const BindRequest& request) {
+absl::StatusOr<bool> Extender::SettleEarlierBind(const BindRequest& request,
+                                                 const Resources& requests,
+                                                 const absl::Status& elsewhere,
+                                                 absl::Time deadline) {
+  std::optional<AssumedPod> previous = ledger_->AssumedEntry(request.uid);
+  if (!previous.has_value()) {
+    // Confirmed on another node by the watch: the API's answer is known.
+    Count("bound_elsewhere");
+    return absl::FailedPreconditionError(elsewhere.message());
+  }
+  if (previous->bind_in_flight) {
+    Count("bind_in_flight");
+    return absl::UnavailableError(absl::StrCat("pod ", PodName(request),
+                                               ": an earlier bind to node ", previous->node_name,
+                                               " is still in flight; retry shortly"));
+  }
+  if (previous->bound_known) {
+    // The binding POST succeeded there; the watch has not shown it yet.
+    Count("bound_elsewhere");
+    return absl::FailedPreconditionError(
+        absl::StrCat("pod ", PodName(request), " is already bound to node ", previous->node_name));
+  }
+  // The earlier outcome is unknown: the API says what became of it.
+  absl::StatusOr<Pod> pod = binder_->GetPod(request.namespace_name, request.name, deadline);
+  if (!pod.ok()) {
+    if (absl::IsNotFound(pod.status())) {
+      ledger_->ForgetGone(request.uid);
+      Count("pod_not_found");
+      return absl::NotFoundError(absl::StrCat("pod ", PodName(request), " not found"));
+    }
+    Count("api_error");
+    return absl::UnavailableError(absl::StrCat(
+        "pod ", PodName(request), " is assumed on node ", previous->node_name,
+        " by an earlier bind, and the API could not be asked about it: ", pod.status().message()));
+  }
+  if (pod->uid != request.uid) {
+    ledger_->ForgetGone(request.uid);
+    Count("pod_not_found");
+    return absl::NotFoundError(absl::StrCat("pod ", PodName(request), " with UID ", request.uid,
+                                            " not found (the pod by that name has UID ", pod->uid,
+                                            ")"));
+  }
+  if (pod->IsTerminal()) {
+    ledger_->ForgetGone(request.uid);
+    Count("pod_finished");
+    return absl::FailedPreconditionError(
+        absl::StrCat("pod ", PodName(request), " has finished (phase ", pod->phase, ")"));
+  }
+  if (!pod->node_name.empty()) {
+    // The earlier bind (or someone) bound it: that node is the answer.
+    absl::StatusOr<PodRecord> record = kube::ToPodRecord(*pod);
+    if (record.ok()) {
+      ledger_->Settle(request.uid, previous->epoch, ApiPodState::kBound, &*record);
+    } else {
+      ledger_->MarkBound(request.uid, pod->node_name);
+    }
+    if (pod->node_name == request.node) {
+      Count("already_bound");
+      return false;
+    }
+    Count("bound_elsewhere");
+    return absl::FailedPreconditionError(
+        absl::StrCat("pod ", PodName(request), " is already bound to node ", pod->node_name));
+  }
+  // Unbound: move the assumption (one locked step: re-check the fit there). It is counted once,
+  // on the new node; if the earlier POST still lands, the API refuses one of the two bindings
+  // and the watch moves the count to where the pod really is.
+  absl::Status moved =
+      ledger_->MoveAssumption(request.uid, previous->epoch, request.node, requests, absl::Now());
+  if (moved.ok()) {
+    Count("moved");
+    return true;
+  }
+  if (absl::IsFailedPrecondition(moved)) {
+    Count("no_longer_fits");
+  } else if (absl::IsNotFound(moved)) {
+    Count("node_not_found");
+  } else {
+    Count("bind_in_flight");
+    return absl::UnavailableError(absl::StrCat(moved.message(), "; retry shortly"));
+  }
+  return moved;
+}
+
+absl::Status Extender::BindAssumed(const BindRequest& request, absl::Time start,
+                                   absl::Time deadline) {
   if (!synced_()) {
     Count("not_synced");
     return NotSynced();
   }
-  absl::StatusOr<Resources> requests = RequestsFor(request);
+  absl::StatusOr<Resources> requests = RequestsFor(request, deadline);
   if (!requests.ok()) {
     Count(absl::IsNotFound(requests.status()) ? "pod_not_found" : "api_error");
     return requests.status();
   }
-  if (!options_.ledger_enabled) return BindWithoutLedger(request);
+  if (!options_.ledger_enabled) return BindWithoutLedger(request, deadline);
 
   absl::StatusOr<AssumeOutcome> assumed = ledger_->TryAssume(
       request.uid, request.namespace_name, request.name, request.node, *requests, absl::Now());
   if (absl::IsAlreadyExists(assumed.status())) {
-    // Assumed on another node by an earlier bind whose outcome we never learned: ask the API,
-    // settle, and try once more.
-    std::optional<AssumedPod> previous = ledger_->AssumedEntry(request.uid);
-    if (previous.has_value() && !previous->bind_in_flight &&
-        SettleWithApi(*previous, absl::Now())) {
-      assumed = ledger_->TryAssume(request.uid, request.namespace_name, request.name, request.node,
-                                   *requests, absl::Now());
-    }
+    absl::StatusOr<bool> post = SettleEarlierBind(request, *requests, assumed.status(), deadline);
+    if (!post.ok()) return post.status();
+    if (!*post) return absl::OkStatus();
+    assumed = AssumeOutcome::kAlreadyAssumed;
   }
   if (!assumed.ok()) {
-    if (absl::IsFailedPrecondition(assumed.status())) {
-      Count("no_longer_fits");
-    } else if (absl::IsNotFound(assumed.status())) {
-      Count("node_not_found");
-    } else {
-      Count("assumed_elsewhere");
-      return absl::FailedPreconditionError(
-          absl::StrCat(assumed.status().message(),
-                       " (an earlier bind's outcome is unknown; it is settled with the API within "
-                       "ledger.assumedReconcileAge)"));
-    }
+    Count(absl::IsFailedPrecondition(assumed.status()) ? "no_longer_fits" : "node_not_found");
     return assumed.status();
   }
   if (*assumed == AssumeOutcome::kAlreadyConfirmed) {
@@ -192,7 +266,7 @@ absl::Status Extender::BindAssumed(const BindRequest& request) {
 
   // The API call, outside every lock.
   kube::BindResult result =
-      binder_->Bind(request.namespace_name, request.name, request.uid, request.node);
+      binder_->Bind(request.namespace_name, request.name, request.uid, request.node, deadline);
   switch (result.outcome) {
     case kube::BindOutcome::kBound:
       ledger_->MarkBound(request.uid, request.node);
@@ -208,29 +282,37 @@ absl::Status Extender::BindAssumed(const BindRequest& request) {
       return absl::FailedPreconditionError(
           absl::StrCat("pod ", PodName(request), " is already bound to node ", result.node));
     case kube::BindOutcome::kPodGone:
-      ledger_->Forget(request.uid);
+      ledger_->ForgetGone(request.uid);
       Count("pod_gone");
       return absl::NotFoundError(result.message);
     case kube::BindOutcome::kRejected:
-      ledger_->Forget(request.uid);
-      Count("rejected");
-      return absl::FailedPreconditionError(result.message);
-    case kube::BindOutcome::kUnreachable:
-      ledger_->Forget(request.uid);
-      Count("api_unreachable");
-      return absl::UnavailableError(result.message);
-    case kube::BindOutcome::kUnknown:
+    case kube::BindOutcome::kUnreachable: {
+      const bool rejected = result.outcome == kube::BindOutcome::kRejected;
+      Count(rejected ? "rejected" : "api_unreachable");
+      std::string message = result.message;
+      if (!ledger_->Forget(request.uid)) {
+        // Kept: an earlier bind of this pod has an unknown outcome (or it was bound).
+        absl::StrAppend(&message, "; an earlier bind's outcome is still unknown: pod ",
+                        PodName(request), " stays assumed until the API shows it");
+      }
+      return rejected ? absl::FailedPreconditionError(message) : absl::UnavailableError(message);
+    }
+    case kube::BindOutcome::kUnknown: {
       ledger_->MarkBindUnknown(request.uid);
       Count("outcome_unknown");
-      return absl::UnavailableError(absl::StrCat(
-          "binding outcome unknown (", result.message, "); pod ", PodName(request),
-          " stays assumed on ", request.node, " until the watch or reconciliation settles it"));
+      const absl::Duration elapsed = absl::Trunc(absl::Now() - start, absl::Milliseconds(100));
+      return absl::UnavailableError(
+          absl::StrCat("binding outcome unknown after ", absl::FormatDuration(elapsed), " (",
+                       result.message, "); fitledger keeps pod ", PodName(request), " assumed on ",
+                       request.node, " until the API shows it"));
+    }
   }
   return absl::InternalError("unreachable");
 }
 
 bool Extender::SettleWithApi(const AssumedPod& assumed, absl::Time now) {
-  absl::StatusOr<Pod> pod = binder_->GetPod(assumed.namespace_name, assumed.name);
+  absl::StatusOr<Pod> pod =
+      binder_->GetPod(assumed.namespace_name, assumed.name, absl::InfiniteFuture());
   if (!pod.ok()) {
     if (absl::IsNotFound(pod.status())) {
       return ledger_->Settle(assumed.uid, assumed.epoch, ApiPodState::kGone, nullptr);
@@ -241,7 +323,10 @@ bool Extender::SettleWithApi(const AssumedPod& assumed, absl::Time now) {
     return ledger_->Settle(assumed.uid, assumed.epoch, ApiPodState::kGone, nullptr);
   }
   if (pod->node_name.empty()) {
-    if (now - assumed.assumed_at < options_.settle_unbound_after) return false;  // may still bind
+    // Known bound: "unbound" is a stale read. Unknown: the binding may still be applied.
+    if (assumed.bound_known || now - assumed.assumed_at < options_.settle_unbound_after) {
+      return false;
+    }
     return ledger_->Settle(assumed.uid, assumed.epoch, ApiPodState::kUnbound, nullptr);
   }
   absl::StatusOr<PodRecord> record = kube::ToPodRecord(*pod);

@@ -30,6 +30,11 @@ struct ExtenderOptions {
   // An assumption whose bind outcome is unknown is forgotten on the API's word "unbound" only
   // once it is this old: the API server may still apply a binding the client gave up on.
   absl::Duration settle_unbound_after = absl::Seconds(60);
+  // The whole Bind verb (a GET of a pod neither Filter nor the watch showed, the settling GET of
+  // an earlier unknown outcome, the binding POST and its follow-up GET) ends within this, below
+  // kube-scheduler's extender httpTimeout (5 s by default). Past it, Bind answers "outcome
+  // unknown" and the pod stays assumed for the watch or the reconciler to settle.
+  absl::Duration bind_budget = absl::Seconds(4);
 };
 
 struct BindRequest {
@@ -44,14 +49,17 @@ struct BindCounters {
 };
 
 // Thread-safe. Bind runs concurrently (kube-scheduler's binding cycles); each Bind holds the
-// ledger's lock only inside TryAssume / MarkBound / Forget, never across the API call.
+// ledger's lock only inside its short ledger calls, and this object's own lock only to read or
+// update the Filter cache and the counters, never across an API call, so Filter and Prioritize
+// never wait on a bind's I/O.
 class Extender {
  public:
   // `ledger` and `binder` must outlive this. `synced` says whether the view is complete.
   Extender(Ledger* ledger, kube::Binder* binder, ExtenderOptions options,
            std::function<bool()> synced);
 
-  // Unavailable until synced; InvalidArgument for a pod with bad requests.
+  // Unavailable until synced; InvalidArgument for a pod with bad requests. The pod's own
+  // assumption (by UID) never counts against it.
   absl::StatusOr<FilterResult> Filter(const Pod& pod,
                                       absl::Span<const absl::string_view> node_names);
   absl::StatusOr<std::vector<int64_t>> Prioritize(const Pod& pod,
@@ -60,15 +68,18 @@ class Extender {
       const Pod& pod, const std::map<std::string, std::vector<std::string>>& victims);
 
   // Re-checks fit and assumes (one locked step), POSTs the binding, then keeps or forgets per
-  // the ledger's rules. OK when bound (or already bound to that node). Errors:
-  // FailedPrecondition (no longer fits, or bound elsewhere), NotFound (pod or node unknown),
-  // Unavailable (API unreachable: nothing assumed; or the outcome is unknown: kept assumed),
-  // InvalidArgument (bad request).
+  // the ledger's rules, all within options.bind_budget. A pod assumed on another node by an
+  // earlier bind whose outcome is unknown is settled with a GET first: bound there -> that is
+  // the answer; unbound -> the assumption moves to this node; gone -> NotFound. OK when bound
+  // (or already bound to that node). Errors: FailedPrecondition (no longer fits, or bound
+  // elsewhere), NotFound (pod or node unknown), Unavailable (API unreachable: nothing assumed;
+  // an earlier bind still in flight; or the outcome is unknown: kept assumed), InvalidArgument
+  // (bad request).
   absl::Status Bind(const BindRequest& request);
 
-  // Settles one assumption against the API (used by the reconciler and by Bind when a pod is
-  // assumed elsewhere): bound -> confirmed; gone -> forgotten; unbound -> forgotten only if it
-  // was assumed at least settle_unbound_after before `now`. Returns true if the ledger changed.
+  // Settles one assumption against the API (used by the reconciler): bound -> confirmed; gone ->
+  // forgotten; unbound -> forgotten only if it was assumed at least settle_unbound_after before
+  // `now` and was never known bound. Returns true if the ledger changed.
   bool SettleWithApi(const AssumedPod& assumed, absl::Time now);
 
   // Graceful shutdown: new binds are refused (Unavailable); WaitForBinds blocks until the
@@ -80,9 +91,14 @@ class Extender {
   const Ledger& ledger() const { return *ledger_; }
 
  private:
-  absl::StatusOr<Resources> RequestsFor(const BindRequest& request);
-  absl::Status BindAssumed(const BindRequest& request);
-  absl::Status BindWithoutLedger(const BindRequest& request);
+  absl::StatusOr<Resources> RequestsFor(const BindRequest& request, absl::Time deadline);
+  absl::Status BindAssumed(const BindRequest& request, absl::Time start, absl::Time deadline);
+  absl::Status BindWithoutLedger(const BindRequest& request, absl::Time deadline);
+  // The pod is assumed on another node (TryAssume said `elsewhere`): settles that earlier bind
+  // with the API. true: the assumption now sits on request.node with a bind in flight (POST
+  // next); false: the pod is already bound to request.node (answer OK). Errors are the answer.
+  absl::StatusOr<bool> SettleEarlierBind(const BindRequest& request, const Resources& requests,
+                                         const absl::Status& elsewhere, absl::Time deadline);
   void Count(const std::string& outcome);
   void Remember(const std::string& uid, const Resources& requests);
 

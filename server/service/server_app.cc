@@ -56,9 +56,10 @@ class ServerAppImpl : public ServerApp {
   explicit ServerAppImpl(config::ServerConfig config, kube::Connection connection)
       : config_(std::move(config)),
         client_(std::move(connection)),
-        ledger_(Policy(config_), config_.scoring == "MostAllocated"
-                                     ? ScoringStrategy::kMostAllocated
-                                     : ScoringStrategy::kLeastAllocated),
+        ledger_(Policy(config_),
+                config_.scoring == "MostAllocated" ? ScoringStrategy::kMostAllocated
+                                                   : ScoringStrategy::kLeastAllocated,
+                ScoringResources(config_)),
         watcher_(&client_, &ledger_, WatcherOptionsFor(config_)),
         binder_(&client_, config_.bind_timeout),
         extender_(&ledger_, &binder_, ExtenderOptionsFor(config_),
@@ -207,12 +208,20 @@ class ServerAppImpl : public ServerApp {
     AccountingPolicy p;
     p.all = c.accounting_all;
     p.managed = c.managed_resources;
+    p.ignored_resources = c.ignored_resources;
+    p.ignored_resource_groups = c.ignored_resource_groups;
     return p;
+  }
+  static std::vector<ResourceWeight> ScoringResources(const config::ServerConfig& c) {
+    std::vector<ResourceWeight> out;
+    for (const auto& r : c.scoring_resources) out.push_back({r.name, r.weight});
+    return out;
   }
   static ExtenderOptions ExtenderOptionsFor(const config::ServerConfig& c) {
     ExtenderOptions o;
     o.ledger_enabled = c.ledger_enabled;
     o.settle_unbound_after = c.assumed_reconcile_age;
+    o.bind_budget = c.bind_budget;
     return o;
   }
   static kube::WatcherOptions WatcherOptionsFor(const config::ServerConfig& c) {
@@ -315,7 +324,9 @@ class ServerAppImpl : public ServerApp {
                                {{"forgotten"}, double(c.forgotten)},
                                {{"assume_rejected"}, double(c.assume_rejected)},
                                {{"reconcile_confirmed"}, double(c.reconcile_confirmed)},
-                               {{"reconcile_forgotten"}, double(c.reconcile_forgotten)}};
+                               {{"reconcile_forgotten"}, double(c.reconcile_forgotten)},
+                               {{"moved"}, double(c.moved)},
+                               {{"released_at_relist"}, double(c.released_at_relist)}};
                          });
     metrics_.CounterFunc("fitledger_bind_outcomes_total", "Bind outcomes since start, by reason.",
                          {"reason"}, [this] {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,9 @@ using ::fitledger::testing::MakeTempDir;
 using ::fitledger::testing::ReadFileOrEmpty;
 using ::fitledger::testing::SimProcess;
 using ::testing::HasSubstr;
+
+// A deadline for one Bind or GetPod: generous, so the binder's own timeout governs.
+absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
 
 bool WaitUntil(const std::function<bool()>& f, absl::Duration timeout = absl::Seconds(20)) {
   absl::Time deadline = absl::Now() + timeout;
@@ -150,8 +154,19 @@ class WatcherTest : public ::testing::Test {
     ASSERT_TRUE(r.ok() && r->code == 201) << (r.ok() ? r->body : r.status().ToString());
     absl::StatusOr<Pod> pod = ParsePod(r->body);
     ASSERT_TRUE(pod.ok());
-    BindResult b = binder_->Bind("default", name, pod->uid, "n1");
+    BindResult b = binder_->Bind("default", name, pod->uid, "n1", Deadline());
     ASSERT_EQ(b.outcome, BindOutcome::kBound) << b.message;
+  }
+  // Creates pod `name` unbound; returns its UID.
+  std::string CreateUnbound(const std::string& name) {
+    std::string body = absl::StrCat(R"({"metadata":{"name":")", name,
+                                    R"("},"spec":{"containers":[{"name":"c"}]}})");
+    absl::StatusOr<HttpResponse> r =
+        client_->Request("POST", "/api/v1/namespaces/default/pods", body, absl::Seconds(5));
+    EXPECT_TRUE(r.ok() && r->code == 201) << (r.ok() ? r->body : r.status().ToString());
+    if (!r.ok()) return "";
+    absl::StatusOr<Pod> pod = ParsePod(r->body);
+    return pod.ok() ? pod->uid : "";
   }
   void Delete(const std::string& name) {
     absl::StatusOr<HttpResponse> r =
@@ -234,14 +249,72 @@ TEST_F(WatcherTest, ServerRestartRelistsAndConverges) {
 TEST_F(WatcherTest, BindingOutcomesAreClassified) {
   watcher_->Start();
   CreateBound("a", "100m");
-  absl::StatusOr<Pod> a = binder_->GetPod("default", "a");
+  absl::StatusOr<Pod> a = binder_->GetPod("default", "a", Deadline());
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->node_name, "n1");
-  EXPECT_EQ(binder_->Bind("default", "a", a->uid, "n1").outcome, BindOutcome::kAlreadyBound);
-  EXPECT_EQ(binder_->Bind("default", "a", a->uid, "n2").outcome, BindOutcome::kBoundElsewhere);
-  EXPECT_EQ(binder_->Bind("default", "a", "other-uid", "n1").outcome, BindOutcome::kPodGone);
-  EXPECT_EQ(binder_->Bind("default", "nope", "u", "n1").outcome, BindOutcome::kPodGone);
-  EXPECT_TRUE(absl::IsNotFound(binder_->GetPod("default", "nope").status()));
+  EXPECT_EQ(binder_->Bind("default", "a", a->uid, "n1", Deadline()).outcome,
+            BindOutcome::kAlreadyBound);
+  EXPECT_EQ(binder_->Bind("default", "a", a->uid, "n2", Deadline()).outcome,
+            BindOutcome::kBoundElsewhere);
+  EXPECT_EQ(binder_->Bind("default", "a", "other-uid", "n1", Deadline()).outcome,
+            BindOutcome::kPodGone);
+  EXPECT_EQ(binder_->Bind("default", "nope", "u", "n1", Deadline()).outcome, BindOutcome::kPodGone);
+  EXPECT_TRUE(absl::IsNotFound(binder_->GetPod("default", "nope", Deadline()).status()));
+}
+
+// Issue 22, part 3: a 500, 503 or 504 to the binding POST may still be applied by the API
+// server. With the pod unbound for now, the outcome is unknown (the ledger keeps the
+// assumption), not a definite failure. A 409 or 429 after which the pod is unbound was not
+// applied.
+TEST_F(WatcherTest, ServerErrorsOnTheBindingPostAreOutcomesUnknown) {
+  struct Case {
+    int code;
+    BindOutcome outcome;
+  };
+  for (const Case& c : std::vector<Case>{{500, BindOutcome::kUnknown},
+                                         {503, BindOutcome::kUnknown},
+                                         {504, BindOutcome::kUnknown},
+                                         {409, BindOutcome::kRejected},
+                                         {429, BindOutcome::kRejected}}) {
+    SCOPED_TRACE(c.code);
+    const std::string name = absl::StrCat("e", c.code);
+    const std::string uid = CreateUnbound(name);
+    Admin("/sim/faults/binding",
+          absl::StrCat(R"({"names":["default/)", name, R"("],"mode":"error","code":)", c.code,
+                       R"(,"times":1})"));
+    BindResult r = binder_->Bind("default", name, uid, "n1", Deadline());
+    EXPECT_EQ(r.outcome, c.outcome) << r.message;
+    EXPECT_THAT(r.message, HasSubstr(absl::StrCat("binding POST answered ", c.code)));
+    absl::StatusOr<Pod> pod = binder_->GetPod("default", name, Deadline());
+    ASSERT_TRUE(pod.ok());
+    EXPECT_EQ(pod->node_name, "");
+  }
+  // The GET that follows a 500 shows the pod bound (the write did happen): success.
+  const std::string uid = CreateUnbound("landed");
+  Admin("/sim/faults/binding",
+        R"({"names":["default/landed"],"mode":"hang","seconds":0,"thenBind":true,"times":1})");
+  EXPECT_EQ(binder_->Bind("default", "landed", uid, "n1", Deadline()).outcome, BindOutcome::kBound);
+  Admin("/sim/faults/binding",
+        R"({"names":["default/landed"],"mode":"error","code":500,"times":1})");
+  EXPECT_EQ(binder_->Bind("default", "landed", uid, "n1", Deadline()).outcome,
+            BindOutcome::kAlreadyBound);
+}
+
+// Issue 22, part 5: the caller's deadline bounds the POST (a hung one is abandoned: outcome
+// unknown), and nothing is sent once it has passed.
+TEST_F(WatcherTest, TheDeadlineBoundsTheBindingPost) {
+  const std::string uid = CreateUnbound("slow");
+  Admin("/sim/faults/binding",
+        R"({"names":["default/slow"],"mode":"hang","seconds":3,"thenBind":false,"times":1})");
+  const absl::Time start = absl::Now();
+  BindResult hung = binder_->Bind("default", "slow", uid, "n1", start + absl::Milliseconds(300));
+  EXPECT_EQ(hung.outcome, BindOutcome::kUnknown) << hung.message;
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(2500));  // not the sim's 3 s hang
+  BindResult late = binder_->Bind("default", "slow", uid, "n1", absl::Now() - absl::Seconds(1));
+  EXPECT_EQ(late.outcome, BindOutcome::kUnreachable);
+  EXPECT_THAT(late.message, HasSubstr("not sent"));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      binder_->GetPod("default", "slow", absl::Now() - absl::Seconds(1)).status()));
 }
 
 TEST(ApiClientTest, ConnectionRefusedIsUnavailable) {
@@ -252,7 +325,7 @@ TEST(ApiClientTest, ConnectionRefusedIsUnavailable) {
   EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
   ApiClient client(c);
   ApiBinder binder(&client, absl::Seconds(5));
-  EXPECT_EQ(binder.Bind("ns", "p", "u", "n").outcome, BindOutcome::kUnreachable);
+  EXPECT_EQ(binder.Bind("ns", "p", "u", "n", Deadline()).outcome, BindOutcome::kUnreachable);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "server/ledger/ledger.h"
 
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -25,10 +26,13 @@ using ::testing::UnorderedElementsAre;
 constexpr int64_t kMi = 1024 * 1024;
 const absl::Time kT0 = absl::FromUnixSeconds(1'000'000);
 
+// A pod's requests with cpu and memory set explicitly (so they are also its scoring amounts).
 Resources Req(int64_t milli_cpu, int64_t memory_bytes = 0) {
   Resources r;
   r.milli_cpu = milli_cpu;
   r.memory_bytes = memory_bytes;
+  r.non_zero_milli_cpu = milli_cpu;
+  r.non_zero_memory_bytes = memory_bytes;
   r.pods = 1;
   return r;
 }
@@ -297,14 +301,28 @@ TEST_F(LedgerTest, PrioritizeSpreadsOrPacksCountingAssumedPods) {
   ledger_.UpsertNode(Node("c", 4000, 4 * 1024 * kMi));
   ledger_.UpsertNode(Node("d", 4000, 4 * 1024 * kMi));
   ASSERT_THAT(Assume("u1", "c", Req(2000, 2048 * kMi)), IsOk());
-  std::vector<int64_t> spread = ledger_.Prioritize(Req(1000, 1024 * kMi), {"c", "d", "nope"});
-  // c: cpu (4000-3000)*10/4000=2, mem 2 -> 2; d: cpu 7, mem 7 -> 7.
-  EXPECT_THAT(spread, ElementsAre(2, 7, 0));
+  // c: cpu (4000-3000)*100/4000 = 25, memory 25 -> 25; d: 75, 75 -> 75. Scaled to 0..10 at the
+  // end, rounded: 3 and 8 (kube-scheduler multiplies by 10 again).
+  EXPECT_THAT(ledger_.NodeScores(Req(1000, 1024 * kMi), {"c", "d", "nope"}),
+              ElementsAre(25, 75, 0));
+  EXPECT_THAT(ledger_.Prioritize(Req(1000, 1024 * kMi), {"c", "d", "nope"}), ElementsAre(3, 8, 0));
   Ledger packer(AccountingPolicy{}, ScoringStrategy::kMostAllocated);
   packer.UpsertNode(Node("c", 4000, 4 * 1024 * kMi));
   packer.UpsertNode(Node("d", 4000, 4 * 1024 * kMi));
   ASSERT_THAT(packer.TryAssume("u1", "ns", "p", "c", Req(2000, 2048 * kMi), kT0), IsOk());
-  EXPECT_THAT(packer.Prioritize(Req(1000, 1024 * kMi), {"c", "d"}), ElementsAre(7, 2));
+  EXPECT_THAT(packer.Prioritize(Req(1000, 1024 * kMi), {"c", "d"}), ElementsAre(8, 3));
+}
+
+TEST_F(LedgerTest, NodesAtDifferentUtilisationScoreDifferently) {
+  // Truncating each resource to 0..10 before averaging gave both nodes 7 (7900 and 7000 of
+  // 10000 free). Upstream's integer math on 0..100, scaled once at the end, tells them apart.
+  ledger_.UpsertNode(Node("c", 10000, 10000 * kMi));
+  ledger_.UpsertNode(Node("d", 10000, 10000 * kMi));
+  ledger_.UpsertPod(Bound("x", "c", Req(2000, 2000 * kMi)));
+  ledger_.UpsertPod(Bound("y", "d", Req(2900, 2900 * kMi)));
+  Resources want = Req(100, 100 * kMi);
+  EXPECT_THAT(ledger_.NodeScores(want, {"c", "d"}), ElementsAre(79, 70));
+  EXPECT_THAT(ledger_.Prioritize(want, {"c", "d"}), ElementsAre(8, 7));
 }
 
 TEST_F(LedgerTest, PreemptKeepsNodesWhereVictimsMakeRoom) {
@@ -360,6 +378,120 @@ TEST_F(LedgerTest, MarkBoundOnAnotherNodeMovesTheAssumption) {
   ledger_.MarkBound("u1", "b");  // 409: the API says the pod is already on b
   EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 0);
   EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 700);
+}
+
+TEST_F(LedgerTest, APodsOwnAssumptionNeverCountsAgainstIt) {
+  // The first bind's outcome was lost: the pod is assumed on b, and kube-scheduler retries it.
+  ASSERT_THAT(Assume("u1", "b", Req(1500)), IsOk());
+  ledger_.MarkBindUnknown("u1");
+  FilterResult self = ledger_.Filter(Req(1500), {"a", "b"}, "u1");
+  EXPECT_THAT(self.fits, ElementsAre(0, 1));
+  // Another pod still sees b taken.
+  EXPECT_THAT(Fits(ledger_, Req(1500), {"a", "b"}), ElementsAre("a"));
+  FilterResult other = ledger_.Filter(Req(1500), {"b"}, "u2");
+  EXPECT_THAT(Failed(other, {"b"}), ElementsAre(Pair("b", "Insufficient cpu")));
+  // The score of b leaves the pod's own entry out too: as if b were empty.
+  std::vector<int64_t> scores = ledger_.NodeScores(Req(1500), {"b"}, "u1");
+  Ledger empty(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
+  empty.UpsertNode(Node("b", 2000));
+  EXPECT_EQ(scores, empty.NodeScores(Req(1500), {"b"}));
+  EXPECT_NE(scores, ledger_.NodeScores(Req(1500), {"b"}));
+  // Binding to b again counts it once.
+  EXPECT_THAT(Assume("u1", "b", Req(1500)), IsOkAndHolds(AssumeOutcome::kAlreadyAssumed));
+  EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 1500);
+  EXPECT_EQ(Summary(ledger_, "b").assumed_pods, 1);
+}
+
+TEST_F(LedgerTest, AnUnknownOutcomeMovesToTheRetrysNodeOnceTheApiSaysUnbound) {
+  ASSERT_THAT(Assume("u1", "a", Req(1500)), IsOk());
+  ledger_.MarkBindUnknown("u1");
+  std::optional<AssumedPod> before = ledger_.AssumedEntry("u1");
+  ASSERT_TRUE(before.has_value());
+  EXPECT_TRUE(before->outcome_unknown);
+  EXPECT_FALSE(before->bind_in_flight);
+  // b has room for it only: the move re-checks the fit there.
+  ledger_.UpsertPod(Bound("busy", "b", Req(1000)));
+  EXPECT_THAT(ledger_.MoveAssumption("u1", before->epoch, "b", Req(1500), kT0),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("pod ns/pod-u1 no longer fits node b: Insufficient cpu")));
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 1500);
+  ledger_.DeletePod("busy");
+  EXPECT_THAT(ledger_.MoveAssumption("u1", before->epoch, "nope", Req(1500), kT0),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("nope")));
+  ASSERT_THAT(ledger_.MoveAssumption("u1", before->epoch, "b", Req(1500), kT0), IsOk());
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 0);
+  EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 1500);
+  EXPECT_EQ(ledger_.pod_count(), 1u);
+  std::optional<AssumedPod> after = ledger_.AssumedEntry("u1");
+  ASSERT_TRUE(after.has_value());
+  EXPECT_TRUE(after->bind_in_flight);
+  EXPECT_TRUE(after->outcome_unknown);  // the first POST may still land on a
+  EXPECT_EQ(ledger_.counters().moved, 1u);
+  // A stale snapshot cannot move it again.
+  EXPECT_THAT(ledger_.MoveAssumption("u1", before->epoch, "a", Req(1500), kT0),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("u1")));
+  // The retry's POST fails definitely: the earlier outcome is still unknown, so it stays.
+  EXPECT_FALSE(ledger_.Forget("u1"));
+  EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 1500);
+  // The watch shows where the pod really is (the first POST did land): counted once, there.
+  ledger_.UpsertPod(Bound("u1", "a", Req(1500)));
+  EXPECT_EQ(Summary(ledger_, "a").confirmed.milli_cpu, 1500);
+  EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 0);
+  EXPECT_EQ(ledger_.pod_count(), 1u);
+}
+
+TEST_F(LedgerTest, ForgetDropsOnlyWhatCannotStillLand) {
+  ASSERT_THAT(Assume("plain", "a", Req(100)), IsOk());
+  EXPECT_TRUE(ledger_.Forget("plain"));
+  ASSERT_THAT(Assume("unknown", "a", Req(100)), IsOk());
+  ledger_.MarkBindUnknown("unknown");
+  ASSERT_THAT(Assume("unknown", "a", Req(100)), IsOkAndHolds(AssumeOutcome::kAlreadyAssumed));
+  EXPECT_FALSE(ledger_.Forget("unknown"));     // the retry failed; the first may still land
+  EXPECT_TRUE(ledger_.ForgetGone("unknown"));  // the pod is gone: nothing can land
+  ASSERT_THAT(Assume("bound", "a", Req(100)), IsOk());
+  ledger_.MarkBound("bound", "a");
+  EXPECT_FALSE(ledger_.Forget("bound"));
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 100);
+}
+
+TEST_F(LedgerTest, ARelistReleasesBoundPodsItLacksAndKeepsUnknownOutcomes) {
+  // Bound (the POST returned 201), then deleted while the watch was down.
+  ASSERT_THAT(Assume("bound", "a", Req(1000)), IsOk());
+  ledger_.MarkBound("bound", "a");
+  // The API showed it bound on b after a 409 / 5xx.
+  ASSERT_THAT(Assume("bound-409", "a", Req(300)), IsOk());
+  ledger_.MarkBound("bound-409", "b");
+  // Outcome unknown: the binding may still land after the LIST was taken.
+  ASSERT_THAT(Assume("unknown", "a", Req(200)), IsOk());
+  ledger_.MarkBindUnknown("unknown");
+  ASSERT_THAT(Assume("in-flight", "a", Req(400)), IsOk());
+  const uint64_t list_started = ledger_.BeginPodList();
+  // Known bound only after the LIST was sent: the LIST may predate the binding.
+  ASSERT_THAT(Assume("late", "a", Req(500)), IsOk());
+  ledger_.MarkBound("late", "a");
+  ledger_.ReplacePods({Bound("other", "b", Req(100))}, list_started);
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 200 + 400 + 500);
+  EXPECT_EQ(Summary(ledger_, "b").assumed.milli_cpu, 0);
+  EXPECT_EQ(Summary(ledger_, "b").confirmed.milli_cpu, 100);
+  EXPECT_EQ(ledger_.counters().released_at_relist, 2u);
+  EXPECT_FALSE(ledger_.AssumedEntry("bound").has_value());
+  // A LIST whose start is unknown releases nothing.
+  ledger_.ReplacePods({}, 0);
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 200 + 400 + 500);
+  // The next LIST, started after "late" was bound, releases it.
+  ledger_.ReplacePods({}, ledger_.BeginPodList());
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 200 + 400);
+}
+
+TEST_F(LedgerTest, AKnownBoundPodIsNotForgottenOnAStaleUnboundAnswer) {
+  ASSERT_THAT(Assume("u1", "a", Req(100), kT0), IsOk());
+  ledger_.MarkBound("u1", "a");
+  std::vector<AssumedPod> old = ledger_.AssumedOlderThan(kT0);
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_TRUE(old[0].bound_known);
+  EXPECT_FALSE(ledger_.Settle("u1", old[0].epoch, ApiPodState::kUnbound, nullptr));
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 100);
+  EXPECT_TRUE(ledger_.Settle("u1", old[0].epoch, ApiPodState::kGone, nullptr));
 }
 
 TEST_F(LedgerTest, ReplacePodsRemovesVanishedConfirmedKeepsAssumed) {

@@ -142,6 +142,7 @@ std::vector<Case> Cases() {
     ContainerStatus s;
     s.name = "a";
     s.allocated_resources = Q({{"cpu", "700m"}, {"memory", "128Mi"}});
+    s.has_resources = true;
     s.status_requests = Q({{"cpu", "600m"}});
     c.pod.container_statuses = {s};
     cases.push_back(c);
@@ -178,6 +179,300 @@ TEST(PodRequestsTest, FollowsNodeResourcesFitRules) {
     EXPECT_EQ(r->pods, 1);
     EXPECT_EQ(r->scalars, c.scalars);
   }
+}
+
+ContainerStatus S(std::string name, std::vector<std::pair<std::string, std::string>> requests,
+                  std::vector<std::pair<std::string, std::string>> allocated = {}) {
+  ContainerStatus s;
+  s.name = std::move(name);
+  s.has_resources = true;
+  s.status_requests = Q(std::move(requests));
+  s.allocated_resources = Q(std::move(allocated));
+  return s;
+}
+
+// In-place resize, as k8s.io/component-helpers/resource/helpers.go counts a pod on a node
+// (UseStatusResources). Names are the upstream cases of helpers_test.go (TestPodResourceRequests,
+// TestAggregateContainerRequestsAndLimits) at v0.34.0; "don't use status" is RequestBasis::kSpec.
+TEST(PodRequestsTest, InPlaceResizeAsComponentHelpers) {
+  struct ResizeCase {
+    std::string name;
+    Pod pod;
+    RequestBasis basis;
+    int64_t milli_cpu;
+    int64_t memory_bytes = 0;
+    int64_t ephemeral_storage_bytes = 0;
+  };
+  std::vector<ResizeCase> cases;
+  auto infeasible_1_33 = [](Pod& p) { p.resize_pending_reason = "Infeasible"; };
+  {
+    ResizeCase c{"resized, infeasible", {}, RequestBasis::kSpecAndStatus, 2000};
+    c.pod.containers = {C("container-1", {{"cpu", "4"}})};
+    c.pod.container_statuses = {S("container-1", {{"cpu", "2"}})};
+    infeasible_1_33(c.pod);
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{"resized, infeasible & in-progress", {}, RequestBasis::kSpecAndStatus, 4000};
+    c.pod.containers = {C("container-1", {{"cpu", "6"}})};
+    c.pod.container_statuses = {S("container-1", {{"cpu", "2"}}, {{"cpu", "4"}})};
+    infeasible_1_33(c.pod);
+    cases.push_back(c);
+  }
+  {
+    // Kubernetes 1.32 marks it in status.resize instead of a PodResizePending condition.
+    ResizeCase c{
+        "resized, infeasible (1.32 status.resize)", {}, RequestBasis::kSpecAndStatus, 2000};
+    c.pod.containers = {C("container-1", {{"cpu", "4"}})};
+    c.pod.container_statuses = {S("container-1", {{"cpu", "2"}})};
+    c.pod.resize = "Infeasible";
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{"resized, deferred counts the spec", {}, RequestBasis::kSpecAndStatus, 4000};
+    c.pod.containers = {C("container-1", {{"cpu", "4"}})};
+    c.pod.container_statuses = {S("container-1", {{"cpu", "2"}})};
+    c.pod.resize_pending_reason = "Deferred";
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{"resized, no resize status", {}, RequestBasis::kSpecAndStatus, 4000};
+    c.pod.containers = {C("container-1", {{"cpu", "4"}})};
+    c.pod.container_statuses = {S("container-1", {{"cpu", "2"}})};
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{"resized: per-resource 3-way maximum",
+                 {},
+                 RequestBasis::kSpecAndStatus,
+                 30,
+                 30'000'000,
+                 30'000'000'000};
+    c.pod.containers = {
+        C("container-1", {{"cpu", "30m"}, {"memory", "20M"}, {"ephemeral-storage", "10G"}})};
+    c.pod.container_statuses = {
+        S("container-1", {{"cpu", "10m"}, {"memory", "30M"}, {"ephemeral-storage", "20G"}},
+          {{"cpu", "20m"}, {"memory", "10M"}, {"ephemeral-storage", "30G"}})};
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{"resized, infeasible, but don't use status", {}, RequestBasis::kSpec, 4000};
+    c.pod.containers = {C("container-1", {{"cpu", "4"}})};
+    c.pod.container_statuses = {S("container-1", {{"cpu", "2"}})};
+    infeasible_1_33(c.pod);
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{
+        "resized, restartable init container, infeasible", {}, RequestBasis::kSpecAndStatus, 2000};
+    c.pod.init_containers = {C("restartable-init-1", {{"cpu", "4"}}, true)};
+    c.pod.init_container_statuses = {S("restartable-init-1", {{"cpu", "2"}})};
+    infeasible_1_33(c.pod);
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{"resized, restartable init container, no resize status",
+                 {},
+                 RequestBasis::kSpecAndStatus,
+                 4000};
+    c.pod.init_containers = {C("restartable-init-1", {{"cpu", "4"}}, true)};
+    c.pod.init_container_statuses = {S("restartable-init-1", {{"cpu", "2"}})};
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{"resized, restartable init container, infeasible, but don't use status",
+                 {},
+                 RequestBasis::kSpec,
+                 4000};
+    c.pod.init_containers = {C("restartable-init-1", {{"cpu", "4"}}, true)};
+    c.pod.init_container_statuses = {S("restartable-init-1", {{"cpu", "2"}})};
+    infeasible_1_33(c.pod);
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{"regularcontainers with empty requests, but status with non-empty requests",
+                 {},
+                 RequestBasis::kSpecAndStatus,
+                 2000};
+    c.pod.containers = {C("container-1", {})};
+    c.pod.container_statuses = {S("container-1", {{"cpu", "2"}})};
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{
+        "always-restart init containers with empty requests, but status with non-empty requests",
+        {},
+        RequestBasis::kSpecAndStatus,
+        2000};
+    c.pod.init_containers = {C("container-1", {}, true)};
+    c.pod.init_container_statuses = {S("container-1", {{"cpu", "2"}})};
+    cases.push_back(c);
+  }
+  {
+    // `found && cs.Resources != nil`: allocatedResources alone (no status resources) is not used.
+    ResizeCase c{"status without resources counts the spec", {}, RequestBasis::kSpecAndStatus, 500};
+    c.pod.containers = {C("container-1", {{"cpu", "500m"}})};
+    ContainerStatus s;
+    s.name = "container-1";
+    s.allocated_resources = Q({{"cpu", "700m"}});
+    c.pod.container_statuses = {s};
+    cases.push_back(c);
+  }
+  {
+    // Only restartable init containers can be resized; a regular init container's status is
+    // not read.
+    ResizeCase c{
+        "regular init container status is not used", {}, RequestBasis::kSpecAndStatus, 1000};
+    c.pod.init_containers = {C("init-1", {{"cpu", "1"}})};
+    c.pod.init_container_statuses = {S("init-1", {{"cpu", "3"}})};
+    cases.push_back(c);
+  }
+  for (const ResizeCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<Resources> r = PodRequests(c.pod, c.basis);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->milli_cpu, c.milli_cpu);
+    EXPECT_EQ(r->memory_bytes, c.memory_bytes);
+    EXPECT_EQ(r->ephemeral_storage_bytes, c.ephemeral_storage_bytes);
+  }
+}
+
+// The scoring amounts: NonMissingContainerRequests of 100m cpu / 200Mi memory per container
+// (pkg/scheduler/util DefaultMilliCPURequest, DefaultMemoryRequest), for the incoming pod
+// (noderesources/resource_allocation.go calculatePodResourceRequest) and for pods on a node
+// (framework/types.go calculateResource, getNonMissingContainerRequests).
+TEST(PodRequestsTest, NonZeroScoringAmountsAsTheScheduler) {
+  struct NonZeroCase {
+    std::string name;
+    Pod pod;
+    RequestBasis basis;
+    int64_t non_zero_milli_cpu;
+    int64_t non_zero_memory_bytes;
+    int64_t milli_cpu = 0;
+    int64_t memory_bytes = 0;
+  };
+  std::vector<NonZeroCase> cases;
+  {
+    NonZeroCase c{"no containers: nothing", {}, RequestBasis::kSpec, 0, 0};
+    cases.push_back(c);
+  }
+  {
+    NonZeroCase c{"a container without requests counts the defaults",
+                  {},
+                  RequestBasis::kSpec,
+                  100,
+                  200 * kMi};
+    c.pod.containers = {C("a", {})};
+    cases.push_back(c);
+  }
+  {
+    // "If the requests for those resources are explicitly set, even if zero, they will not be
+    // modified" (PodResourcesOptions.NonMissingContainerRequests).
+    NonZeroCase c{"an explicit zero is kept, per container",
+                  {},
+                  RequestBasis::kSpecAndStatus,
+                  100,
+                  400 * kMi};
+    c.pod.containers = {C("a", {{"cpu", "0"}}), C("b", {})};
+    cases.push_back(c);
+  }
+  {
+    NonZeroCase c{
+        "set requests count as they are", {}, RequestBasis::kSpec, 3000, 5 * kMi, 3000, 5 * kMi};
+    c.pod.containers = {C("a", {{"cpu", "1"}, {"memory", "2Mi"}}),
+                        C("b", {{"cpu", "2"}, {"memory", "3Mi"}})};
+    cases.push_back(c);
+  }
+  {
+    NonZeroCase c{"an init container without requests peaks at the defaults",
+                  {},
+                  RequestBasis::kSpec,
+                  100,
+                  200 * kMi,
+                  50,
+                  0};
+    c.pod.init_containers = {C("init", {})};
+    c.pod.containers = {C("a", {{"cpu", "50m"}, {"memory", "0"}})};
+    cases.push_back(c);
+  }
+  {
+    NonZeroCase c{
+        "overhead adds to the defaults", {}, RequestBasis::kSpec, 350, 210 * kMi, 250, 10 * kMi};
+    c.pod.containers = {C("a", {})};
+    c.pod.overhead = Q({{"cpu", "250m"}, {"memory", "10Mi"}});
+    cases.push_back(c);
+  }
+  {
+    // Pod-level cpu replaces the containers' (defaults included); memory keeps the per-container
+    // defaults for the incoming pod.
+    NonZeroCase c{"incoming pod with pod-level cpu",
+                  {},
+                  RequestBasis::kSpec,
+                  2000,
+                  300 * kMi,
+                  2000,
+                  100 * kMi};
+    c.pod.containers = {C("a", {{"memory", "100Mi"}}), C("b", {})};
+    c.pod.pod_requests = Q({{"cpu", "2"}});
+    cases.push_back(c);
+  }
+  {
+    // On a node, with pod-level requests set, defaults apply only to resources the pod's
+    // requests lack: memory is requested by one container, so none is added.
+    NonZeroCase c{"assigned pod with pod-level cpu",
+                  {},
+                  RequestBasis::kSpecAndStatus,
+                  2000,
+                  100 * kMi,
+                  2000,
+                  100 * kMi};
+    c.pod.containers = {C("a", {{"memory", "100Mi"}}), C("b", {})};
+    c.pod.pod_requests = Q({{"cpu", "2"}});
+    cases.push_back(c);
+  }
+  {
+    NonZeroCase c{"assigned pod with pod-level cpu and no memory anywhere",
+                  {},
+                  RequestBasis::kSpecAndStatus,
+                  2000,
+                  400 * kMi,
+                  2000,
+                  0};
+    c.pod.containers = {C("a", {}), C("b", {})};
+    c.pod.pod_requests = Q({{"cpu", "2"}});
+    cases.push_back(c);
+  }
+  for (const NonZeroCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<Resources> r = PodRequests(c.pod, c.basis);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->non_zero_milli_cpu, c.non_zero_milli_cpu);
+    EXPECT_EQ(r->non_zero_memory_bytes, c.non_zero_memory_bytes);
+    EXPECT_EQ(r->milli_cpu, c.milli_cpu);
+    EXPECT_EQ(r->memory_bytes, c.memory_bytes);
+  }
+}
+
+TEST(PodRequestsTest, PodLevelLimitDefaultsTheRequestLikeTheApiServer) {
+  // A pod-level limit without a pod-level request: the containers' aggregate when some container
+  // requests the resource, else the limit (Kubernetes a2ddde87).
+  Pod derived;
+  derived.containers = {C("a", {{"cpu", "500m"}})};
+  derived.pod_limits = Q({{"cpu", "2"}, {"memory", "1Gi"}});
+  absl::StatusOr<Resources> r = PodRequests(derived, RequestBasis::kSpec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->milli_cpu, 500);
+  EXPECT_EQ(r->memory_bytes, 1024 * kMi);
+}
+
+TEST(PodRequestsTest, KubernetesIoResourcesAreCounted) {
+  Pod pod;
+  pod.containers = {C("a", {{"kubernetes.io/something", "10"}}),
+                    C("b", {{"subdomain.kubernetes.io/something", "3"}})};
+  absl::StatusOr<Resources> r = PodRequests(pod, RequestBasis::kSpec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->Get("kubernetes.io/something"), 10);
+  EXPECT_EQ(r->Get("subdomain.kubernetes.io/something"), 3);
 }
 
 TEST(PodRequestsTest, NegativeRequestIsInvalid) {

@@ -16,6 +16,23 @@ TEST(ResourcesTest, ClassifiesResourceNames) {
   EXPECT_TRUE(IsHugePagesResourceName("hugepages-1Gi"));
   EXPECT_TRUE(IsScalarResourceName("hugepages-2Mi"));
   EXPECT_FALSE(IsScalarResourceName("memory"));
+  // pkg/scheduler/util IsScalarResourceName: prefixed native resources are scalar too, so
+  // NodeResourcesFit checks them (fit_test "kubernetes.io resource capacity enforced").
+  EXPECT_TRUE(IsPrefixedNativeResource("kubernetes.io/something"));
+  EXPECT_TRUE(IsPrefixedNativeResource("subdomain.kubernetes.io/something"));
+  EXPECT_FALSE(IsPrefixedNativeResource("example.com/gpu"));
+  EXPECT_TRUE(IsScalarResourceName("kubernetes.io/something"));
+  EXPECT_TRUE(IsScalarResourceName("subdomain.kubernetes.io/something"));
+  EXPECT_FALSE(IsExtendedResourceName("subdomain.kubernetes.io/something"));
+  // IsExtendedResourceName: "requests." + name must be a qualified name.
+  EXPECT_FALSE(IsExtendedResourceName("example.com/a/b"));
+  EXPECT_FALSE(IsExtendedResourceName("Example.com/gpu"));
+  EXPECT_FALSE(IsExtendedResourceName("example.com/-gpu"));
+  EXPECT_TRUE(IsExtendedResourceName("example.com/GPU_1.x"));
+  EXPECT_FALSE(IsScalarResourceName("example"));
+  Resources r;
+  EXPECT_TRUE(r.Set("kubernetes.io/something", 5));
+  EXPECT_EQ(r.Get("kubernetes.io/something"), 5);
 }
 
 TEST(ResourcesTest, AddAndSubtractMergeScalarsByName) {

@@ -116,8 +116,17 @@ absl::Status Extender::Bind(const BindRequest& request) {
     }
     ++binds_in_flight_;
   }
-  const absl::Time start = absl::Now();
-  absl::Status status = BindAssumed(request, start, start + options_.bind_budget);
+  const absl::Time now = absl::Now();
+  const absl::Time start = request.received == absl::InfinitePast() ? now : request.received;
+  absl::Status status =
+      now >= start + options_.bind_budget
+          ? absl::UnavailableError(absl::StrCat(
+                "bind of pod ", PodName(request), " not started: it waited ",
+                absl::FormatDuration(absl::Trunc(now - start, absl::Milliseconds(1))),
+                " for a bind thread, past the bind budget (",
+                absl::FormatDuration(options_.bind_budget),
+                "); nothing was assumed (too many binds at once: kubernetes.bindThreads)"))
+          : BindAssumed(request, start, start + options_.bind_budget);
   {
     std::lock_guard<std::mutex> lock(binds_mu_);
     --binds_in_flight_;

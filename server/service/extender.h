@@ -42,6 +42,9 @@ struct BindRequest {
   std::string name;
   std::string uid;
   std::string node;
+  // When kube-scheduler's request arrived (the bind budget runs from then, also while the bind
+  // waits for a thread of the bind pool); InfinitePast: when Bind is called.
+  absl::Time received = absl::InfinitePast();
 };
 
 struct BindCounters {

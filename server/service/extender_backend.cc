@@ -70,8 +70,8 @@ void ExtenderBackend::Bind(const webhook::BindArgs& args, StatusDone done) {
     RpcScope scope;
   };
   auto job = std::make_shared<Job>(
-      Job{BindRequest{args.pod_namespace, args.pod_name, args.pod_uid, args.node}, std::move(done),
-          RpcScope(metrics_, "Bind")});
+      Job{BindRequest{args.pod_namespace, args.pod_name, args.pod_uid, args.node, absl::Now()},
+          std::move(done), RpcScope(metrics_, "Bind")});
   const bool queued = bind_pool_->Submit([this, job] {
     absl::Status status = extender_->Bind(job->request);
     job->scope.Done(status);

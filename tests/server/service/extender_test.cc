@@ -444,6 +444,23 @@ TEST_F(BudgetTest, PastTheBudgetTheOutcomeIsUnknownAndThePodStaysAssumed) {
   EXPECT_EQ(Assumed("w1"), 300);
 }
 
+// A bind that waited for a thread of the bind pool past its budget (counted from when
+// kube-scheduler's request arrived) is not started: no POST, nothing assumed, a clear error.
+TEST_F(BudgetTest, ABindQueuedPastTheBudgetIsNotStartedAndAssumesNothing) {
+  ASSERT_THAT(extender_.Filter(MakePod("u1", "p1", 300), {"w1"}), IsOk());
+  BindRequest request{"ns", "p1", "u1", "w1", absl::Now() - absl::Seconds(2)};
+  EXPECT_THAT(extender_.Bind(request),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("for a bind thread, past the bind budget (1.5s); nothing was "
+                                 "assumed")));
+  EXPECT_EQ(Assumed("w1"), 0);
+  EXPECT_EQ(binder_.binds(), 0);
+  // Within the budget it binds, the budget running from when it arrived.
+  request.received = absl::Now() - absl::Milliseconds(500);
+  ASSERT_THAT(extender_.Bind(request), IsOk());
+  EXPECT_LE(binder_.last_deadline(), request.received + absl::Milliseconds(1500));
+}
+
 // Binds never starve Filter: with 200 binding POSTs stuck in a hung API, Filter and Prioritize
 // still answer. The bound is generous (1 s each, where they take microseconds); nothing else is
 // timed.

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/log.h"
 #include "nlohmann/json.hpp"
 
 extern char** environ;
@@ -319,6 +320,17 @@ absl::StatusOr<ExecCredential> ExecCredentialSource::RunAndRecord(absl::Time now
   absl::StatusOr<ExecCredential> result = Run();
   const absl::Duration took = absl::Now() - started;
   runs_.fetch_add(1);
+  if (result.ok()) {
+    LogInfo("exec credential plugin ran",
+            {{"user", config_.user},
+             {"command", config_.command},
+             {"took", absl::FormatDuration(took)},
+             {"kind", result->token.empty() ? "client certificate" : "token"},
+             {"expires",
+              result->expiry == absl::InfiniteFuture()
+                  ? std::string("never (until refused)")
+                  : absl::FormatTime(absl::RFC3339_sec, result->expiry, absl::UTCTimeZone())}});
+  }
   MutexLock lock(&mu_);
   if (!result.ok()) {
     last_error_ = result.status();

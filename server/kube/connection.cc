@@ -41,6 +41,13 @@ absl::Status FieldError(const std::string& file, const YAML::Node& node, const s
 
 bool Absent(const YAML::Node& v) { return !v.IsDefined() || v.IsNull(); }
 
+// Set to something: present and not empty ("" / [] / {} set nothing, as in client-go's types).
+bool Set(const YAML::Node& v) {
+  if (Absent(v)) return false;
+  if (v.IsScalar()) return !v.Scalar().empty();
+  return v.size() > 0;
+}
+
 // A string field of a mapping, or "" when absent.
 absl::StatusOr<std::string> Str(const std::string& file, const YAML::Node& map,
                                 const std::string& key, const std::string& path) {
@@ -276,7 +283,7 @@ absl::StatusOr<Kubeconfig> ParseKubeconfigFile(absl::string_view text, const std
           }
           for (const char* field : {"auth-provider", "username", "password", "as", "as-uid",
                                     "as-groups", "as-user-extra"}) {
-            if (!Absent(u[field])) user.unsupported.push_back(field);
+            if (Set(u[field])) user.unsupported.push_back(field);
           }
           config.users.emplace(key, std::move(user));
           return absl::OkStatus();

@@ -83,8 +83,9 @@ class ExecCredentialSource {
   const ExecConfig& config() const { return config_; }
 
  private:
-  // Runs the plugin and records the outcome. REQUIRES: run_mu_ held, mu_ not held.
-  absl::StatusOr<ExecCredential> RunAndRecord(absl::Time now);
+  // Runs the plugin and records the outcome.
+  absl::StatusOr<ExecCredential> RunAndRecord(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(run_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The plugin's credential, or why there is none.
   absl::StatusOr<ExecCredential> Run();
 

@@ -356,6 +356,16 @@ TEST(KubeconfigTest, AStaticTokenOrCertificateWinsOverExec) {
   EXPECT_EQ(c->token_file, "/d/t");
 }
 
+TEST(KubeconfigTest, EmptyUnsupportedFieldsSetNothing) {
+  // `as: ""`, `username: ""` and an empty `as-groups` are what kubectl writes when unset.
+  absl::StatusOr<Connection> c = ParseKubeconfig(
+      KubeconfigText("    server: https://x\n",
+                     "    token: t\n    as: \"\"\n    username: \"\"\n    as-groups: []\n"),
+      "kc", "/");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->token, "t");
+}
+
 TEST(KubeconfigTest, DataWinsOverFilesAndTokenOverTokenFile) {
   absl::StatusOr<Connection> c = ParseKubeconfig(
       KubeconfigText("    server: https://x\n    certificate-authority: ca.pem\n"

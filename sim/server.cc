@@ -192,7 +192,10 @@ struct SimServer::WatchState {
 };
 
 SimServer::SimServer(SimConfig config, ClusterStore* store)
-    : config_(std::move(config)), store_(store), watch_lag_(config_.watch_lag) {}
+    : config_(std::move(config)),
+      store_(store),
+      watch_lag_(config_.watch_lag),
+      token_(config_.token) {}
 
 SimServer::~SimServer() { Stop(); }
 
@@ -308,8 +311,12 @@ void SimServer::Handle(const httplib::Request& req, httplib::Response& res) {
     HandleAdmin(req, res);
     return;
   }
-  if (!config_.token.empty() &&
-      req.get_header_value("Authorization") != absl::StrCat("Bearer ", config_.token)) {
+  std::string token;
+  {
+    MutexLock lock(&mu_);
+    token = token_;
+  }
+  if (!token.empty() && req.get_header_value("Authorization") != absl::StrCat("Bearer ", token)) {
     SendStatus(res, 401, "Unauthorized", "Unauthorized");
     return;
   }
@@ -825,6 +832,16 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
     }
     MutexLock lock(&mu_);
     binding_faults_.push_back(std::move(fault));
+    return SendOk(res);
+  }
+  if (path == "/sim/auth/token" && post) {
+    auto body = ParseBody(req.body);
+    if (!body.ok()) return SendError(res, body.status());
+    if (!body->contains("token") || !(*body)["token"].is_string()) {
+      return SendStatus(res, 400, "BadRequest", "give {\"token\": \"...\"}");
+    }
+    MutexLock lock(&mu_);
+    token_ = (*body)["token"].get<std::string>();
     return SendOk(res);
   }
   if (path == "/sim/faults/drop-watches" && post) {

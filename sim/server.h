@@ -115,6 +115,9 @@ class SimServer {
   absl::Duration watch_lag_ ABSL_GUARDED_BY(mu_);
   bool bookmarks_only_ ABSL_GUARDED_BY(mu_) = false;
   bool down_ ABSL_GUARDED_BY(mu_) = false;
+  // The bearer token API requests must carry (empty: none); config_.token, replaced by
+  // POST /sim/auth/token (a rotated credential: watches already open keep going).
+  std::string token_ ABSL_GUARDED_BY(mu_);
   absl::Time down_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::vector<BindingFault> binding_faults_ ABSL_GUARDED_BY(mu_);
   std::vector<DelayedAdmission> delayed_ ABSL_GUARDED_BY(mu_);

@@ -6,8 +6,11 @@
 #include <mutex>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/log.h"
 
 namespace fitledger::kube {
 namespace {
@@ -58,6 +61,9 @@ struct StreamState {
   CURL* curl;
   bool stopped = false;
   bool line_too_long = false;
+  // The exec plugin's client-certificate generation: the stream ends when it moves on.
+  const ExecCredentialSource* exec = nullptr;
+  uint64_t started_generation = 0;
 };
 
 size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
@@ -97,43 +103,157 @@ int StreamProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
     state->stopped = true;
     return 1;
   }
+  if (state->exec != nullptr && state->exec->cert_generation() != state->started_generation) {
+    state->stopped = true;  // reconnect with the new client certificate
+    return 1;
+  }
   return 0;
+}
+
+// scheme://authority[/prefix] split for tls-server-name. IPv6 hosts keep their brackets.
+struct ServerUrl {
+  std::string scheme;
+  std::string host;
+  std::string port;
+  std::string prefix;
+};
+
+ServerUrl SplitServer(const std::string& server) {
+  ServerUrl u;
+  size_t sep = server.find("://");
+  u.scheme = server.substr(0, sep);
+  std::string rest = server.substr(sep + 3);
+  size_t slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  if (slash != std::string::npos) u.prefix = rest.substr(slash);
+  size_t colon = authority.rfind(':');
+  size_t bracket = authority.rfind(']');
+  if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
+    u.host = authority.substr(0, colon);
+    u.port = authority.substr(colon + 1);
+  } else {
+    u.host = authority;
+  }
+  if (u.port.empty()) u.port = u.scheme == "https" ? "443" : "80";
+  return u;
+}
+
+absl::StatusOr<std::string> ReadToken(const std::string& path) {
+  std::ifstream in(path);  // re-read: service-account and other file tokens rotate
+  if (!in)
+    return absl::UnavailableError(absl::StrCat("kubernetes API: cannot read tokenFile ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(buffer.str()));
 }
 
 }  // namespace
 
-ApiClient::ApiClient(Connection connection) : connection_(std::move(connection)) { GlobalInit(); }
+ApiClient::ApiClient(Connection connection, ApiClientOptions options)
+    : connection_(std::move(connection)),
+      exec_(connection_.exec.has_value()
+                ? std::make_unique<ExecCredentialSource>(*connection_.exec, options.exec)
+                : nullptr) {
+  GlobalInit();
+  base_url_ = connection_.server;
+  if (!connection_.tls_server_name.empty() && absl::StartsWith(connection_.server, "https://")) {
+    // libcurl has no option to verify a name other than the URL's host, so the URL carries
+    // tls-server-name (SNI and certificate check, as Go's tls.Config.ServerName) and CONNECT_TO
+    // sends the connection to the server's real address; the Host header stays the server's.
+    ServerUrl u = SplitServer(connection_.server);
+    std::string name = connection_.tls_server_name;
+    if (name.find(':') != std::string::npos && name[0] != '[') name = "[" + name + "]";
+    base_url_ = absl::StrCat("https://", name, ":", u.port, u.prefix);
+    connect_to_ = absl::StrCat(name, ":", u.port, ":", u.host, ":", u.port);
+    std::string authority = connection_.server.substr(8);
+    authority = authority.substr(0, authority.find('/'));
+    host_header_ = absl::StrCat("Host: ", authority);
+  }
+  proxy_ = connection_.proxy_url;
+  if (absl::StartsWith(absl::AsciiStrToLower(proxy_), "socks5://")) {
+    // Go's SOCKS5 dialer (net/http socks_bundle.go) hands the host name to the proxy to resolve:
+    // that is libcurl's socks5h.
+    proxy_ = absl::StrCat("socks5h://", proxy_.substr(9));
+  }
+}
 
 ApiClient::~ApiClient() {
   MutexLock lock(&mu_);
-  for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
+  for (auto& [h, generation] : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
 }
 
 void* ApiClient::Acquire() {
+  const uint64_t generation = exec_ != nullptr ? exec_->cert_generation() : 0;
+  std::vector<void*> stale;
+  void* found = nullptr;
   {
     MutexLock lock(&mu_);
-    if (!idle_.empty()) {
-      void* h = idle_.back();
+    while (!idle_.empty()) {
+      auto [h, g] = idle_.back();
       idle_.pop_back();
-      return h;
+      if (g == generation) {
+        found = h;
+        break;
+      }
+      stale.push_back(h);  // connected with a client certificate the plugin has replaced
     }
   }
-  return curl_easy_init();
+  for (void* h : stale) curl_easy_cleanup(static_cast<CURL*>(h));
+  return found != nullptr ? found : curl_easy_init();
 }
 
 void ApiClient::Release(void* handle) {
-  MutexLock lock(&mu_);
-  if (idle_.size() < 16) {
-    idle_.push_back(handle);
-  } else {
-    curl_easy_cleanup(static_cast<CURL*>(handle));
+  const uint64_t generation = exec_ != nullptr ? exec_->cert_generation() : 0;
+  {
+    MutexLock lock(&mu_);
+    if (idle_.size() < 16) {
+      idle_.emplace_back(handle, generation);
+      return;
+    }
   }
+  curl_easy_cleanup(static_cast<CURL*>(handle));
 }
 
-void* ApiClient::Configure(void* handle, const std::string& path) {
+absl::StatusOr<ApiClient::Auth> ApiClient::CurrentAuth() {
+  Auth auth;
+  if (exec_ != nullptr) {
+    absl::StatusOr<ExecCredential> cred = exec_->Get(absl::Now());
+    if (!cred.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("kubernetes API credentials: ", cred.status().message()));
+    }
+    auth.token = std::move(cred->token);
+    auth.client_cert_pem = std::move(cred->client_cert_pem);
+    auth.client_key_pem = std::move(cred->client_key_pem);
+    auth.exec_generation = cred->generation;
+    return auth;
+  }
+  auth.token = connection_.token;
+  if (auth.token.empty() && !connection_.token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadToken(connection_.token_file);
+    if (!token.ok()) return token.status();
+    auth.token = *std::move(token);
+  }
+  return auth;
+}
+
+bool ApiClient::RefreshAfterUnauthorized(const Auth& used) {
+  if (exec_ == nullptr || used.exec_generation == 0) return false;
+  absl::StatusOr<ExecCredential> cred =
+      exec_->RefreshAfterUnauthorized(used.exec_generation, absl::Now());
+  if (!cred.ok()) {
+    LogWarn("refreshing the exec plugin's credential after a 401 failed",
+            {{"error", std::string(cred.status().message())}});
+    return false;
+  }
+  return cred->generation != used.exec_generation;
+}
+
+std::pair<void*, void*> ApiClient::Configure(void* handle, const std::string& path,
+                                             const Auth& auth) {
   CURL* curl = static_cast<CURL*>(handle);
   curl_easy_reset(curl);
-  std::string url = connection_.server + path;
+  std::string url = base_url_ + path;
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
@@ -142,116 +262,147 @@ void* ApiClient::Configure(void* handle, const std::string& path) {
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPIDLE, 30L);
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPINTVL, 10L);
-  curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
+  if (!connection_.disable_compression) curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
+  if (!proxy_.empty()) {
+    curl_easy_setopt(curl, CURLOPT_PROXY, proxy_.c_str());
+    // An explicit proxy-url is used for every host, whatever $no_proxy says (http.ProxyURL).
+    curl_easy_setopt(curl, CURLOPT_NOPROXY, "");
+  }
+  curl_slist* connect_to = nullptr;
+  if (!connect_to_.empty()) {
+    connect_to = curl_slist_append(connect_to, connect_to_.c_str());
+    curl_easy_setopt(curl, CURLOPT_CONNECT_TO, connect_to);
+  }
   if (connection_.insecure_skip_tls_verify) {
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
   }
-  if (!connection_.ca_pem.empty()) SetBlob(curl, CURLOPT_CAINFO_BLOB, connection_.ca_pem);
-  if (!connection_.ca_file.empty())
+  // Data wins over a file (clientcmd: "certificate-authority-data will override").
+  if (!connection_.ca_pem.empty()) {
+    SetBlob(curl, CURLOPT_CAINFO_BLOB, connection_.ca_pem);
+  } else if (!connection_.ca_file.empty()) {
     curl_easy_setopt(curl, CURLOPT_CAINFO, connection_.ca_file.c_str());
-  if (!connection_.client_cert_pem.empty()) {
-    SetBlob(curl, CURLOPT_SSLCERT_BLOB, connection_.client_cert_pem);
-    curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
   }
-  if (!connection_.client_cert_file.empty()) {
+  const std::string& cert_pem =
+      auth.client_cert_pem.empty() ? connection_.client_cert_pem : auth.client_cert_pem;
+  const std::string& key_pem =
+      auth.client_key_pem.empty() ? connection_.client_key_pem : auth.client_key_pem;
+  if (!cert_pem.empty()) {
+    SetBlob(curl, CURLOPT_SSLCERT_BLOB, cert_pem);
+    curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
+  } else if (!connection_.client_cert_file.empty()) {
     curl_easy_setopt(curl, CURLOPT_SSLCERT, connection_.client_cert_file.c_str());
   }
-  if (!connection_.client_key_pem.empty()) {
-    SetBlob(curl, CURLOPT_SSLKEY_BLOB, connection_.client_key_pem);
+  if (!key_pem.empty()) {
+    SetBlob(curl, CURLOPT_SSLKEY_BLOB, key_pem);
     curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
-  }
-  if (!connection_.client_key_file.empty()) {
+  } else if (!connection_.client_key_file.empty()) {
     curl_easy_setopt(curl, CURLOPT_SSLKEY, connection_.client_key_file.c_str());
   }
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Accept: application/json");
   headers = curl_slist_append(headers, "Content-Type: application/json");
   headers = curl_slist_append(headers, "User-Agent: fitledger");
-  std::string token = connection_.token;
-  if (!connection_.token_file.empty()) {
-    std::ifstream in(connection_.token_file);  // re-read: service-account tokens rotate
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    token = std::string(absl::StripAsciiWhitespace(buffer.str()));
-  }
-  if (!token.empty()) {
-    std::string auth = "Authorization: Bearer " + token;
-    headers = curl_slist_append(headers, auth.c_str());
+  if (!host_header_.empty()) headers = curl_slist_append(headers, host_header_.c_str());
+  if (!auth.token.empty()) {
+    std::string header = "Authorization: Bearer " + auth.token;
+    headers = curl_slist_append(headers, header.c_str());
   }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  return headers;
+  return {headers, connect_to};
 }
 
 absl::StatusOr<HttpResponse> ApiClient::Request(absl::string_view method, const std::string& path,
                                                 const std::string& body, absl::Duration timeout) {
-  CURL* curl = static_cast<CURL*>(Acquire());
-  if (curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
-  auto* headers = static_cast<curl_slist*>(Configure(curl, path));
-  HttpResponse response;
-  char error[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-  std::string method_str(method);
-  if (method_str == "POST") {
-    curl_easy_setopt(curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  } else if (method_str != "GET") {
-    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method_str.c_str());
-    if (!body.empty()) {
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<Auth> auth = CurrentAuth();
+    if (!auth.ok()) return auth.status();
+    CURL* curl = static_cast<CURL*>(Acquire());
+    if (curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
+    auto [headers, connect_to] = Configure(curl, path, *auth);
+    HttpResponse response;
+    char error[CURL_ERROR_SIZE] = {0};
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+    std::string method_str(method);
+    if (method_str == "POST") {
+      curl_easy_setopt(curl, CURLOPT_POST, 1L);
       curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
       curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    } else if (method_str != "GET") {
+      curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method_str.c_str());
+      if (!body.empty()) {
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+      }
     }
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(absl::ToInt64Milliseconds(timeout)));
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, AppendToString);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
+    CURLcode rc = curl_easy_perform(curl);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
+    curl_slist_free_all(static_cast<curl_slist*>(headers));
+    curl_slist_free_all(static_cast<curl_slist*>(connect_to));
+    if (rc != CURLE_OK) {
+      absl::Status status = TransportError(rc, error);
+      curl_easy_cleanup(curl);  // the connection may be broken: don't pool it
+      return status;
+    }
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.code);
+    Release(curl);
+    // client-go's exec roundTripper refreshes the credential on a 401; nothing was done with the
+    // request, so it is sent once more with the new one.
+    if (response.code == 401 && attempt == 0 && RefreshAfterUnauthorized(*auth)) continue;
+    return response;
   }
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(timeout)));
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, AppendToString);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
-  CURLcode rc = curl_easy_perform(curl);
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
-  curl_slist_free_all(headers);
-  if (rc != CURLE_OK) {
-    absl::Status status = TransportError(rc, error);
-    curl_easy_cleanup(curl);  // the connection may be broken: don't pool it
-    return status;
-  }
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.code);
-  Release(curl);
-  return response;
 }
 
 absl::StatusOr<long> ApiClient::Stream(const std::string& path,
                                        const std::function<bool(absl::string_view line)>& on_line,
                                        const std::atomic<bool>* cancel, absl::Duration max_duration,
                                        size_t max_line_bytes, std::string* error_body) {
-  CURL* curl = curl_easy_init();  // a watch holds its connection: not pooled
-  if (curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
-  auto* headers = static_cast<curl_slist*>(Configure(curl, path));
-  StreamState state{&on_line, cancel, max_line_bytes, {}, error_body, curl};
-  char error[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(max_duration)));
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, StreamWrite);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &state);
-  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, StreamProgress);
-  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &state);
-  CURLcode rc = curl_easy_perform(curl);
-  long code = 0;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
-  if (state.line_too_long) {
-    return absl::ResourceExhaustedError(absl::StrCat("kubernetes API: a watch line exceeds ",
-                                                     max_line_bytes, " bytes; stream aborted"));
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<Auth> auth = CurrentAuth();
+    if (!auth.ok()) return auth.status();
+    CURL* curl = curl_easy_init();  // a watch holds its connection: not pooled
+    if (curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
+    auto [headers, connect_to] = Configure(curl, path, *auth);
+    StreamState state{&on_line, cancel, max_line_bytes, {}, error_body, curl};
+    if (exec_ != nullptr) {
+      state.exec = exec_.get();
+      state.started_generation = exec_->cert_generation();
+    }
+    char error[CURL_ERROR_SIZE] = {0};
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(absl::ToInt64Milliseconds(max_duration)));
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, StreamWrite);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &state);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, StreamProgress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &state);
+    CURLcode rc = curl_easy_perform(curl);
+    long code = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(static_cast<curl_slist*>(headers));
+    curl_slist_free_all(static_cast<curl_slist*>(connect_to));
+    curl_easy_cleanup(curl);
+    if (state.line_too_long) {
+      return absl::ResourceExhaustedError(absl::StrCat("kubernetes API: a watch line exceeds ",
+                                                       max_line_bytes, " bytes; stream aborted"));
+    }
+    if (state.stopped) return code;
+    // A stream that ends (even by timeout) after a 200 is a normal end of a watch.
+    if (rc != CURLE_OK && !(code == 200 && rc == CURLE_OPERATION_TIMEDOUT)) {
+      if (code == 200 && rc != CURLE_COULDNT_CONNECT) return code;  // dropped mid-stream: resume
+      return TransportError(rc, error);
+    }
+    if (code == 401 && attempt == 0 && RefreshAfterUnauthorized(*auth)) {
+      error_body->clear();
+      continue;
+    }
+    return code;
   }
-  if (state.stopped) return code;
-  // A stream that ends (even by timeout) after a 200 is a normal end of a watch.
-  if (rc != CURLE_OK && !(code == 200 && rc == CURLE_OPERATION_TIMEDOUT)) {
-    if (code == 200 && rc != CURLE_COULDNT_CONNECT) return code;  // dropped mid-stream: resume
-    return TransportError(rc, error);
-  }
-  return code;
 }
 
 }  // namespace fitledger::kube

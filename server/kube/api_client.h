@@ -3,8 +3,11 @@
 #define FITLEDGER_SERVER_KUBE_API_CLIENT_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -12,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "server/kube/connection.h"
+#include "server/kube/exec_credential.h"
 
 namespace fitledger::kube {
 
@@ -20,45 +24,81 @@ struct HttpResponse {
   std::string body;
 };
 
+struct ApiClientOptions {
+  ExecOptions exec;  // for a connection whose credentials come from an exec plugin
+};
+
+// Speaks to the API server as `connection` says: TLS (CA, tls-server-name, insecure), a proxy,
+// and credentials: a token, a token file re-read on every request, a client certificate, or an
+// exec plugin's (ExecCredentialSource: cached until it expires; on a 401 the plugin runs again and
+// the request is sent once more with the new credential, which is safe because the API server
+// authenticates before doing anything). When a plugin rotates the client certificate, pooled
+// connections are dropped and open watch streams end (the caller resumes them), as client-go
+// closes its connections on a certificate rotation.
+//
 // Thread-safe: concurrent calls use separate pooled curl handles (connections are reused).
 class ApiClient {
  public:
-  explicit ApiClient(Connection connection);
+  explicit ApiClient(Connection connection, ApiClientOptions options = {});
   ~ApiClient();
   ApiClient(const ApiClient&) = delete;
   ApiClient& operator=(const ApiClient&) = delete;
 
   // One request to `path` (e.g. "/api/v1/nodes?limit=500"). Any HTTP status is a response;
-  // errors are transport failures: Unavailable (could not connect or complete the TLS handshake:
-  // nothing was sent), DeadlineExceeded (no complete answer within `timeout`), Unknown (the
-  // connection broke after the request may have been sent). Messages never contain credentials.
+  // errors are transport failures: Unavailable (could not connect or complete the TLS handshake,
+  // or no credential (an exec plugin failed): nothing was sent), DeadlineExceeded (no complete
+  // answer within `timeout`), Unknown (the connection broke after the request may have been
+  // sent). Messages never contain credentials.
   absl::StatusOr<HttpResponse> Request(absl::string_view method, const std::string& path,
                                        const std::string& body, absl::Duration timeout);
 
   // A streaming GET (a watch). Calls `on_line` with each complete newline-delimited line of a
-  // 200 response; stops when it returns false, when `*cancel` becomes true, or when the stream
-  // ends (a stream cut after a 200 is a normal end: the caller resumes). Returns the HTTP status
-  // (the first MiB of a non-200 answer goes to `*error_body`), or a transport error;
-  // ResourceExhausted if a line grows past `max_line_bytes` (the stream is aborted, so a runaway
-  // line cannot exhaust memory). `max_duration` caps the whole stream.
+  // 200 response; stops when it returns false, when `*cancel` becomes true, when the exec
+  // plugin's client certificate rotates, or when the stream ends (a stream cut after a 200 is a
+  // normal end: the caller resumes). Returns the HTTP status (the first MiB of a non-200 answer
+  // goes to `*error_body`), or a transport error; ResourceExhausted if a line grows past
+  // `max_line_bytes` (the stream is aborted, so a runaway line cannot exhaust memory).
+  // `max_duration` caps the whole stream.
   absl::StatusOr<long> Stream(const std::string& path,
                               const std::function<bool(absl::string_view line)>& on_line,
                               const std::atomic<bool>* cancel, absl::Duration max_duration,
                               size_t max_line_bytes, std::string* error_body);
 
   const Connection& connection() const { return connection_; }
+  // The exec plugin's credential source; null unless the connection uses one.
+  ExecCredentialSource* exec_credentials() const { return exec_.get(); }
 
  private:
+  // The credential one request is sent with.
+  struct Auth {
+    std::string token;
+    std::string client_cert_pem;
+    std::string client_key_pem;
+    uint64_t exec_generation = 0;  // 0: not from the exec plugin
+  };
+  // The credential to use now. Unavailable when the exec plugin fails.
+  absl::StatusOr<Auth> CurrentAuth();
+  // After a 401 to `used`: true if a different credential is now available (retry once).
+  bool RefreshAfterUnauthorized(const Auth& used);
+
   void* Acquire();
   void Release(void* handle);
-  // Sets the URL, TLS and auth options on a reset handle; returns the header list to free.
-  void* Configure(void* handle, const std::string& path);
+  // Sets the URL, TLS, proxy and auth options on a reset handle; returns the header lists to free.
+  std::pair<void*, void*> Configure(void* handle, const std::string& path, const Auth& auth);
 
   // Constant after construction.
   const Connection connection_;
+  const std::unique_ptr<ExecCredentialSource> exec_;
+  // The URL prefix requests go to, and libcurl's CONNECT_TO entry and Host header when
+  // tls-server-name replaces the server's host for TLS.
+  std::string base_url_;
+  std::string connect_to_;
+  std::string host_header_;
+  std::string proxy_;
 
   Mutex mu_;
-  std::vector<void*> idle_ ABSL_GUARDED_BY(mu_);
+  // Idle handles with the exec certificate generation they last connected with.
+  std::vector<std::pair<void*, uint64_t>> idle_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fitledger::kube

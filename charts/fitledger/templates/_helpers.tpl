@@ -39,6 +39,26 @@ app.kubernetes.io/name: {{ include "fitledger.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/*
+The component of the Deployment's pods: scheduler (kube-scheduler + fitledger)
+or extender (fitledger alone, behind the Service).
+*/}}
+{{- define "fitledger.component" -}}
+{{- ternary "scheduler" "extender" .Values.scheduler.enabled }}
+{{- end }}
+
+{{/*
+What the PodDisruptionBudget, the pod anti-affinity and the extender Service
+select: the Deployment's pods only. The selector labels plus the component, so
+that the `helm test` pod (component: test, the same name and instance labels)
+is never one of them. The Deployment's own selector stays the selector labels:
+it is immutable, and its pods carry the component label anyway.
+*/}}
+{{- define "fitledger.podSelectorLabels" -}}
+{{ include "fitledger.selectorLabels" . }}
+app.kubernetes.io/component: {{ include "fitledger.component" . }}
+{{- end }}
+
 {{- define "fitledger.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "fitledger.fullname" .) .Values.serviceAccount.name }}
@@ -48,9 +68,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-The fitledger image (server, shim, fitledgerctl).
+The fitledger image (server, shim, fitledgerctl). image.repository has no
+default: the image is published in no registry, and a default that cannot be
+pulled would leave the pods in ImagePullBackOff.
 */}}
 {{- define "fitledger.image" -}}
+{{- if not .Values.image.repository }}
+{{- fail (printf "image.repository is not set, and fitledger's image is in no public registry: build it from the repository's Dockerfile, push it to a registry your cluster pulls from, and set image.repository to it: `docker build -t REGISTRY/fitledger:%s . && docker push REGISTRY/fitledger:%s`, then `helm install ... --set image.repository=REGISTRY/fitledger` (charts/fitledger/README.md, Prerequisites)" .Chart.AppVersion .Chart.AppVersion) }}
+{{- end }}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
 {{- else }}
@@ -58,8 +83,92 @@ The fitledger image (server, shim, fitledgerctl).
 {{- end }}
 {{- end }}
 
+{{/*
+kube-scheduler's release for each Kubernetes minor version the chart supports:
+the tag installed on a cluster of that minor when scheduler.image.tag is empty.
+The newest patch release of each line when the chart was last updated; this is
+the only place that lists them.
+*/}}
+{{- define "fitledger.schedulerReleases" -}}
+"1.29": v1.29.15
+"1.30": v1.30.14
+"1.31": v1.31.14
+"1.32": v1.32.12
+"1.33": v1.33.8
+"1.34": v1.34.4
+{{- end }}
+
+{{/*
+The cluster's version as semver (.Capabilities.KubeVersion.Version: the API
+server's gitVersion with `helm install`, --kube-version with `helm template`).
+Managed clusters report e.g. v1.31.4-eks-1a2b3c4 or v1.31.4-gke.1000; the
+.Minor field can read "31+" there, so the version string is parsed instead.
+*/}}
+{{- define "fitledger.clusterMinor" -}}
+{{- $v := semver .Capabilities.KubeVersion.Version }}
+{{- printf "%d.%d" $v.Major $v.Minor }}
+{{- end }}
+
+{{/*
+kube-scheduler's tag: scheduler.image.tag, or the release of
+fitledger.schedulerReleases for the cluster's minor version. Fails unless the
+result is allowed by kube-scheduler's version-skew policy
+(https://kubernetes.io/releases/version-skew-policy/: kube-scheduler must not
+be newer than the kube-apiserver, and may be up to one minor version older),
+except with scheduler.image.allowSkew. Minor versions are compared: a newer
+patch of the cluster's minor is within the policy.
+*/}}
+{{- define "fitledger.schedulerTag" -}}
+{{- $releases := fromYaml (include "fitledger.schedulerReleases" .) }}
+{{- $cluster := semver .Capabilities.KubeVersion.Version }}
+{{- $clusterMinor := include "fitledger.clusterMinor" . }}
+{{- $tag := toString (.Values.scheduler.image.tag | default "") }}
+{{- if not $tag }}
+{{- if hasKey $releases $clusterMinor }}
+{{- $tag = index $releases $clusterMinor }}
+{{- else }}
+{{- $newest := 0 }}
+{{- range $minor, $_ := $releases }}
+{{- $n := int64 (regexReplaceAll `^1\.` $minor "") }}
+{{- if gt $n (int64 $newest) }}
+{{- $newest = $n }}
+{{- end }}
+{{- end }}
+{{- if and (eq (int64 $cluster.Major) 1) (eq (int64 $cluster.Minor) (add1 $newest)) }}
+{{- /* One minor newer than the newest release known here: that release is within the skew. */}}
+{{- $tag = index $releases (printf "1.%d" $newest) }}
+{{- else }}
+{{- fail (printf "no kube-scheduler release is known to this chart for Kubernetes %s (the cluster is %s; the chart knows 1.29 to 1.%d): set scheduler.image.tag to the kube-scheduler of the cluster's version, e.g. --set scheduler.image.tag=v%s.N" $clusterMinor .Capabilities.KubeVersion.Version $newest $clusterMinor) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not .Values.scheduler.image.allowSkew }}
+{{- if not (regexMatch `^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$` $tag) }}
+{{- fail (printf "scheduler.image.tag %q is not a Kubernetes version (vMAJOR.MINOR.PATCH), so it cannot be checked against the cluster's %s; set scheduler.image.allowSkew=true to use it anyway" $tag .Capabilities.KubeVersion.Version) }}
+{{- end }}
+{{- $s := semver $tag }}
+{{- $older := printf "%d.%d" $cluster.Major (sub (int64 $cluster.Minor) 1) }}
+{{- if or (ne (int64 $s.Major) (int64 $cluster.Major)) (gt (int64 $s.Minor) (int64 $cluster.Minor)) }}
+{{- fail (printf "scheduler.image.tag %s is newer than the cluster (Kubernetes %s): kube-scheduler must not be newer than the API server (version-skew policy, https://kubernetes.io/releases/version-skew-policy/). Use a %s.x or %s.x kube-scheduler (empty: %s), or set scheduler.image.allowSkew=true if you know this one works" $tag .Capabilities.KubeVersion.Version $clusterMinor $older (include "fitledger.schedulerDefaultTag" .)) }}
+{{- end }}
+{{- if lt (int64 $s.Minor) (sub (int64 $cluster.Minor) 1) }}
+{{- fail (printf "scheduler.image.tag %s is more than one minor version older than the cluster (Kubernetes %s): kube-scheduler may be at most one minor version older than the API server (version-skew policy, https://kubernetes.io/releases/version-skew-policy/). Use a %s.x or %s.x kube-scheduler (empty: %s), or set scheduler.image.allowSkew=true if you know this one works" $tag .Capabilities.KubeVersion.Version $clusterMinor $older (include "fitledger.schedulerDefaultTag" .)) }}
+{{- end }}
+{{- end }}
+{{- $tag }}
+{{- end }}
+
+{{/*
+What an empty scheduler.image.tag renders on this cluster, for messages ("none"
+when the chart knows no release for it).
+*/}}
+{{- define "fitledger.schedulerDefaultTag" -}}
+{{- $releases := fromYaml (include "fitledger.schedulerReleases" .) }}
+{{- index $releases (include "fitledger.clusterMinor" .) | default "none known to this chart" }}
+{{- end }}
+
 {{- define "fitledger.schedulerImage" -}}
-{{- printf "%s:%s" .Values.scheduler.image.repository .Values.scheduler.image.tag }}
+{{- printf "%s:%s" .Values.scheduler.image.repository (include "fitledger.schedulerTag" .) }}
 {{- end }}
 
 {{- define "fitledger.leaseName" -}}
@@ -128,6 +237,99 @@ The address fitledger-server's gRPC TCP listener binds.
 {{- end }}
 
 {{/*
+A Go duration string ("5s", "1m30s", "2500ms") in whole milliseconds.
+values.schema.json has checked its form (definitions.duration).
+*/}}
+{{- define "fitledger.durationMillis" -}}
+{{- $ms := 0.0 }}
+{{- range $part := regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1 }}
+{{- $num := float64 (regexFind "^[0-9]+(\\.[0-9]+)?" $part) }}
+{{- $unit := regexReplaceAll "^[0-9]+(\\.[0-9]+)?" $part "" }}
+{{- $scale := get (dict "ns" 0.000001 "us" 0.001 "µs" 0.001 "ms" 1.0 "s" 1000.0 "m" 60000.0 "h" 3600000.0) $unit }}
+{{- $ms = addf $ms (mulf $num $scale) }}
+{{- end }}
+{{- printf "%d" (int64 (floor $ms)) }}
+{{- end }}
+
+{{/*
+fitledger's deadlines under kube-scheduler's extender.httpTimeout, all derived
+from that one value so they cannot disagree: the Bind verb's budget
+(fitledger-server's kubernetes.bindBudget) is httpTimeout minus 1s, the margin
+for kube-scheduler's HTTP round trip and the answer's encoding; in shim mode the
+shim waits for the server up to httpTimeout minus 500ms (its serverTimeout),
+longer than the budget so that the server's own "outcome unknown" answer
+reaches kube-scheduler.
+*/}}
+{{- define "fitledger.bindBudget" -}}
+{{- include "fitledger.formatMillis" (sub (int64 (include "fitledger.durationMillis" .Values.extender.httpTimeout)) 1000) }}
+{{- end }}
+{{- define "fitledger.shimServerTimeout" -}}
+{{- include "fitledger.formatMillis" (sub (int64 (include "fitledger.durationMillis" .Values.extender.httpTimeout)) 500) }}
+{{- end }}
+{{- define "fitledger.formatMillis" -}}
+{{- if eq (mod (int64 .) 1000) 0 }}{{ printf "%ds" (div (int64 .) 1000) }}{{ else }}{{ printf "%dms" (int64 .) }}{{ end }}
+{{- end }}
+
+{{/*
+The resources kube-scheduler's NodeResourcesFit ignores in fitledger's profile,
+as a JSON list. kube-scheduler (pkg/scheduler/scheduler.go, buildExtenders)
+collects every extender's managedResources with ignoredByScheduler: true and,
+when there is any, sets the profile's NodeResourcesFitArgs.ignoredResources to
+exactly that list (replacing what the profile set); otherwise the profile's own
+list holds. fitledger's ledger ignores the same, except the resources it
+manages itself (extender.managedResources, accounted by the ledger alone).
+*/}}
+{{- define "fitledger.ledgerIgnoredResources" -}}
+{{- $own := list }}
+{{- range .Values.extender.managedResources }}
+{{- $own = append $own (toString .name) }}
+{{- end }}
+{{- $fromExtenders := list }}
+{{- range .Values.extender.managedResources }}
+{{- if .ignoredByScheduler }}
+{{- $fromExtenders = append $fromExtenders (toString .name) }}
+{{- end }}
+{{- end }}
+{{- range .Values.scheduler.extraExtenders }}
+{{- range .managedResources }}
+{{- if .ignoredByScheduler }}
+{{- $fromExtenders = append $fromExtenders (toString .name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $ignored := $fromExtenders }}
+{{- if not $fromExtenders }}
+{{- $ignored = (.Values.scheduler.nodeResourcesFit | default dict).ignoredResources | default list }}
+{{- end }}
+{{- $out := list }}
+{{- range $ignored }}
+{{- if and (not (has (toString .) $own)) (not (has (toString .) $out)) }}
+{{- $out = append $out (toString .) }}
+{{- end }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
+{{/*
+The resource groups (name prefixes) NodeResourcesFit ignores, as a JSON list:
+the profile's ignoredResourceGroups, less any group of a resource fitledger
+manages itself (it accounts that resource whatever the group).
+*/}}
+{{- define "fitledger.ledgerIgnoredResourceGroups" -}}
+{{- $ownGroups := list }}
+{{- range .Values.extender.managedResources }}
+{{- $ownGroups = append $ownGroups (regexReplaceAll "/.*$" (toString .name) "") }}
+{{- end }}
+{{- $out := list }}
+{{- range ((.Values.scheduler.nodeResourcesFit | default dict).ignoredResourceGroups | default list) }}
+{{- if and (not (has (toString .) $ownGroups)) (not (has (toString .) $out)) }}
+{{- $out = append $out (toString .) }}
+{{- end }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
+{{/*
 Checks a managed resource name by kube-scheduler's rules for
 extenders[].managedResources[].name (validateExtendedResourceName): a qualified
 name with a domain prefix, not native (no kubernetes.io/ namespace, not cpu,
@@ -174,6 +376,23 @@ this check also holds with --skip-schema-validation.
 {{- if and (lt $i $j) (eq (index $a 1) (index $b 1)) }}
 {{- fail (printf "%s and %s are both %d: the containers of a pod share its network, so each listener needs its own port" (index $a 0) (index $b 0) (index $a 1)) }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- if lt (int64 (include "fitledger.durationMillis" $ext.httpTimeout)) 2000 }}
+{{- fail (printf "extender.httpTimeout must be at least 2s, got %s: fitledger's Bind verb must end 1s before it (kubernetes.bindBudget = httpTimeout - 1s), and a bind (a GET, the binding POST and a GET of the pod) needs a second of its own" (toString $ext.httpTimeout)) }}
+{{- end }}
+{{- $fit := .Values.scheduler.nodeResourcesFit | default dict }}
+{{- range $i, $r := ($fit.ignoredResources | default list) }}
+{{- if not (regexMatch `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$` (toString $r)) }}
+{{- fail (printf "scheduler.nodeResourcesFit.ignoredResources[%d] %q is not a resource name (a qualified name such as example.com/foo; kube-scheduler's ValidateNodeResourcesFitArgs)" $i $r) }}
+{{- end }}
+{{- end }}
+{{- range $i, $g := ($fit.ignoredResourceGroups | default list) }}
+{{- if contains "/" (toString $g) }}
+{{- fail (printf "scheduler.nodeResourcesFit.ignoredResourceGroups[%d] %q: a resource group is the part before \"/\" (e.g. example.com) and can't contain '/' (kube-scheduler's ValidateNodeResourcesFitArgs)" $i $g) }}
+{{- end }}
+{{- if not (regexMatch `^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$` (toString $g)) }}
+{{- fail (printf "scheduler.nodeResourcesFit.ignoredResourceGroups[%d] %q is not a valid resource group name" $i $g) }}
 {{- end }}
 {{- end }}
 {{- if and $ext.prioritize (le (int $ext.weight) 0) }}
@@ -231,6 +450,9 @@ its webhook block serves kube-scheduler's extender webhook, on the address,
 limits and TLS Secret of the shim.* values.
 */}}
 {{- define "fitledger.serverConfig" -}}
+kubernetes:
+  # The whole Bind verb ends within this: extender.httpTimeout - 1s.
+  bindBudget: {{ include "fitledger.bindBudget" . | quote }}
 grpc:
   listen:
     - {{ include "fitledger.socketAddress" . | quote }}
@@ -279,6 +501,10 @@ ledger:
     mode: all
     managed: []
     {{- end }}
+  # What kube-scheduler's NodeResourcesFit ignores: its profile arguments and
+  # the other extenders' managedResources with ignoredByScheduler: true.
+  ignoredResources: {{ include "fitledger.ledgerIgnoredResources" . }}
+  ignoredResourceGroups: {{ include "fitledger.ledgerIgnoredResourceGroups" . }}
   scoring: {{ .Values.server.ledger.scoring }}
   reconcilePeriod: {{ .Values.server.ledger.reconcilePeriod | quote }}
   assumedReconcileAge: {{ .Values.server.ledger.assumedReconcileAge | quote }}
@@ -293,6 +519,8 @@ fitledger-shim's configuration file (shim.yaml), for webhook.mode=shim.
 listen: {{ include "fitledger.webhookListen" . | quote }}
 prefix: /
 server: {{ include "fitledger.unarySocketAddress" . | quote }}
+# Under extender.httpTimeout, above the server's bind budget.
+serverTimeout: {{ include "fitledger.shimServerTimeout" . | quote }}
 maxBodyBytes: {{ int64 .Values.shim.maxBodyBytes }}
 threads: {{ int .Values.shim.threads }}
 {{- if .Values.shim.tls.secretName }}
@@ -326,6 +554,18 @@ leaderElection:
   retryPeriod: {{ .Values.scheduler.leaderElection.retryPeriod | quote }}
 profiles:
   - schedulerName: {{ .Values.scheduler.name | quote }}
+    {{- $fit := .Values.scheduler.nodeResourcesFit | default dict }}
+    {{- if or $fit.ignoredResources $fit.ignoredResourceGroups }}
+    pluginConfig:
+      - name: NodeResourcesFit
+        args:
+          {{- with $fit.ignoredResources }}
+          ignoredResources: {{ toJson . }}
+          {{- end }}
+          {{- with $fit.ignoredResourceGroups }}
+          ignoredResourceGroups: {{ toJson . }}
+          {{- end }}
+    {{- end }}
 extenders:
   - urlPrefix: {{ include "fitledger.extenderURL" . | quote }}
     filterVerb: filter

@@ -10,7 +10,12 @@ import (
 // ServerConfig mirrors fitledger-server's YAML configuration (camelCase keys).
 type ServerConfig struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
-	GRPC       struct {
+	Kubernetes struct {
+		// BindBudget: the whole Bind verb ends within it (issue 22), derived
+		// from the extender entry's httpTimeout.
+		BindBudget string `json:"bindBudget"`
+	} `json:"kubernetes"`
+	GRPC struct {
 		Listen []string `json:"listen"`
 		// UnaryListen: the unary methods on the server's own HTTP/2 server
 		// (no TLS: Unix sockets or loopback only).
@@ -29,9 +34,13 @@ type ServerConfig struct {
 			Mode    string   `json:"mode"`
 			Managed []string `json:"managed"`
 		} `json:"accounting"`
-		Scoring             string `json:"scoring"`
-		ReconcilePeriod     string `json:"reconcilePeriod"`
-		AssumedReconcileAge string `json:"assumedReconcileAge"`
+		// What kube-scheduler's NodeResourcesFit ignores (issue 22):
+		// NodeResourcesFitArgs semantics.
+		IgnoredResources      []string `json:"ignoredResources"`
+		IgnoredResourceGroups []string `json:"ignoredResourceGroups"`
+		Scoring               string   `json:"scoring"`
+		ReconcilePeriod       string   `json:"reconcilePeriod"`
+		AssumedReconcileAge   string   `json:"assumedReconcileAge"`
 	} `json:"ledger"`
 	Log struct {
 		Level string `json:"level"`
@@ -49,13 +58,14 @@ type WebhookConfig struct {
 
 // ShimConfig mirrors fitledger-shim's YAML configuration.
 type ShimConfig struct {
-	Listen       string    `json:"listen"`
-	Prefix       string    `json:"prefix"`
-	Server       string    `json:"server"`
-	MaxBodyBytes int64     `json:"maxBodyBytes"`
-	Threads      int       `json:"threads"`
-	TLS          *TLSFiles `json:"tls,omitempty"`
-	Monitor      struct {
+	Listen        string    `json:"listen"`
+	Prefix        string    `json:"prefix"`
+	Server        string    `json:"server"`
+	ServerTimeout string    `json:"serverTimeout"`
+	MaxBodyBytes  int64     `json:"maxBodyBytes"`
+	Threads       int       `json:"threads"`
+	TLS           *TLSFiles `json:"tls,omitempty"`
+	Monitor       struct {
 		Listen string `json:"listen"`
 	} `json:"monitor"`
 }
@@ -155,11 +165,22 @@ func ValidateServerConfig(c *ServerConfig) error {
 		return fmt.Errorf("ledger.scoring %q", c.Ledger.Scoring)
 	}
 	for _, d := range []struct{ name, v string }{
+		{"kubernetes.bindBudget", c.Kubernetes.BindBudget},
 		{"ledger.reconcilePeriod", c.Ledger.ReconcilePeriod},
 		{"ledger.assumedReconcileAge", c.Ledger.AssumedReconcileAge},
 	} {
 		if x, err := time.ParseDuration(d.v); err != nil || x <= 0 {
 			return fmt.Errorf("%s %q is not a positive duration", d.name, d.v)
+		}
+	}
+	for _, r := range c.Ledger.IgnoredResources {
+		if !isQualifiedName(r) {
+			return fmt.Errorf("ledger.ignoredResources: %q is not a resource name", r)
+		}
+	}
+	for _, g := range c.Ledger.IgnoredResourceGroups {
+		if strings.Contains(g, "/") || !isQualifiedName(g) {
+			return fmt.Errorf("ledger.ignoredResourceGroups: %q is not a resource group (a name prefix without '/')", g)
 		}
 	}
 	switch c.Log.Level {
@@ -182,6 +203,9 @@ func ValidateShimConfig(c *ShimConfig) error {
 		if _, _, err := net.SplitHostPort(c.Server); err != nil {
 			return fmt.Errorf("server %q: not unix:///path nor host:port", c.Server)
 		}
+	}
+	if x, err := time.ParseDuration(c.ServerTimeout); err != nil || x <= 0 {
+		return fmt.Errorf("serverTimeout %q is not a positive duration", c.ServerTimeout)
 	}
 	if c.MaxBodyBytes <= 0 || c.Threads <= 0 {
 		return fmt.Errorf("maxBodyBytes and threads must be positive")

@@ -65,6 +65,8 @@ func checkGoodSet(c *Checker, e *Env, s goodSet) {
 			c.Check(name("extender entry: the "+w.Webhook+"'s webhook on 127.0.0.1 (its listen, prefix, TLS), verbs, weight, nodeCacheCapable, not ignorable"), checkExtenderEntry(r, w))
 			c.Check(name("extender managedResources are the values' extended resources"), checkManaged(r, w))
 			c.Check(name("leader election on the release's own Lease; profile for the scheduler name"), checkLeaderElection(r, w))
+			c.Check(name("deadlines: bind budget < shim's server timeout < kube-scheduler's httpTimeout"), checkDeadlines(r))
+			c.Check(name("the ledger ignores what kube-scheduler's NodeResourcesFit ignores (profile args, extenders' ignoredByScheduler)"), checkIgnoredResources(r, w))
 			c.Check(name("kube-scheduler mounts its config, TLS files and runs --config"), checkSchedulerWiring(r, w))
 		}
 	} else {
@@ -635,7 +637,22 @@ func (r *rendered) loadServerConfig(w *Want) error {
 	if cfg.Kubeconfig != "" {
 		return fmt.Errorf("kubeconfig set: the server must use its in-cluster ServiceAccount")
 	}
+	if cfg.Kubernetes.BindBudget != w.BindBudget {
+		return fmt.Errorf("kubernetes.bindBudget %q, want %q (extender.httpTimeout - 1s)", cfg.Kubernetes.BindBudget, w.BindBudget)
+	}
+	if !equalStrings(cfg.Ledger.IgnoredResources, w.LedgerIgnored) || !equalStrings(cfg.Ledger.IgnoredResourceGroups, w.LedgerIgnoredGroups) {
+		return fmt.Errorf("ledger.ignoredResources %v ignoredResourceGroups %v, want %v and %v",
+			cfg.Ledger.IgnoredResources, cfg.Ledger.IgnoredResourceGroups, w.LedgerIgnored, w.LedgerIgnoredGroups)
+	}
 	return nil
+}
+
+// equalStrings: the same strings in the same order (nil and empty alike).
+func equalStrings(a, b []string) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // webhookListen is where the webhook must listen: loopback for the pod's own
@@ -731,6 +748,9 @@ func (r *rendered) loadShimConfig(w *Want) error {
 	}
 	if cfg.Prefix != "/" {
 		return fmt.Errorf("prefix %q, want /", cfg.Prefix)
+	}
+	if cfg.ServerTimeout != w.ShimServerTimeout {
+		return fmt.Errorf("serverTimeout %q, want %q (extender.httpTimeout - 500ms)", cfg.ServerTimeout, w.ShimServerTimeout)
 	}
 	if int64(cfg.Threads) != w.ShimThreads || cfg.MaxBodyBytes != w.ShimMaxBodyBytes {
 		return fmt.Errorf("threads %d maxBodyBytes %d, want %d and %d", cfg.Threads, cfg.MaxBodyBytes, w.ShimThreads, w.ShimMaxBodyBytes)

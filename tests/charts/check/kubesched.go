@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -154,11 +155,65 @@ func ValidateKubeSchedulerConfiguration(cfg *KubeSchedulerConfiguration) error {
 			return fmt.Errorf("profiles[%d].schedulerName: duplicate %q", i, *p.SchedulerName)
 		}
 		names[*p.SchedulerName] = true
+		if err := validatePluginConfig(i, p.PluginConfig); err != nil {
+			return err
+		}
 	}
 	if err := validateLeaderElection(cfg.LeaderElection); err != nil {
 		return err
 	}
 	return validateExtenders(cfg.Extenders)
+}
+
+// NodeResourcesFitArgs (kubescheduler.config.k8s.io/v1), the only plugin
+// arguments the chart writes.
+type NodeResourcesFitArgs struct {
+	IgnoredResources      []string               `json:"ignoredResources,omitempty"`
+	IgnoredResourceGroups []string               `json:"ignoredResourceGroups,omitempty"`
+	ScoringStrategy       map[string]interface{} `json:"scoringStrategy,omitempty"`
+}
+
+// validatePluginConfig: each plugin configured once, and NodeResourcesFit's
+// arguments decoded strictly and checked as validation_pluginargs.go
+// ValidateNodeResourcesFitArgs does (names are qualified names; a group has no
+// '/').
+func validatePluginConfig(profile int, pcs []map[string]interface{}) error {
+	seen := map[string]bool{}
+	for j, pc := range pcs {
+		name := str(pc["name"])
+		where := fmt.Sprintf("profiles[%d].pluginConfig[%d]", profile, j)
+		if name == "" || seen[name] {
+			return fmt.Errorf("%s: name %q missing or repeated", where, name)
+		}
+		seen[name] = true
+		for k := range pc {
+			if k != "name" && k != "args" {
+				return fmt.Errorf("%s: unknown field %q", where, k)
+			}
+		}
+		if name != "NodeResourcesFit" {
+			continue
+		}
+		var args NodeResourcesFitArgs
+		raw, _ := json.Marshal(pc["args"])
+		if err := decodeStrict(string(raw), &args); err != nil {
+			return fmt.Errorf("%s.args: %v", where, err)
+		}
+		for i, r := range args.IgnoredResources {
+			if !isQualifiedName(r) {
+				return fmt.Errorf("%s.args.ignoredResources[%d]: %q is not a qualified name", where, i, r)
+			}
+		}
+		for i, g := range args.IgnoredResourceGroups {
+			if strings.Contains(g, "/") {
+				return fmt.Errorf("%s.args.ignoredResourceGroups[%d]: resource group name can't contain '/'", where, i)
+			}
+			if !isQualifiedName(g) {
+				return fmt.Errorf("%s.args.ignoredResourceGroups[%d]: %q is not a qualified name", where, i, g)
+			}
+		}
+	}
+	return nil
 }
 
 func validateLeaderElection(le LeaderElection) error {

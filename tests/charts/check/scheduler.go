@@ -7,6 +7,7 @@ import (
 	"path"
 	"reflect"
 	"strings"
+	"time"
 )
 
 func (r *rendered) loadSchedulerConfig() error {
@@ -102,6 +103,115 @@ func checkManaged(r *rendered, w *Want) error {
 	return nil
 }
 
+// checkDeadlines: fitledger answers within kube-scheduler's httpTimeout: the
+// server's bind budget ends first, then (shim mode) the shim's wait for the
+// server, then kube-scheduler's own timeout.
+func checkDeadlines(r *rendered) error {
+	if r.server == nil {
+		return fmt.Errorf("server config missing")
+	}
+	httpTimeout, err := time.ParseDuration(r.sched.Extenders[0].HTTPTimeout)
+	if err != nil {
+		return fmt.Errorf("extender httpTimeout %q: %v", r.sched.Extenders[0].HTTPTimeout, err)
+	}
+	budget, err := time.ParseDuration(r.server.Kubernetes.BindBudget)
+	if err != nil || budget <= 0 {
+		return fmt.Errorf("kubernetes.bindBudget %q is not a positive duration", r.server.Kubernetes.BindBudget)
+	}
+	if budget > httpTimeout-time.Second {
+		return fmt.Errorf("bind budget %v leaves less than 1s of kube-scheduler's httpTimeout %v", budget, httpTimeout)
+	}
+	if r.shim != nil {
+		wait, err := time.ParseDuration(r.shim.ServerTimeout)
+		if err != nil || wait <= budget || wait >= httpTimeout {
+			return fmt.Errorf("shim serverTimeout %q must lie between the bind budget %v and httpTimeout %v", r.shim.ServerTimeout, budget, httpTimeout)
+		}
+	}
+	return nil
+}
+
+// checkIgnoredResources: the profile's NodeResourcesFit arguments are the
+// values', and the server's ledger ignores what kube-scheduler will ignore,
+// computed here from the rendered KubeSchedulerConfiguration by
+// kube-scheduler's own rule (pkg/scheduler/scheduler.go buildExtenders: when
+// any extender has managedResources with ignoredByScheduler, they replace the
+// profile's ignoredResources), less fitledger's own managed resources (and
+// their groups).
+func checkIgnoredResources(r *rendered, w *Want) error {
+	var profIgnored, profGroups []string
+	for _, pc := range r.sched.Profiles[0].PluginConfig {
+		if str(pc["name"]) != "NodeResourcesFit" {
+			continue
+		}
+		profIgnored = strList(get(pc, "args", "ignoredResources"))
+		profGroups = strList(get(pc, "args", "ignoredResourceGroups"))
+	}
+	if !equalStrings(profIgnored, w.FitIgnored) || !equalStrings(profGroups, w.FitIgnoredGroups) {
+		return fmt.Errorf("profile NodeResourcesFit ignoredResources %v ignoredResourceGroups %v, want %v and %v",
+			profIgnored, profGroups, w.FitIgnored, w.FitIgnoredGroups)
+	}
+	var fromExtenders []string
+	for _, x := range r.sched.Extenders {
+		for _, m := range x.ManagedResources {
+			if m.IgnoredByScheduler {
+				fromExtenders = append(fromExtenders, m.Name)
+			}
+		}
+	}
+	effective := profIgnored
+	if len(fromExtenders) > 0 {
+		effective = fromExtenders
+	}
+	own, ownGroups := map[string]bool{}, map[string]bool{}
+	for _, m := range r.sched.Extenders[0].ManagedResources {
+		own[m.Name] = true
+		ownGroups[strings.SplitN(m.Name, "/", 2)[0]] = true
+	}
+	var want, wantGroups []string
+	for _, n := range effective {
+		if !own[n] {
+			want = append(want, n)
+		}
+	}
+	for _, g := range profGroups {
+		if !ownGroups[g] {
+			wantGroups = append(wantGroups, g)
+		}
+	}
+	got := r.server.Ledger
+	if !equalStrings(got.IgnoredResources, want) || !equalStrings(got.IgnoredResourceGroups, wantGroups) {
+		return fmt.Errorf("server ledger.ignoredResources %v ignoredResourceGroups %v; kube-scheduler ignores %v and groups %v (fitledger's own %v excepted)",
+			got.IgnoredResources, got.IgnoredResourceGroups, want, wantGroups, r.sched.Extenders[0].ManagedResources)
+	}
+	return nil
+}
+
+// checkSelectsOnlyTheDeployment: `sel` (a PodDisruptionBudget's, the
+// anti-affinity's or the Service's) names the pods' component and matches
+// neither the `helm test` pod nor any other pod the chart renders.
+func checkSelectsOnlyTheDeployment(what string, sel map[string]interface{}, r *rendered) error {
+	labels := mapOf(get(r.deploy.M, "spec", "template", "metadata", "labels"))
+	if comp := str(labels["app.kubernetes.io/component"]); comp == "" || str(sel["app.kubernetes.io/component"]) != comp {
+		return fmt.Errorf("%s selector %v does not select app.kubernetes.io/component=%s", what, sel, comp)
+	}
+	for _, o := range r.objs {
+		if o.Kind() != "Pod" {
+			continue
+		}
+		podLabels := mapOf(get(o.M, "metadata", "labels"))
+		matches := true
+		for k, v := range sel {
+			if podLabels[k] != v {
+				matches = false
+			}
+		}
+		if matches {
+			return fmt.Errorf("%s selector %v also selects the pod %s", what, sel, o.Name())
+		}
+	}
+	return nil
+}
+
 func checkLeaderElection(r *rendered, w *Want) error {
 	le := r.sched.LeaderElection
 	if le.LeaderElect == nil || !*le.LeaderElect {
@@ -172,6 +282,9 @@ func checkStandalone(r *rendered, w *Want) error {
 		if labels[k] != v {
 			return fmt.Errorf("Service selector %s=%v does not match the pod", k, v)
 		}
+	}
+	if err := checkSelectsOnlyTheDeployment("Service", sel, r); err != nil {
+		return err
 	}
 	if ip := str(get(svc.M, "spec", "clusterIP")); ip != "" && net.ParseIP(ip) == nil {
 		return fmt.Errorf("clusterIP %q is not an IP", ip)
@@ -260,7 +373,7 @@ func checkPDB(r *rendered, w *Want) error {
 			return fmt.Errorf("selector %s=%v does not match the pods", k, v)
 		}
 	}
-	return nil
+	return checkSelectsOnlyTheDeployment("PodDisruptionBudget", sel, r)
 }
 
 func checkAntiAffinity(r *rendered, w *Want) error {
@@ -300,7 +413,7 @@ func checkAntiAffinity(r *rendered, w *Want) error {
 			return fmt.Errorf("anti-affinity selector %s=%v does not match the pods", k, v)
 		}
 	}
-	return nil
+	return checkSelectsOnlyTheDeployment("anti-affinity", sel, r)
 }
 
 func checkTestHook(objs []Obj, w *Want) error {
@@ -391,7 +504,8 @@ func checkNotes(e *Env, s goodSet, w *Want) error {
 	notes := res.stdout[i:]
 	var want []string
 	if w.Scheduler {
-		want = append(want, "schedulerName", w.SchedulerName, "get lease "+w.LeaseName, "rollout status deployment/"+w.Fullname)
+		want = append(want, "schedulerName", w.SchedulerName, "get lease "+w.LeaseName, "rollout status deployment/"+w.Fullname,
+			"running kube-scheduler "+w.SchedulerImage[strings.LastIndex(w.SchedulerImage, ":")+1:])
 	} else {
 		want = append(want, w.Fullname+"-extender", "config/kube-scheduler/README.md")
 		if w.Webhook == "shim" {

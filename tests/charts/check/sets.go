@@ -48,6 +48,14 @@ type Want struct {
 	AntiAffinity string // soft | hard
 	PDB          bool
 	Test         bool
+
+	// Deadlines derived from extender.httpTimeout: the server's
+	// kubernetes.bindBudget and, in shim mode, the shim's serverTimeout.
+	BindBudget, ShimServerTimeout string
+	// The profile's NodeResourcesFitArgs lists (pluginConfig), and what the
+	// server's ledger ignores.
+	FitIgnored, FitIgnoredGroups       []string
+	LedgerIgnored, LedgerIgnoredGroups []string
 }
 
 // defaults is the expectation for `helm template fitledger charts/fitledger`.
@@ -56,11 +64,14 @@ func defaults() Want {
 		Release: "fitledger", Namespace: "default", Fullname: "fitledger",
 		ServiceAccount: "fitledger", CreateSA: true, RBAC: true,
 		Scheduler: true, SchedulerName: "fitledger-scheduler", LeaseName: "fitledger-scheduler",
-		Replicas: 2, Image: "fitledger:0.1.0",
-		SchedulerImage: "registry.k8s.io/kube-scheduler:v1.32.4",
-		KubectlImage:   "registry.k8s.io/kubectl:v1.32.4",
-		Webhook:        "server",
-		ShimPort:       8888, ShimMonitorPort: 8082, ServerMonitorPort: 8081,
+		Replicas: 2, Image: "registry.example.com/fitledger:0.1.0",
+		// The renderer's cluster is v1.32.0 unless --kube-version says
+		// otherwise: the chart's 1.32 release.
+		SchedulerImage: "registry.k8s.io/kube-scheduler:v1.32.12",
+		KubectlImage:   "registry.k8s.io/kubectl:v1.32.12",
+		BindBudget:     "4s", ShimServerTimeout: "4500ms",
+		Webhook:  "server",
+		ShimPort: 8888, ShimMonitorPort: 8082, ServerMonitorPort: 8081,
 		ShimThreads: 64, ShimMaxBodyBytes: 16777216,
 		GRPCTCP: true, GRPCPort: 9090,
 		Prioritize: true, Weight: 1, Bind: true, Preempt: true, Extenders: 1,
@@ -131,6 +142,7 @@ func goodSets(e *Env) []goodSet {
 	full.KubectlImage = "registry.k8s.io/kubectl:v1.31.8"
 	full.ShimPort, full.GRPCPort = 18888, 19090
 	full.ShimMaxBodyBytes = 33554432
+	full.BindBudget, full.ShimServerTimeout = "9s", "9500ms" // httpTimeout: 10s
 	full.GRPCTLS, full.GRPCClientAuth = true, true
 	full.ShimTLS, full.ShimClientAuth = true, true
 	full.Weight = 5
@@ -189,6 +201,81 @@ func goodSets(e *Env) []goodSet {
 	sets = append(sets, goodSet{name: "standalone", want: alone, args: aloneArgs})
 	sets = append(sets, goodSet{name: "standalone-shim-mode", want: inShim(alone),
 		args: append(append([]string{}, aloneArgs...), "-f", shim)})
+
+	// kube-scheduler follows the cluster: the chart's release for the
+	// cluster's minor version (managed clusters report versions such as
+	// v1.31.4-eks-1a2b3c4); on a cluster one minor newer than any it knows, its
+	// newest release, one minor older (within the version-skew policy).
+	for _, k := range []struct{ name, kube, tag string }{
+		{"cluster-1.29", "v1.29.0", "v1.29.15"},
+		{"cluster-1.31-eks", "v1.31.4-eks-1a2b3c4", "v1.31.14"},
+		{"cluster-1.33", "v1.33.1", "v1.33.8"},
+		{"cluster-1.34", "v1.34.0", "v1.34.4"},
+		{"cluster-1.35-newest-known-release", "v1.35.2", "v1.34.4"},
+	} {
+		w := defaults()
+		w.SchedulerImage = "registry.k8s.io/kube-scheduler:" + k.tag
+		w.KubectlImage = "registry.k8s.io/kubectl:" + k.tag
+		sets = append(sets, goodSet{name: k.name, want: w, args: []string{"--kube-version", k.kube}})
+	}
+	// Overrides within the policy: one minor older, a newer patch of the same
+	// minor; and outside it with allowSkew.
+	for _, o := range []struct{ name, kube, tag string }{
+		{"override-one-minor-older", "v1.33.1", "v1.32.9"},
+		{"override-newer-patch-same-minor", "v1.33.1", "v1.33.9"},
+	} {
+		w := defaults()
+		w.SchedulerImage = "registry.k8s.io/kube-scheduler:" + o.tag
+		w.KubectlImage = "registry.k8s.io/kubectl:" + o.tag
+		sets = append(sets, goodSet{name: o.name, want: w,
+			args: []string{"--kube-version", o.kube, "--set", "scheduler.image.tag=" + o.tag}})
+	}
+	skew := defaults()
+	skew.SchedulerImage = "registry.k8s.io/kube-scheduler:v1.34.1"
+	skew.KubectlImage = "registry.k8s.io/kubectl:v1.34.1"
+	sets = append(sets, goodSet{name: "override-outside-skew-with-allowSkew", want: skew,
+		args: []string{"--kube-version", "v1.31.2", "--set", "scheduler.image.tag=v1.34.1", "--set", "scheduler.image.allowSkew=true"}})
+	kubectl := defaults()
+	kubectl.KubectlImage = "registry.k8s.io/kubectl:v1.32.0"
+	sets = append(sets, goodSet{name: "kubectl-tag-override", want: kubectl,
+		args: []string{"--set", "test.kubectlImage.tag=v1.32.0"}})
+
+	// The deadlines follow extender.httpTimeout.
+	slow := defaults()
+	slow.BindBudget, slow.ShimServerTimeout = "1500ms", "2s"
+	sets = append(sets, goodSet{name: "http-timeout-2500ms", want: slow,
+		args: []string{"--set", "extender.httpTimeout=2500ms"}})
+	sets = append(sets, goodSet{name: "http-timeout-2500ms-shim-mode", want: inShim(slow),
+		args: []string{"--set", "extender.httpTimeout=2500ms", "-f", shim}})
+
+	// What kube-scheduler ignores, fitledger's ledger ignores: the profile's
+	// NodeResourcesFitArgs...
+	ign := defaults()
+	ign.FitIgnored = []string{"example.com/foo", "vendor.example/bar"}
+	ign.FitIgnoredGroups = []string{"example.org", "example.com"}
+	ign.LedgerIgnored, ign.LedgerIgnoredGroups = ign.FitIgnored, ign.FitIgnoredGroups
+	ignArgs := []string{"-f", e.ValuesFile("ignored-resources.yaml")}
+	sets = append(sets, goodSet{name: "ignored-resources", want: ign, args: ignArgs})
+	// ... replaced by the extenders' ignoredByScheduler resources when there
+	// are any (kube-scheduler's buildExtenders)...
+	ext2 := ign
+	ext2.Extenders = 2
+	ext2.LedgerIgnored = []string{"other.example/thing", "third.example/widget"}
+	sets = append(sets, goodSet{name: "ignored-resources-and-another-extenders", want: ext2,
+		args: append(append([]string{}, ignArgs...), "-f", e.ValuesFile("ignored-by-extenders.yaml"))})
+	// ... less what fitledger manages itself (full.yaml: example.com/gpu-mem,
+	// ignoredByScheduler, so the profile's list is replaced by it, and the
+	// example.com group).
+	fullIgn := full
+	fullIgn.FitIgnored, fullIgn.FitIgnoredGroups = ign.FitIgnored, ign.FitIgnoredGroups
+	fullIgn.LedgerIgnored, fullIgn.LedgerIgnoredGroups = nil, []string{"example.org"}
+	sets = append(sets, goodSet{name: "full-with-ignored-resources", want: fullIgn,
+		args: append(append([]string{}, fullArgs...), ignArgs...)})
+
+	// Every set installs a built image (image.repository has no default).
+	for i := range sets {
+		sets[i].args = append([]string{"-f", e.ValuesFile("image.yaml")}, sets[i].args...)
+	}
 	return sets
 }
 
@@ -203,7 +290,31 @@ type badSet struct {
 
 func badSets(e *Env) []badSet {
 	notExtended := "is not an extended resource name"
-	return []badSet{
+	skewPolicy := "version-skew policy, https://kubernetes.io/releases/version-skew-policy/"
+	image := []string{"-f", e.ValuesFile("image.yaml")}
+	withImage := func(b badSet) badSet {
+		b.args = append(append([]string{}, image...), b.args...)
+		return b
+	}
+	sets := []badSet{
+		{name: "scheduler newer than the cluster", args: []string{"--kube-version", "v1.32.0", "--set", "scheduler.image.tag=v1.33.2"},
+			wantTemplate: "scheduler.image.tag v1.33.2 is newer than the cluster (Kubernetes v1.32.0): kube-scheduler must not be newer than the API server (" + skewPolicy + "). Use a 1.32.x or 1.31.x kube-scheduler (empty: v1.32.12), or set scheduler.image.allowSkew=true"},
+		{name: "scheduler newer than a 1.29 cluster", args: []string{"--kube-version", "v1.29.3", "--set", "scheduler.image.tag=v1.30.14"},
+			wantTemplate: "scheduler.image.tag v1.30.14 is newer than the cluster (Kubernetes v1.29.3)"},
+		{name: "scheduler two minors older than the cluster", args: []string{"--kube-version", "v1.34.0", "--set", "scheduler.image.tag=v1.32.12"},
+			wantTemplate: "scheduler.image.tag v1.32.12 is more than one minor version older than the cluster (Kubernetes v1.34.0): kube-scheduler may be at most one minor version older than the API server (" + skewPolicy + "). Use a 1.34.x or 1.33.x kube-scheduler (empty: v1.34.4)"},
+		{name: "a cluster two minors past the chart's releases", args: []string{"--kube-version", "v1.36.0"},
+			wantTemplate: "no kube-scheduler release is known to this chart for Kubernetes 1.36 (the cluster is v1.36.0; the chart knows 1.29 to 1.34): set scheduler.image.tag"},
+		{name: "scheduler tag that is not a version", args: []string{"--set", "scheduler.image.tag=latest"},
+			want: "scheduler.image.tag: Does not match pattern", wantTemplate: `scheduler.image.tag "latest" is not a Kubernetes version`},
+		{name: "httpTimeout too short for a bind budget", args: []string{"--set", "extender.httpTimeout=1500ms"},
+			wantTemplate: "extender.httpTimeout must be at least 2s, got 1500ms: fitledger's Bind verb must end 1s before it (kubernetes.bindBudget = httpTimeout - 1s)"},
+		{name: "ignored resource group with a slash", args: []string{"--set", "scheduler.nodeResourcesFit.ignoredResourceGroups[0]=example.com/gpu"},
+			want: "scheduler.nodeResourcesFit.ignoredResourceGroups.0", wantTemplate: `scheduler.nodeResourcesFit.ignoredResourceGroups[0] "example.com/gpu": a resource group is the part before "/"`},
+		{name: "ignored resource that is not a name", args: []string{"--set", "scheduler.nodeResourcesFit.ignoredResources[0]=not a name"},
+			want: "scheduler.nodeResourcesFit.ignoredResources.0", wantTemplate: `scheduler.nodeResourcesFit.ignoredResources[0] "not a name" is not a resource name`},
+	}
+	old := []badSet{
 		{name: "weight-0-with-prioritize (values file)", args: []string{"-f", e.ValuesFile("bad-weight.yaml")},
 			want: "extender.weight: Must be greater than or equal to 1", wantTemplate: "extender.weight must be > 0 when extender.prioritize is true"},
 		{name: "weight-0-with-prioritize (--set)", args: []string{"--set", "extender.weight=0"},
@@ -260,4 +371,14 @@ func badSets(e *Env) []badSet {
 		{name: "Kubernetes older than native sidecars", args: []string{"--kube-version", "v1.28.9"},
 			want: "chart requires kubeVersion: >=1.29.0-0 which is incompatible with Kubernetes v1.28.9"},
 	}
+	var out []badSet
+	for _, b := range append(sets, old...) {
+		out = append(out, withImage(b))
+	}
+	// The image unset: no default can be pulled, so rendering says how to build one.
+	unset := "image.repository is not set, and fitledger's image is in no public registry: build it from the repository's Dockerfile, push it to a registry your cluster pulls from, and set image.repository to it: `docker build -t REGISTRY/fitledger:0.1.0 . && docker push REGISTRY/fitledger:0.1.0`, then `helm install ... --set image.repository=REGISTRY/fitledger`"
+	return append(out,
+		badSet{name: "image.repository unset", wantTemplate: unset},
+		badSet{name: "image.repository set empty", args: []string{"-f", e.ValuesFile("image.yaml"), "--set", "image.repository="}, wantTemplate: unset},
+		badSet{name: "image.repository unset in standalone mode", args: []string{"--namespace", "fitledger", "-f", e.ValuesFile("standalone.yaml")}, wantTemplate: unset})
 }

@@ -1,11 +1,20 @@
 // The Kubernetes client against fitledger-sim as a real process: kubeconfig variants over TLS,
 // list + watch into the ledger, reconnect, 410 relist, bookmarks.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -315,6 +324,355 @@ TEST_F(WatcherTest, TheDeadlineBoundsTheBindingPost) {
   EXPECT_THAT(late.message, HasSubstr("not sent"));
   EXPECT_TRUE(absl::IsDeadlineExceeded(
       binder_->GetPod("default", "slow", absl::Now() - absl::Seconds(1)).status()));
+}
+
+// A forward proxy on 127.0.0.1 for the proxy-url tests: HTTP CONNECT and SOCKS5 (no auth,
+// CONNECT), told apart by the first byte. Records each target as the client asked for it.
+class TestProxy {
+ public:
+  TestProxy() {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(listen_fd_, 16), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] { Accept(); });
+  }
+  ~TestProxy() {
+    shutdown(listen_fd_, SHUT_RDWR);
+    close(listen_fd_);
+    acceptor_.join();
+    {
+      MutexLock lock(&mu_);
+      for (int fd : open_fds_) shutdown(fd, SHUT_RDWR);
+    }
+    for (std::thread& t : workers_) t.join();
+  }
+  int port() const { return port_; }
+  std::vector<std::string> targets() {
+    MutexLock lock(&mu_);
+    return targets_;
+  }
+
+ private:
+  void Accept() {
+    while (true) {
+      int fd = accept(listen_fd_, nullptr, nullptr);
+      if (fd < 0) return;
+      MutexLock lock(&mu_);
+      open_fds_.push_back(fd);
+      workers_.emplace_back([this, fd] { Serve(fd); });
+    }
+  }
+  static bool ReadN(int fd, unsigned char* buf, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+      ssize_t r = read(fd, buf + got, n - got);
+      if (r <= 0) return false;
+      got += static_cast<size_t>(r);
+    }
+    return true;
+  }
+  static int Dial(const std::string& host, int port) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return -1;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+      close(fd);
+      fd = -1;
+    }
+    freeaddrinfo(res);
+    return fd;
+  }
+  void Serve(int fd) {
+    unsigned char first;
+    if (!ReadN(fd, &first, 1)) return;
+    std::string host;
+    int port = 0;
+    int upstream = -1;
+    if (first == 5) {  // SOCKS5 (RFC 1928)
+      unsigned char n;
+      unsigned char methods[255];
+      if (!ReadN(fd, &n, 1) || !ReadN(fd, methods, n)) return;
+      const unsigned char no_auth[2] = {5, 0};
+      if (write(fd, no_auth, 2) != 2) return;
+      unsigned char req[4];
+      if (!ReadN(fd, req, 4) || req[1] != 1) return;
+      std::string kind;
+      if (req[3] == 1) {
+        unsigned char ip[4];
+        if (!ReadN(fd, ip, 4)) return;
+        host = absl::StrCat(ip[0], ".", ip[1], ".", ip[2], ".", ip[3]);
+        kind = "ipv4";
+      } else if (req[3] == 3) {
+        unsigned char len;
+        char name[256];
+        if (!ReadN(fd, &len, 1) || !ReadN(fd, reinterpret_cast<unsigned char*>(name), len)) return;
+        host.assign(name, len);
+        kind = "name";
+      } else {
+        return;
+      }
+      unsigned char p[2];
+      if (!ReadN(fd, p, 2)) return;
+      port = p[0] * 256 + p[1];
+      {
+        MutexLock lock(&mu_);
+        targets_.push_back(absl::StrCat("socks5 ", kind, " ", host, ":", port));
+      }
+      upstream = Dial(host, port);
+      const unsigned char ok[10] = {5, static_cast<unsigned char>(upstream < 0 ? 4 : 0), 0, 1};
+      if (write(fd, ok, 10) != 10 || upstream < 0) return;
+    } else {  // HTTP CONNECT
+      std::string head(1, static_cast<char>(first));
+      unsigned char c;
+      while (head.find("\r\n\r\n") == std::string::npos && ReadN(fd, &c, 1)) head.push_back(c);
+      std::string line = head.substr(0, head.find("\r\n"));
+      if (!absl::StartsWith(line, "CONNECT ")) return;
+      std::string target = line.substr(8, line.find(' ', 8) - 8);
+      {
+        MutexLock lock(&mu_);
+        targets_.push_back("connect " + target);
+      }
+      size_t colon = target.rfind(':');
+      host = target.substr(0, colon);
+      port = std::stoi(target.substr(colon + 1));
+      upstream = Dial(host, port);
+      std::string reply = upstream < 0 ? "HTTP/1.1 502 Bad Gateway\r\n\r\n"
+                                       : "HTTP/1.1 200 Connection established\r\n\r\n";
+      if (write(fd, reply.data(), reply.size()) < 0 || upstream < 0) return;
+    }
+    {
+      MutexLock lock(&mu_);
+      open_fds_.push_back(upstream);
+    }
+    pollfd fds[2] = {{fd, POLLIN, 0}, {upstream, POLLIN, 0}};
+    char buf[16384];
+    while (poll(fds, 2, -1) > 0) {
+      bool done = false;
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].revents == 0) continue;
+        ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+        if (n <= 0 || write(fds[1 - i].fd, buf, static_cast<size_t>(n)) != n) done = true;
+      }
+      if (done) break;
+    }
+    shutdown(fd, SHUT_RDWR);
+    shutdown(upstream, SHUT_RDWR);
+  }
+
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread acceptor_;
+  Mutex mu_;
+  std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> open_fds_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> targets_ ABSL_GUARDED_BY(mu_);
+};
+
+class TlsSimTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartSim("token: s3cret\n"); }
+  // The sim over TLS, client certificates required, plus `extra` config.
+  void StartSim(const std::string& extra) {
+    sim_.reset();
+    certs_ = MakeCerts();
+    std::string yaml =
+        absl::StrCat(kNodes, "tls: {certFile: ", certs_, "/server.pem, keyFile: ", certs_,
+                     "/server-key.pem, clientCAFile: ", certs_, "/ca.pem}\n", extra);
+    absl::StatusOr<std::unique_ptr<SimProcess>> sim = SimProcess::Start(yaml);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    sim_ = *std::move(sim);
+  }
+  Connection Good() const {
+    Connection c = Tls(sim_->port(), certs_);
+    c.token = "s3cret";
+    c.client_cert_file = certs_ + "/client.pem";
+    c.client_key_file = certs_ + "/client-key.pem";
+    return c;
+  }
+  static absl::StatusOr<HttpResponse> Nodes(ApiClient& client) {
+    return client.Request("GET", "/api/v1/nodes", "", absl::Seconds(10));
+  }
+  std::string certs_;
+  std::unique_ptr<SimProcess> sim_;
+};
+
+TEST_F(TlsSimTest, TlsServerNameIsWhatTheCertificateIsCheckedAgainst) {
+  Connection c = Good();
+  c.tls_server_name = "localhost";  // in the certificate; the URL's host is 127.0.0.1
+  ApiClient client(c);
+  absl::StatusOr<HttpResponse> r = Nodes(client);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+
+  c.tls_server_name = "kubernetes.default.svc";  // not in the certificate
+  ApiClient wrong(c);
+  r = Nodes(wrong);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("kubernetes.default.svc"));
+}
+
+TEST_F(TlsSimTest, ProxyUrlHttpConnectAndSocks5) {
+  TestProxy proxy;
+  Connection c = Good();
+  c.proxy_url = absl::StrCat("http://127.0.0.1:", proxy.port());
+  ApiClient http(c);
+  absl::StatusOr<HttpResponse> r = Nodes(http);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+  EXPECT_THAT(proxy.targets(),
+              ::testing::ElementsAre(absl::StrCat("connect 127.0.0.1:", sim_->port())));
+
+  // socks5: the host name goes to the proxy to resolve, as Go's SOCKS5 dialer does.
+  TestProxy socks;
+  c.proxy_url = absl::StrCat("socks5://127.0.0.1:", socks.port());
+  c.tls_server_name = "localhost";
+  ApiClient socks_client(c);
+  r = Nodes(socks_client);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+  ASSERT_EQ(socks.targets().size(), 1u);
+  EXPECT_THAT(socks.targets()[0], HasSubstr(absl::StrCat(":", sim_->port())));
+
+  // With tls-server-name through an HTTP proxy, the tunnel still goes to the server's address.
+  TestProxy tunnel;
+  c.proxy_url = absl::StrCat("http://127.0.0.1:", tunnel.port());
+  ApiClient tunnel_client(c);
+  r = Nodes(tunnel_client);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+  EXPECT_THAT(tunnel.targets(),
+              ::testing::ElementsAre(absl::StrCat("connect 127.0.0.1:", sim_->port())));
+
+  // A proxy that is not there: nothing was sent.
+  c.proxy_url = "http://127.0.0.1:1";
+  r = Nodes(*std::make_unique<ApiClient>(c));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+}
+
+// Writes an exec plugin that prints an ExecCredential made by `status_script` (shell that prints
+// the status object; $n is the run number) and counts its runs in <dir>/count.
+std::string WritePlugin(const std::string& dir, const std::string& status_script) {
+  std::string path = dir + "/plugin";
+  std::ofstream(path) << "#!/bin/sh\n"
+                      << "n=$(( $(cat " << dir << "/count 2>/dev/null || echo 0) + 1 ))\n"
+                      << "echo $n > " << dir << "/count\n"
+                      << "pem() { awk '{printf \"%s\\\\n\", $0}' \"$1\"; }\n"
+                      << "printf '{\"kind\":\"ExecCredential\",\"apiVersion\":"
+                         "\"client.authentication.k8s.io/v1\",\"status\":'\n"
+                      << status_script << "\nprintf '}'\n";
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+ExecConfig PluginConfig(const std::string& command) {
+  ExecConfig exec;
+  exec.command = command;
+  exec.api_version = "client.authentication.k8s.io/v1";
+  exec.interactive_mode = "Never";
+  exec.user = "plugin-user";
+  return exec;
+}
+
+TEST_F(TlsSimTest, ExecTokenIsRefreshedAndTheRequestRetriedAfterA401) {
+  std::string dir = MakeTempDir("exec-token");
+  // The first run hands out a token the API server no longer accepts.
+  std::string plugin = WritePlugin(dir,
+                                   "if [ $n = 1 ]; then printf '{\"token\":\"stale\"}'; "
+                                   "else printf '{\"token\":\"s3cret\"}'; fi");
+  Connection c = Good();
+  c.token.clear();
+  c.exec = PluginConfig(plugin);
+  ApiClient client(c);
+  absl::StatusOr<HttpResponse> r = Nodes(client);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+  EXPECT_EQ(client.exec_credentials()->runs(), 2u);
+  r = Nodes(client);  // cached
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->code, 200);
+  EXPECT_EQ(client.exec_credentials()->runs(), 2u);
+
+  // A plugin whose every token is refused: one retry, then the 401 is the answer.
+  std::string dir2 = MakeTempDir("exec-token-bad");
+  c.exec = PluginConfig(WritePlugin(dir2, "printf '{\"token\":\"never-good\"}'"));
+  ApiClient refused(c);
+  r = Nodes(refused);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 401);
+  EXPECT_EQ(refused.exec_credentials()->runs(), 2u);
+
+  // A plugin that fails: no request is sent, and the error names the plugin.
+  std::string dir3 = MakeTempDir("exec-token-fail");
+  c.exec = PluginConfig(WritePlugin(dir3, "echo 'token expired' >&2; exit 1"));
+  ApiClient failing(c);
+  r = Nodes(failing);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("kubernetes API credentials: exec plugin \"" + dir3 + "/plugin\""));
+}
+
+TEST_F(TlsSimTest, ExecClientCertificateIsUsedAndARotationEndsOpenWatches) {
+  StartSim("");  // the client certificate is the only credential
+  std::string dir = MakeTempDir("exec-cert");
+  // Runs 1 and 2: the CA-signed client certificate; later: one from an unrelated CA.
+  std::string plugin = WritePlugin(
+      dir, absl::StrCat("if [ $n -le 2 ]; then p=", certs_, "/client; else p=", certs_,
+                        "/other-client; fi\n",
+                        "printf '{\"clientCertificateData\":\"%s\",\"clientKeyData\":\"%s\"}' "
+                        "\"$(pem $p.pem)\" \"$(pem $p-key.pem)\""));
+  Connection c = Good();
+  c.client_cert_file.clear();
+  c.client_key_file.clear();
+  c.exec = PluginConfig(plugin);
+  ApiClient client(c);
+  absl::StatusOr<HttpResponse> r = Nodes(client);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 200);
+
+  std::atomic<bool> cancel{false};
+  std::atomic<int> lines{0};
+  absl::StatusOr<long> stream_code = absl::UnknownError("not ended");
+  std::atomic<bool> ended{false};
+  std::string error_body;
+  std::thread watch([&] {
+    stream_code = client.Stream(
+        "/api/v1/nodes?watch=true&allowWatchBookmarks=true",
+        [&](absl::string_view) {
+          ++lines;
+          return true;
+        },
+        &cancel, absl::Seconds(60), 1 << 20, &error_body);
+    ended = true;
+  });
+  EXPECT_TRUE(WaitUntil([&] { return lines.load() >= 1; }));
+  // The same certificate again: the watch keeps going.
+  ExecCredentialSource* source = client.exec_credentials();
+  EXPECT_TRUE(source->RefreshAfterUnauthorized(1, absl::Now()).ok());
+  EXPECT_EQ(source->cert_generation(), 0u);
+  EXPECT_FALSE(ended.load());
+  // A new certificate: the watch ends (a normal end, the caller resumes) to reconnect with it.
+  EXPECT_TRUE(source->RefreshAfterUnauthorized(2, absl::Now()).ok());
+  EXPECT_EQ(source->cert_generation(), 1u);
+  EXPECT_TRUE(WaitUntil([&] { return ended.load(); }, absl::Seconds(10)));
+  cancel = true;
+  watch.join();
+  ASSERT_TRUE(stream_code.ok()) << stream_code.status();
+  EXPECT_EQ(*stream_code, 200);
+  // And later requests present the new certificate (which this API server does not trust).
+  r = Nodes(client);
+  EXPECT_FALSE(r.ok() && r->code == 200);
 }
 
 TEST(ApiClientTest, ConnectionRefusedIsUnavailable) {

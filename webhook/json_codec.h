@@ -10,6 +10,13 @@
 // with ignore_unknown_fields (tests/client/shim/json_codec_test.cc proves it on fixtures).
 //
 // Encoding writes the PascalCase keys kube-scheduler reads, with map keys sorted (as Go does).
+//
+// Not shared with the watcher's decoder (server/kube/objects.h), though both read Pods with
+// simdjson: this one fills fitledger.v1 messages (what fitledger-shim forwards over gRPC, and
+// what the tests hold equal to protobuf's own JSON parser), keys matched case-insensitively at
+// the extender level; the watcher fills the server's plain model straight from watch events and
+// LIST pages (no protobuf in the server's core) and reads status fields the incoming pod never
+// carries (allocated resources, resize conditions).
 #ifndef FITLEDGER_WEBHOOK_JSON_CODEC_H_
 #define FITLEDGER_WEBHOOK_JSON_CODEC_H_
 

@@ -152,24 +152,6 @@ FilterResult Ledger::Filter(const Resources& requests,
   return out;
 }
 
-absl::StatusOr<FitResult> Ledger::Fit(const Resources& requests, const std::string& node_name,
-                                      const std::string& uid) const {
-  ReaderMutexLock lock(&mu_);
-  auto it = nodes_.find(node_name);
-  if (it == nodes_.end() || !it->second.known) {
-    return absl::NotFoundError(absl::StrCat("node ", node_name, " not found"));
-  }
-  return FitLocked(it->second, requests, OwnLocked(uid, node_name));
-}
-
-std::pair<Resources, bool> Ledger::CountedRequests(const std::string& uid,
-                                                   const std::string& node_name) const {
-  ReaderMutexLock lock(&mu_);
-  auto pod = pods_.find(uid);
-  if (pod == pods_.end() || pod->second.node_name != node_name) return {Resources(), false};
-  return {pod->second.requests, pod->second.state == PodState::kAssumed};
-}
-
 int64_t Ledger::ScoreLocked(const NodeState& node, const Resources& requests,
                             const Resources* released) const {
   // noderesources/resource_allocation.go score + calculateResourceAllocatableRequest, then
@@ -616,17 +598,38 @@ std::vector<NodeSummary> Ledger::Nodes() const {
 }
 
 std::vector<AssumedPod> Ledger::Assumed() const {
-  std::vector<AssumedPod> out = AssumedOlderThan(absl::InfiniteFuture());
+  std::vector<AssumedPod> out;
   {
-    ReaderMutexLock lock(&mu_);
+    ReaderMutexLock lock(&mu_);  // one snapshot: binds in flight and settled ones alike
     for (const auto& [uid, entry] : pods_) {
-      if (entry.state == PodState::kAssumed && entry.bind_in_flight) {
-        out.push_back(ViewLocked(uid, entry));
-      }
+      if (entry.state == PodState::kAssumed) out.push_back(ViewLocked(uid, entry));
     }
   }
   std::sort(out.begin(), out.end(),
             [](const AssumedPod& a, const AssumedPod& b) { return a.assumed_at < b.assumed_at; });
+  return out;
+}
+
+absl::StatusOr<Explanation> Ledger::Explain(const Resources& requests, const std::string& node_name,
+                                            const std::string& uid) const {
+  ReaderMutexLock lock(&mu_);  // the verdict and the numbers from one snapshot
+  auto it = nodes_.find(node_name);
+  if (it == nodes_.end() || !it->second.known) {
+    return absl::NotFoundError(absl::StrCat("node ", node_name, " not found"));
+  }
+  const NodeState& state = it->second;
+  Explanation out;
+  out.fit = FitLocked(state, requests, OwnLocked(uid, node_name));
+  out.node = {node_name,     state.known,          state.allocatable, state.confirmed,
+              state.assumed, state.confirmed.pods, state.assumed.pods};
+  if (!uid.empty()) {
+    // Leave the pod's own counted requests out of the numbers, as the verdict does.
+    auto pod = pods_.find(uid);
+    if (pod != pods_.end() && pod->second.node_name == node_name) {
+      (pod->second.state == PodState::kAssumed ? out.node.assumed : out.node.confirmed)
+          .Subtract(pod->second.requests);
+    }
+  }
   return out;
 }
 

@@ -107,6 +107,12 @@ struct NodeSummary {
   int64_t assumed_pods = 0;
 };
 
+// Ledger::Explain's answer.
+struct Explanation {
+  FitResult fit;
+  NodeSummary node;  // without the explained pod's own counted requests
+};
+
 struct AssumedPod {
   std::string uid;
   std::string namespace_name;
@@ -191,15 +197,11 @@ class Ledger {
   // not dropped.
   FilterResult Filter(const Resources& requests, absl::Span<const absl::string_view> node_names,
                       absl::string_view uid = {}) const;
-  // The fit of `requests` on one node, for Explain. A pod already counted on that node under
-  // `uid` (non-empty) is left out of the node's usage, so it is not counted twice. NotFound for
-  // an unknown node.
-  absl::StatusOr<FitResult> Fit(const Resources& requests, const std::string& node_name,
-                                const std::string& uid = "") const;
-  // The requests counted for `uid` on `node_name` (zero when it is not counted there), and
-  // whether they are counted as assumed (else confirmed).
-  std::pair<Resources, bool> CountedRequests(const std::string& uid,
-                                             const std::string& node_name) const;
+  // The fit of `requests` on one node and the node's numbers it rests on, from one snapshot
+  // (for Explain): a pod counted there under `uid` (non-empty) is left out of the verdict and of
+  // the numbers, so it is not counted twice. NotFound for an unknown node.
+  absl::StatusOr<Explanation> Explain(const Resources& requests, const std::string& node_name,
+                                      const std::string& uid = "") const;
   // NodeResourcesFit's score (LeastAllocated / MostAllocated over the scoring resources and
   // weights, upstream's integer math) per node, 0..kMaxNodeScore, in the order given; unknown
   // nodes score 0. `requests.non_zero_*` stand for the pod's cpu and memory, as the nodes'

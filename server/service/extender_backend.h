@@ -1,8 +1,8 @@
 // The extender's verbs as a webhook::Backend, in process: fitledger-server's own webhook calls it
 // directly, and its gRPC Extender service (grpc_services.h) adapts gRPC calls to it, so both doors
-// run one path. Filter, Prioritize and Preempt answer on the calling thread (a reader lock on the
-// ledger, microseconds); Bind runs on the bind pool (it waits for the Kubernetes API) and answers
-// from there.
+// run one path. Filter, Prioritize and Preempt answer on the calling thread (the ledger's lock
+// shared, plus the extender's filter cache, which Filter writes under its own lock: microseconds,
+// no I/O); Bind runs on the bind pool (it waits for the Kubernetes API) and answers from there.
 #ifndef FITLEDGER_SERVER_SERVICE_EXTENDER_BACKEND_H_
 #define FITLEDGER_SERVER_SERVICE_EXTENDER_BACKEND_H_
 

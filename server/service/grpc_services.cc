@@ -225,22 +225,15 @@ absl::Status IntrospectionService::DoExplain(const v1::ExplainRequest& request,
   if (!pod.ok()) return pod.status();
   absl::StatusOr<Resources> requests = PodRequests(*pod, RequestBasis::kSpec);
   if (!requests.ok()) return requests.status();
-  // A pod that is already counted on the node is judged against the node without itself.
-  const std::string& uid = pod->uid;
-  absl::StatusOr<FitResult> fit = ledger_->Fit(*requests, request.node(), uid);
-  if (!fit.ok()) return fit.status();
-  response->set_fits(fit->fits);
-  response->set_unresolvable(fit->unresolvable);
-  for (const std::string& reason : fit->reasons) response->add_reasons(reason);
-  NodeSummary node;
-  for (NodeSummary& n : ledger_->Nodes()) {
-    if (n.name == request.node()) node = std::move(n);
-  }
-  if (!uid.empty()) {
-    // Leave the pod's own counted requests out of the numbers as well.
-    auto [own, assumed] = ledger_->CountedRequests(uid, request.node());
-    (assumed ? node.assumed : node.confirmed).Subtract(own);
-  }
+  // A pod that is already counted on the node is judged against the node without itself, and
+  // the numbers leave it out too: both from one snapshot of the ledger.
+  absl::StatusOr<Explanation> explained = ledger_->Explain(*requests, request.node(), pod->uid);
+  if (!explained.ok()) return explained.status();
+  const FitResult& fit = explained->fit;
+  const NodeSummary& node = explained->node;
+  response->set_fits(fit.fits);
+  response->set_unresolvable(fit.unresolvable);
+  for (const std::string& reason : fit.reasons) response->add_reasons(reason);
   std::vector<std::string> names = {"pods", "cpu", "memory", "ephemeral-storage"};
   for (const auto& [name, value] : requests->scalars) names.push_back(name);
   for (const std::string& name : names) {

@@ -537,14 +537,25 @@ TEST_F(LedgerTest, FilterReservesNothing) {
 
 TEST_F(LedgerTest, FitLeavesThePodsOwnCountOut) {
   ASSERT_THAT(Assume("u1", "b", Req(1500)), IsOk());
-  absl::StatusOr<FitResult> self = ledger_.Fit(Req(1500), "b", "u1");
-  ASSERT_THAT(self, IsOk());
-  EXPECT_TRUE(self->fits);
-  absl::StatusOr<FitResult> other = ledger_.Fit(Req(1500), "b");
-  ASSERT_THAT(other, IsOk());
-  EXPECT_FALSE(other->fits);
-  EXPECT_EQ(ledger_.CountedRequests("u1", "b").first.milli_cpu, 1500);
-  EXPECT_TRUE(ledger_.CountedRequests("u1", "b").second);
+  // Explain: the same verdict, and the node's numbers without the pod's own 1500m assumed.
+  absl::StatusOr<Explanation> explained = ledger_.Explain(Req(1500), "b", "u1");
+  ASSERT_THAT(explained, IsOk());
+  EXPECT_TRUE(explained->fit.fits);
+  EXPECT_EQ(explained->node.assumed.milli_cpu, 0);
+  explained = ledger_.Explain(Req(1500), "b");
+  ASSERT_THAT(explained, IsOk());
+  EXPECT_FALSE(explained->fit.fits);
+  EXPECT_EQ(explained->node.assumed.milli_cpu, 1500);
+  EXPECT_THAT(ledger_.Explain(Req(1), "nope").status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("node nope not found")));
+}
+
+// The full check of one node (Explain's verdict).
+absl::StatusOr<FitResult> Fit(const Ledger& ledger, const Resources& requests,
+                              const std::string& node) {
+  absl::StatusOr<Explanation> explained = ledger.Explain(requests, node);
+  if (!explained.ok()) return explained.status();
+  return explained->fit;
 }
 
 // Filter decides the common case (everything accounted, no extended resources, it fits) on a
@@ -588,7 +599,7 @@ TEST(LedgerFilterTest, AgreesWithTheFullCheckOnRandomNodes) {
       FilterResult result = ledger.Filter(want, views);
       std::set<size_t> fits(result.fits.begin(), result.fits.end());
       for (size_t i = 0; i + 1 < names.size(); ++i) {
-        absl::StatusOr<FitResult> full = ledger.Fit(want, names[i]);
+        absl::StatusOr<FitResult> full = Fit(ledger, want, names[i]);
         ASSERT_TRUE(full.ok()) << full.status();
         EXPECT_EQ(fits.count(i) == 1, full->fits)
             << "policy " << policy << ", trial " << trial << ", node " << names[i];

@@ -85,6 +85,17 @@ MemberEdit Nested(absl::string_view key,
           }};
 }
 
+// `previous` with the resourceVersion of `current` (metadata.resourceVersion edited in place): what
+// the watch cache sends when an object stops matching a watch's selector.
+ObjectPtr PreviousAtVersion(const StoredObject& previous, const StoredObject& current) {
+  auto object = std::make_shared<StoredObject>(previous);
+  const std::vector<std::pair<absl::string_view, std::string>> metadata = {
+      {"resourceVersion", absl::StrCat("\"", current.resource_version, "\"")}};
+  object->json = EditMembers(previous.json, {Nested("metadata", metadata)});
+  object->resource_version = current.resource_version;
+  return object;
+}
+
 bool IsPhase(absl::string_view phase) {
   return phase == "Pending" || phase == "Running" || phase == "Succeeded" || phase == "Failed" ||
          phase == "Unknown";
@@ -597,24 +608,21 @@ WatchBatch ClusterStore::Poll(const ObjectFilter& filter, uint64_t cursor, absl:
     }
     if (batch.events.size() >= max_events) break;
     batch.cursor = it->object->resource_version;
-    const bool now_matches = filter.Matches(*it->object);
-    const bool was_matching = it->previous != nullptr && filter.Matches(*it->previous);
-    switch (it->type) {
-      case EventType::kAdded:
-        if (now_matches) batch.events.push_back({EventType::kAdded, it->object});
-        break;
-      case EventType::kModified:
-        if (now_matches && was_matching) {
-          batch.events.push_back({EventType::kModified, it->object});
-        } else if (now_matches) {
-          batch.events.push_back({EventType::kAdded, it->object});
-        } else if (was_matching) {
-          batch.events.push_back({EventType::kDeleted, it->object});
-        }
-        break;
-      case EventType::kDeleted:
-        if (now_matches) batch.events.push_back({EventType::kDeleted, it->object});
-        break;
+    // The watch cache's rule (apiserver pkg/storage/cacher/cache_watcher.go, convertToWatchEvent):
+    // the object passes now (never for a deletion) and/or passed before the event.
+    const bool cur_passes = it->type != EventType::kDeleted && filter.Matches(*it->object);
+    const bool old_passes = it->previous != nullptr && filter.Matches(*it->previous);
+    if (cur_passes && !old_passes) {
+      batch.events.push_back({EventType::kAdded, it->object});
+    } else if (cur_passes && old_passes) {
+      batch.events.push_back({EventType::kModified, it->object});
+    } else if (old_passes) {
+      // DELETED with the previous content (the last state the watch matched) and the event's
+      // resourceVersion. A deletion's `object` is already exactly that.
+      batch.events.push_back(
+          {EventType::kDeleted, it->type == EventType::kDeleted
+                                    ? it->object
+                                    : PreviousAtVersion(*it->previous, *it->object)});
     }
   }
   return batch;

@@ -159,8 +159,11 @@ class ClusterStore {
   absl::StatusOr<uint64_t> WatchStart(absl::string_view resource_version) const;
 
   // The events after `cursor` that are visible at `now` (mutation time + `lag` <= now), as
-  // `filter` sees them: an object that stops matching arrives as DELETED, one that starts
-  // matching as ADDED. At most `max_events` events.
+  // `filter` sees them, by the watch cache's rule (apiserver cacher/cache_watcher.go,
+  // convertToWatchEvent): an object that starts matching arrives as ADDED (its new content), one
+  // that matches before and after as MODIFIED, one that stops matching as DELETED carrying its
+  // previous content (the last state that matched) with the event's resourceVersion. At most
+  // `max_events` events.
   WatchBatch Poll(const ObjectFilter& filter, uint64_t cursor, absl::Time now, absl::Duration lag,
                   size_t max_events) const;
 

@@ -205,10 +205,41 @@ TEST_F(SimApiTest, FieldSelectedWatchSeesFinishedPodsAsDeleted) {
   WatchStream watch(sim_->port(),
                     "/api/v1/pods?watch=true&timeoutSeconds=10&resourceVersion=" + Rv() +
                         "&fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed");
-  ASSERT_EQ(Admin("/sim/pods/default/job/phase", R"({"phase":"Succeeded"})").status, 200);
+  HttpResult done = Admin("/sim/pods/default/job/phase", R"({"phase":"Succeeded"})");
+  ASSERT_EQ(done.status, 200);
   ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
+  // As the API server's watch cache sends it (cacher/cache_watcher.go, convertToWatchEvent): the
+  // previous content, the new resourceVersion.
   EXPECT_EQ(watch.lines()[0].event["type"], "DELETED");
-  EXPECT_EQ(watch.lines()[0].event["object"]["status"]["phase"], "Succeeded");
+  EXPECT_EQ(watch.lines()[0].event["object"]["status"]["phase"], "Running");
+  EXPECT_EQ(watch.lines()[0].event["object"]["metadata"]["resourceVersion"],
+            done.body["metadata"]["resourceVersion"]);
+}
+
+TEST_F(SimApiTest, KubeletRejectionIsDeletedForTheSchedulersWatchAndAddedForFailedPods) {
+  ASSERT_EQ(Create("big", "3800m").status, 201);
+  ASSERT_EQ(Create("small", "400m").status, 201);
+  ASSERT_EQ(Bind("big", "worker-1").status, 201);
+  const std::string rv = Rv();
+  WatchStream running(sim_->port(),
+                      "/api/v1/pods?watch=true&timeoutSeconds=10&resourceVersion=" + rv +
+                          "&fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed");
+  WatchStream failed(sim_->port(), "/api/v1/pods?watch=true&timeoutSeconds=10&resourceVersion=" +
+                                       rv + "&fieldSelector=status.phase%3DFailed");
+  ASSERT_EQ(Bind("small", "worker-1").status, 201);
+  HttpResult small = GetPod("small");
+  ASSERT_EQ(small.body["status"]["phase"], "Failed");
+  const std::string rejected_rv = small.body["metadata"]["resourceVersion"];
+  ASSERT_TRUE(running.WaitForLines(2, absl::Seconds(10)));
+  std::vector<WatchStream::Line> lines = running.lines();
+  EXPECT_EQ(lines[0].event["type"], "MODIFIED");  // the binding
+  EXPECT_EQ(lines[1].event["type"], "DELETED");   // the rejection
+  EXPECT_EQ(lines[1].event["object"]["status"]["phase"], "Pending");
+  EXPECT_FALSE(lines[1].event["object"]["status"].contains("reason"));
+  EXPECT_EQ(lines[1].event["object"]["metadata"]["resourceVersion"], rejected_rv);
+  ASSERT_TRUE(failed.WaitForLines(1, absl::Seconds(10)));
+  EXPECT_EQ(failed.lines()[0].event["type"], "ADDED");
+  EXPECT_EQ(failed.lines()[0].event["object"], small.body);
 }
 
 TEST_F(SimApiTest, BookmarksCarryTheResourceVersion) {

@@ -206,6 +206,69 @@ TEST_F(StoreTest, SelectorWatchSeesPodsLeaveAsDeleted) {
   EXPECT_EQ(batch.events[0].type, EventType::kDeleted);
 }
 
+// The watch cache's convertToWatchEvent (apiserver pkg/storage/cacher/cache_watcher.go): leaving a
+// selector is DELETED with the previous content at the new resourceVersion; entering it is ADDED
+// with the new content.
+TEST_F(StoreTest, PodThatStopsMatchingArrivesAsDeletedWithItsPreviousContentAtTheNewVersion) {
+  ASSERT_TRUE(store_.CreatePod(PodJson("big", "3800m"), "default").ok());
+  ASSERT_TRUE(store_.CreatePod(PodJson("small", "400m"), "default").ok());
+  ASSERT_TRUE(store_.Bind("default", "big", "", "worker-1").ok());
+  ASSERT_TRUE(store_.AdmitPod("default", "big").has_value());
+  const uint64_t start = store_.resource_version();
+  ASSERT_TRUE(store_.Bind("default", "small", "", "worker-1").ok());
+  const uint64_t bound = store_.resource_version();
+  std::optional<Admission> verdict = store_.AdmitPod("default", "small");
+  ASSERT_TRUE(verdict.has_value());
+  ASSERT_FALSE(verdict->admitted);
+  const uint64_t rejected = store_.resource_version();
+
+  ObjectFilter running;
+  running.fields =
+      *FieldSelector::Parse("status.phase!=Succeeded,status.phase!=Failed", Kind::kPod);
+  WatchBatch batch = store_.Poll(running, start, now_, absl::ZeroDuration(), 10);
+  ASSERT_EQ(batch.events.size(), 2u);
+  EXPECT_EQ(batch.events[0].type, EventType::kModified);
+  EXPECT_EQ(batch.events[0].object->resource_version, bound);
+  EXPECT_EQ(batch.events[1].type, EventType::kDeleted);
+  const json gone = json::parse(batch.events[1].object->json);
+  EXPECT_EQ(batch.events[1].object->resource_version, rejected);
+  EXPECT_EQ(gone["metadata"]["resourceVersion"], absl::StrCat(rejected));
+  EXPECT_EQ(gone["status"]["phase"], "Pending");
+  EXPECT_FALSE(gone["status"].contains("reason"));
+  EXPECT_EQ(gone["spec"]["nodeName"], "worker-1");
+  EXPECT_EQ(batch.events[1].object->fields.phase, "Pending");
+  // The stored pod itself is untouched: Failed at `rejected`.
+  EXPECT_EQ((*store_.Get(Kind::kPod, "default", "small"))->fields.phase, "Failed");
+
+  ObjectFilter failed;
+  failed.fields = *FieldSelector::Parse("status.phase=Failed", Kind::kPod);
+  batch = store_.Poll(failed, start, now_, absl::ZeroDuration(), 10);
+  ASSERT_EQ(batch.events.size(), 1u);
+  EXPECT_EQ(batch.events[0].type, EventType::kAdded);
+  const json added = json::parse(batch.events[0].object->json);
+  EXPECT_EQ(added["status"]["phase"], "Failed");
+  EXPECT_EQ(added["status"]["reason"], "OutOfcpu");
+  EXPECT_EQ(added["metadata"]["resourceVersion"], absl::StrCat(rejected));
+
+  ObjectFilter on_node;
+  on_node.fields = *FieldSelector::Parse("spec.nodeName=worker-1", Kind::kPod);
+  batch = store_.Poll(on_node, start, now_, absl::ZeroDuration(), 10);
+  ASSERT_EQ(batch.events.size(), 2u);
+  EXPECT_EQ(batch.events[0].type, EventType::kAdded);
+  EXPECT_EQ(batch.events[1].type, EventType::kModified);
+
+  // A deletion is DELETED for the watches the pod matched before it, with the last content.
+  ASSERT_TRUE(store_.DeletePod("default", "small", "").ok());
+  const uint64_t deleted = store_.resource_version();
+  batch = store_.Poll(running, rejected, now_, absl::ZeroDuration(), 10);
+  EXPECT_TRUE(batch.events.empty());
+  batch = store_.Poll(failed, rejected, now_, absl::ZeroDuration(), 10);
+  ASSERT_EQ(batch.events.size(), 1u);
+  EXPECT_EQ(batch.events[0].type, EventType::kDeleted);
+  EXPECT_EQ(json::parse(batch.events[0].object->json)["status"]["phase"], "Failed");
+  EXPECT_EQ(batch.events[0].object->resource_version, deleted);
+}
+
 TEST_F(StoreTest, WatchStartRejectsForgottenVersions) {
   ASSERT_TRUE(store_.CreatePod(PodJson("a"), "default").ok());
   const uint64_t old = store_.resource_version();

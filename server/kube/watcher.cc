@@ -16,6 +16,8 @@ using simdjson::ondemand::value;
 
 const char* KindName(bool nodes) { return nodes ? "nodes" : "pods"; }
 
+constexpr size_t kMaxRejectionsKept = 1000;
+
 std::string UrlEncode(absl::string_view s) {
   std::string out;
   for (char c : s) {
@@ -72,6 +74,10 @@ void ObjectKeys(simdjson::ondemand::parser& parser, const simdjson::padded_strin
     *out = std::string(text);
     return true;
   });
+}
+
+const char* StreamName(bool nodes, bool failed) {
+  return nodes ? "nodes" : failed ? "failed pods" : "pods";
 }
 
 }  // namespace
@@ -165,14 +171,19 @@ absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
                                                  " event: ", decoded.message()));
 }
 
+bool IsKubeletRejection(const Pod& pod) {
+  return pod.phase == "Failed" && absl::StartsWith(pod.status_reason, "OutOf");
+}
+
 Watcher::Watcher(ApiClient* client, Ledger* ledger, WatcherOptions options)
     : client_(client), ledger_(ledger), options_(std::move(options)) {}
 
 Watcher::~Watcher() { Stop(); }
 
 void Watcher::Start() {
-  nodes_thread_ = std::thread([this] { Run(Kind::kNodes); });
-  pods_thread_ = std::thread([this] { Run(Kind::kPods); });
+  nodes_thread_ = std::thread([this] { Run(Stream::kNodes); });
+  pods_thread_ = std::thread([this] { Run(Stream::kPods); });
+  failed_pods_thread_ = std::thread([this] { Run(Stream::kFailedPods); });
 }
 
 void Watcher::Stop() {
@@ -183,6 +194,7 @@ void Watcher::Stop() {
   stop_cv_.notify_all();
   if (nodes_thread_.joinable()) nodes_thread_.join();
   if (pods_thread_.joinable()) pods_thread_.join();
+  if (failed_pods_thread_.joinable()) failed_pods_thread_.join();
 }
 
 bool Watcher::WaitOrStop(absl::Duration d) {
@@ -206,15 +218,16 @@ std::deque<KubeletRejection> Watcher::rejections() const {
   return rejections_;
 }
 
-void Watcher::Run(Kind kind) {
-  const bool nodes = kind == Kind::kNodes;
+void Watcher::Run(Stream stream) {
+  const bool nodes = stream == Stream::kNodes;
+  const bool failed = stream == Stream::kFailedPods;
   std::mt19937 rng(std::random_device{}());
   absl::Duration backoff = options_.initial_backoff;
   auto fail_wait = [&](const absl::Status& status) {
     // Capped exponential backoff with jitter in [backoff/2, backoff].
     std::uniform_real_distribution<double> jitter(0.5, 1.0);
     absl::Duration d = backoff * jitter(rng);
-    LogWarn("kubernetes API error", {{"resource", KindName(nodes)},
+    LogWarn("kubernetes API error", {{"resource", StreamName(nodes, failed)},
                                      {"error", std::string(status.message())},
                                      {"retry_in", absl::FormatDuration(d)}});
     backoff = std::min(backoff * 2, options_.max_backoff);
@@ -223,7 +236,7 @@ void Watcher::Run(Kind kind) {
   std::string resource_version;
   while (!stop_) {
     if (resource_version.empty()) {
-      absl::Status listed = List(kind, &resource_version);
+      absl::Status listed = List(stream, &resource_version);
       if (!listed.ok()) {
         if (fail_wait(listed)) return;
         continue;
@@ -231,7 +244,7 @@ void Watcher::Run(Kind kind) {
       backoff = options_.initial_backoff;
     }
     absl::Time started = absl::Now();
-    absl::Status watched = Watch(kind, &resource_version);
+    absl::Status watched = Watch(stream, &resource_version);
     if (stop_) return;
     {
       MutexLock lock(&mu_);
@@ -248,20 +261,23 @@ void Watcher::Run(Kind kind) {
   }
 }
 
-absl::Status Watcher::List(Kind kind, std::string* resource_version) {
-  const bool nodes = kind == Kind::kNodes;
-  std::string base = nodes ? "/api/v1/nodes" : "/api/v1/pods";
+absl::Status Watcher::List(Stream stream, std::string* resource_version) {
+  const bool nodes = stream == Stream::kNodes;
+  const bool failed = stream == Stream::kFailedPods;
+  const std::string base = nodes ? "/api/v1/nodes" : "/api/v1/pods";
+  const std::string& selector = nodes    ? std::string()
+                                : failed ? options_.failed_pod_field_selector
+                                         : options_.pod_field_selector;
   std::vector<NodeRecord> node_records;
   std::vector<PodRecord> pod_records;
+  std::vector<Pod> rejected;
   std::string continue_token;
   std::string list_rv;
   simdjson::ondemand::parser parser;
   uint64_t decode_errors = 0;
   do {
     std::string path = absl::StrCat(base, "?limit=", options_.page_size);
-    if (!nodes && !options_.pod_field_selector.empty()) {
-      absl::StrAppend(&path, "&fieldSelector=", UrlEncode(options_.pod_field_selector));
-    }
+    if (!selector.empty()) absl::StrAppend(&path, "&fieldSelector=", UrlEncode(selector));
     if (!continue_token.empty()) absl::StrAppend(&path, "&continue=", UrlEncode(continue_token));
     absl::StatusOr<HttpResponse> response =
         client_->Request("GET", path, "", options_.request_timeout);
@@ -271,6 +287,7 @@ absl::Status Watcher::List(Kind kind, std::string* resource_version) {
       continue_token.clear();
       node_records.clear();
       pod_records.clear();
+      rejected.clear();
       continue;
     }
     if (response->code != 200) {
@@ -321,18 +338,22 @@ absl::Status Watcher::List(Kind kind, std::string* resource_version) {
             } else {
               ++decode_errors;
             }
+            continue;
+          }
+          absl::StatusOr<Pod> pod = DecodePod(v, nullptr);
+          if (!pod.ok()) {
+            ++decode_errors;
+            continue;
+          }
+          if (failed) {
+            if (IsKubeletRejection(*pod)) rejected.push_back(*std::move(pod));
+            continue;
+          }
+          absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
+          if (record.ok()) {
+            pod_records.push_back(std::move(*record));
           } else {
-            absl::StatusOr<Pod> pod = DecodePod(v, nullptr);
-            if (!pod.ok()) {
-              ++decode_errors;
-              continue;
-            }
-            absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
-            if (record.ok()) {
-              pod_records.push_back(std::move(*record));
-            } else {
-              ++decode_errors;
-            }
+            ++decode_errors;
           }
         }
       }
@@ -341,45 +362,52 @@ absl::Status Watcher::List(Kind kind, std::string* resource_version) {
   if (stop_) return absl::CancelledError("stopping");
   if (nodes) {
     ledger_->ReplaceNodes(node_records);
+  } else if (failed) {
+    ReplaceRejections(rejected);
   } else {
     ledger_->ReplacePods(pod_records);
   }
   *resource_version = list_rv;
-  if (!nodes) NotePodsResourceVersion(list_rv);
+  if (stream == Stream::kPods) NotePodsResourceVersion(list_rv);
   {
     MutexLock lock(&mu_);
     ++stats_.lists;
     stats_.decode_errors += decode_errors;
     if (nodes) {
       stats_.nodes_synced = true;
+    } else if (failed) {
+      stats_.rejections_synced = true;
     } else {
       stats_.pods_synced = true;
     }
   }
-  LogInfo("listed", {{"resource", KindName(nodes)},
-                     {"count", std::to_string(nodes ? node_records.size() : pod_records.size())},
+  const size_t count = nodes ? node_records.size() : failed ? rejected.size() : pod_records.size();
+  LogInfo("listed", {{"resource", StreamName(nodes, failed)},
+                     {"count", std::to_string(count)},
                      {"resourceVersion", list_rv}});
   return absl::OkStatus();
 }
 
-absl::Status Watcher::Watch(Kind kind, std::string* resource_version) {
-  const bool nodes = kind == Kind::kNodes;
+absl::Status Watcher::Watch(Stream stream, std::string* resource_version) {
+  const bool nodes = stream == Stream::kNodes;
+  const bool failed = stream == Stream::kFailedPods;
+  const std::string& selector = nodes    ? std::string()
+                                : failed ? options_.failed_pod_field_selector
+                                         : options_.pod_field_selector;
   std::string path = absl::StrCat(
       nodes ? "/api/v1/nodes" : "/api/v1/pods",
       "?watch=true&allowWatchBookmarks=true&resourceVersion=", UrlEncode(*resource_version),
       "&timeoutSeconds=", options_.watch_timeout_seconds);
-  if (!nodes && !options_.pod_field_selector.empty()) {
-    absl::StrAppend(&path, "&fieldSelector=", UrlEncode(options_.pod_field_selector));
-  }
+  if (!selector.empty()) absl::StrAppend(&path, "&fieldSelector=", UrlEncode(selector));
   bool gone = false;
   std::string error;
   std::string error_body;
   absl::StatusOr<long> code = client_->Stream(
       path,
       [&](absl::string_view line) {
-        bool go_on = ApplyEvent(kind, std::string_view(line.data(), line.size()), resource_version,
-                                &gone, &error);
-        if (!nodes) NotePodsResourceVersion(*resource_version);
+        bool go_on = ApplyEvent(stream, std::string_view(line.data(), line.size()),
+                                resource_version, &gone, &error);
+        if (stream == Stream::kPods) NotePodsResourceVersion(*resource_version);
         return go_on;
       },
       &stop_, absl::Seconds(options_.watch_timeout_seconds + 30), options_.max_event_bytes,
@@ -396,16 +424,18 @@ absl::Status Watcher::Watch(Kind kind, std::string* resource_version) {
     return absl::OkStatus();
   }
   if (*code != 200) {
-    return absl::UnavailableError(
-        absl::StrCat("WATCH ", KindName(nodes), ": HTTP ", *code, ": ", error_body.substr(0, 300)));
+    return absl::UnavailableError(absl::StrCat("WATCH ", StreamName(nodes, failed), ": HTTP ",
+                                               *code, ": ", error_body.substr(0, 300)));
   }
   if (!error.empty()) return absl::UnavailableError(error);
   return absl::OkStatus();
 }
 
-bool Watcher::ApplyEvent(Kind kind, std::string_view line, std::string* resource_version,
+bool Watcher::ApplyEvent(Stream stream, std::string_view line, std::string* resource_version,
                          bool* gone, std::string* error) {
-  const bool nodes = kind == Kind::kNodes;
+  const bool nodes = stream == Stream::kNodes;
+  const bool failed = stream == Stream::kFailedPods;
+  const char* name = StreamName(nodes, failed);
   std::string object_rv;
   absl::StatusOr<WatchEvent> event =
       DecodeWatchEvent(nodes, absl::string_view(line.data(), line.size()), &object_rv);
@@ -415,11 +445,11 @@ bool Watcher::ApplyEvent(Kind kind, std::string_view line, std::string* resource
       ++stats_.decode_errors;
     }
     if (absl::IsDataLoss(event.status())) {
-      *error = absl::StrCat("watch ", KindName(nodes), ": ", event.status().message());
+      *error = absl::StrCat("watch ", name, ": ", event.status().message());
       return false;  // resume from the last good resourceVersion
     }
     LogWarn("skipping an undecodable watch event",
-            {{"resource", KindName(nodes)}, {"error", std::string(event.status().message())}});
+            {{"resource", name}, {"error", std::string(event.status().message())}});
     if (!object_rv.empty()) *resource_version = object_rv;
     return true;
   }
@@ -428,7 +458,7 @@ bool Watcher::ApplyEvent(Kind kind, std::string_view line, std::string* resource
       if (event->error_code == 410) {
         *gone = true;
       } else {
-        *error = absl::StrCat("watch ", KindName(nodes), ": ERROR event: ", event->error_message);
+        *error = absl::StrCat("watch ", name, ": ERROR event: ", event->error_message);
       }
       return false;
     case WatchEvent::Type::kBookmark: {
@@ -448,25 +478,28 @@ bool Watcher::ApplyEvent(Kind kind, std::string_view line, std::string* resource
     } else {
       ledger_->UpsertNode(*event->node);
     }
-  } else if (!event->pod.has_value()) {
-    ledger_->DeletePod(event->deleted_key);  // a DELETED pod known only by its UID
-  } else {
-    const Pod& pod = *event->pod;
-    if (pod.phase == "Failed" && absl::StartsWith(pod.status_reason, "OutOf")) NoteRejection(pod);
+  } else if (failed) {
+    // Failed is terminal: a pod leaves this watch only by being deleted.
     if (deleted) {
-      ledger_->DeletePod(pod.uid);
-    } else {
-      absl::StatusOr<PodRecord> record = ToPodRecord(pod);
-      if (!record.ok()) {
-        {
-          MutexLock lock(&mu_);
-          ++stats_.decode_errors;
-        }
-        LogWarn("skipping an undecodable watch event",
-                {{"resource", KindName(nodes)}, {"error", std::string(record.status().message())}});
-      } else {
-        ledger_->UpsertPod(*record);
+      ForgetRejection(event->pod.has_value() ? event->pod->uid : event->deleted_key);
+    } else if (IsKubeletRejection(*event->pod)) {
+      NoteRejection(*event->pod);
+    }
+  } else if (deleted) {
+    // Removal whatever the event carries: the API server sends a pod that finished (left the
+    // selector) with its previous, non-terminal content.
+    ledger_->DeletePod(event->pod.has_value() ? event->pod->uid : event->deleted_key);
+  } else {
+    absl::StatusOr<PodRecord> record = ToPodRecord(*event->pod);
+    if (!record.ok()) {
+      {
+        MutexLock lock(&mu_);
+        ++stats_.decode_errors;
       }
+      LogWarn("skipping an undecodable watch event",
+              {{"resource", name}, {"error", std::string(record.status().message())}});
+    } else {
+      ledger_->UpsertPod(*record);
     }
   }
   if (!event->resource_version.empty()) *resource_version = event->resource_version;
@@ -484,23 +517,74 @@ void Watcher::NotePodsResourceVersion(const std::string& resource_version) {
   }
 }
 
+bool Watcher::AddRejectionLocked(const Pod& pod, bool before_start) {
+  if (!rejected_uids_.insert(pod.uid).second) return false;
+  if (!before_start) {
+    ++stats_.rejections_total;
+    ++stats_.rejections_by_reason_node[{pod.status_reason, pod.node_name}];
+  }
+  rejections_.push_back({pod.uid, pod.namespace_name, pod.name, pod.node_name, pod.status_reason,
+                         pod.status_message, absl::Now(), before_start});
+  if (rejections_.size() > kMaxRejectionsKept) rejections_.pop_front();
+  stats_.rejected_pods_in_api = rejected_uids_.size();
+  return true;
+}
+
+void Watcher::ReplaceRejections(const std::vector<Pod>& rejected) {
+  std::vector<const Pod*> counted;
+  size_t before_start = 0;
+  {
+    MutexLock lock(&mu_);
+    // The first list after start finds what happened before it; later lists (after a 410 or a
+    // dropped stream) find what happened while the watch was away: that is counted.
+    const bool first = !stats_.rejections_synced;
+    absl::flat_hash_set<std::string> listed;
+    for (const Pod& pod : rejected) listed.insert(pod.uid);
+    // Rejected pods deleted meanwhile: forget them (a UID is never reused).
+    for (auto it = rejected_uids_.begin(); it != rejected_uids_.end();) {
+      if (!listed.contains(*it)) {
+        rejected_uids_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    for (const Pod& pod : rejected) {
+      if (!AddRejectionLocked(pod, first)) continue;
+      if (first) {
+        ++before_start;
+      } else {
+        counted.push_back(&pod);
+      }
+    }
+    stats_.rejected_pods_in_api = rejected_uids_.size();
+  }
+  if (before_start > 0) {
+    LogInfo("kubelet rejections already in the API at start (listed, not counted)",
+            {{"count", std::to_string(before_start)}});
+  }
+  for (const Pod* pod : counted) {
+    LogWarn("kubelet rejected a pod", {{"pod", pod->namespace_name + "/" + pod->name},
+                                       {"node", pod->node_name},
+                                       {"reason", pod->status_reason},
+                                       {"message", pod->status_message}});
+  }
+}
+
 void Watcher::NoteRejection(const Pod& pod) {
   {
     MutexLock lock(&mu_);
-    if (!rejected_uids_.insert(pod.uid).second) return;
-    ++stats_.rejections_total;
-    ++stats_.rejections_by_reason_node[{pod.status_reason, pod.node_name}];
-    rejections_.push_back({pod.uid, pod.namespace_name, pod.name, pod.node_name, pod.status_reason,
-                           pod.status_message, absl::Now()});
-    if (rejections_.size() > 1000) {
-      rejected_uids_.erase(rejections_.front().uid);
-      rejections_.pop_front();
-    }
+    if (!AddRejectionLocked(pod, /*before_start=*/false)) return;
   }
   LogWarn("kubelet rejected a pod", {{"pod", pod.namespace_name + "/" + pod.name},
                                      {"node", pod.node_name},
                                      {"reason", pod.status_reason},
                                      {"message", pod.status_message}});
+}
+
+void Watcher::ForgetRejection(const std::string& uid) {
+  MutexLock lock(&mu_);
+  rejected_uids_.erase(uid);
+  stats_.rejected_pods_in_api = rejected_uids_.size();
 }
 
 }  // namespace fitledger::kube

@@ -1,4 +1,5 @@
-// The server's view of the cluster: LIST + WATCH of nodes and pods, applied to the ledger.
+// The server's view of the cluster: LIST + WATCH of nodes and pods, applied to the ledger, and of
+// the pods the kubelet failed, for the kubelet-rejection detector.
 #ifndef FITLEDGER_SERVER_KUBE_WATCHER_H_
 #define FITLEDGER_SERVER_KUBE_WATCHER_H_
 
@@ -12,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
@@ -32,8 +34,14 @@ struct WatcherOptions {
   absl::Duration request_timeout = absl::Seconds(60);
   // Asked of the API server (timeoutSeconds); the watch is then resumed.
   int64_t watch_timeout_seconds = 300;
-  // Kubernetes' own scheduler selector: finished pods hold nothing.
+  // Kubernetes' own scheduler selector: finished pods hold nothing. A pod that finishes leaves
+  // this watch as DELETED carrying its previous (non-terminal) content (the API server's watch
+  // cache, cacher/cache_watcher.go convertToWatchEvent), so the ledger's pod watch never sees
+  // `phase: Failed`.
   std::string pod_field_selector = "status.phase!=Succeeded,status.phase!=Failed";
+  // The rejection detector's own list + watch: only pods in phase Failed (the API server supports
+  // status.phase as a pod field selector, pkg/registry/core/pod/strategy.go ToSelectableFields).
+  std::string failed_pod_field_selector = "status.phase=Failed";
   // A watch line (one event) longer than this aborts the stream and forces a paged relist, so a
   // runaway stream cannot exhaust memory. Objects are at most ~1.5 MiB (etcd's limit).
   size_t max_event_bytes = 16 << 20;
@@ -63,8 +71,11 @@ struct WatchEvent {
 absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
                                             std::string* resource_version = nullptr);
 
-// A pod the kubelet refused (phase Failed, reason OutOf*): the scheduler was satisfied and the
-// node said no.
+// A pod the kubelet refused at admission: phase Failed with a reason starting "OutOf" (OutOfcpu,
+// OutOfmemory, OutOfpods, OutOf<extended resource>; kubelet lifecycle/predicate.go and
+// kubelet.go rejectPod): the scheduler was satisfied and the node said no. Other Failed pods
+// (evictions, failed jobs, node affinity or OS mismatches at admission) are not overcommit and
+// are not counted.
 struct KubeletRejection {
   std::string uid;
   std::string namespace_name;
@@ -73,7 +84,13 @@ struct KubeletRejection {
   std::string reason;
   std::string message;
   absl::Time seen_at;
+  // Already in the API when this server first listed Failed pods: it happened before this process
+  // started (a previous process may have counted it), so it is listed but never counted.
+  bool before_start = false;
 };
+
+// True for a pod the kubelet rejected at admission (see KubeletRejection).
+bool IsKubeletRejection(const Pod& pod);
 
 struct WatcherStats {
   uint64_t lists = 0;           // completed full LISTs (both kinds)
@@ -82,24 +99,38 @@ struct WatcherStats {
   uint64_t events = 0;          // watch events applied (bookmarks excluded)
   uint64_t bookmarks = 0;
   uint64_t decode_errors = 0;
+  // Kubelet rejections that happened while this process ran, each pod once (by UID): the ones
+  // the Failed-pods watch showed, and the ones a relist found that the last state did not have.
+  // Rejected pods already in the API at the first list are not counted (before_start).
   uint64_t rejections_total = 0;
-  // Kubelet rejections since start by (reason, node): monotonic, for the alerting counter.
+  // The same by (reason, node): monotonic, for the alerting counter.
   std::map<std::pair<std::string, std::string>, uint64_t> rejections_by_reason_node;
-  absl::Time last_event;  // the last event or bookmark of either kind
+  // Rejected pods the API shows now (counted or before_start), as of the last event or list.
+  uint64_t rejected_pods_in_api = 0;
+  bool rejections_synced = false;  // the first list of Failed pods has been applied
+  absl::Time last_event;           // the last event or bookmark of either kind
   bool nodes_synced = false;
   bool pods_synced = false;
   // The last pods resourceVersion applied (list, event or bookmark).
   std::string pods_resource_version;
 };
 
-// Keeps the ledger in step with the API. Two threads (nodes, pods), each: paged LIST
-// (limit/continue) -> ledger Replace; WATCH from the list's resourceVersion with bookmarks;
-// resume from the last seen resourceVersion when the stream ends or drops (capped exponential
-// backoff with jitter on errors); relist on 410 Gone (HTTP status or ERROR event) and after a
-// line longer than max_event_bytes. Events are applied in order, each once. A damaged line
-// (not JSON) ends the stream and the watch resumes before it; a well-formed event whose object
-// cannot be decoded is counted in decode_errors and skipped (a DELETED one still removes the pod
-// or node by UID / name), as a LIST skips such items: it must not stall every later event.
+// Keeps the ledger in step with the API, and counts kubelet rejections. Three list + watch
+// streams, one thread each: nodes and pods (pod_field_selector) feed the ledger; Failed pods
+// (failed_pod_field_selector) feed the rejection detector. Each: paged LIST (limit/continue) ->
+// replace its state; WATCH from the list's resourceVersion with bookmarks; resume from the last
+// seen resourceVersion when the stream ends or drops (capped exponential backoff with jitter on
+// errors); relist on 410 Gone (HTTP status or ERROR event) and after a line longer than
+// max_event_bytes. Events are applied in order, each once. A damaged line (not JSON) ends the
+// stream and the watch resumes before it; a well-formed event whose object cannot be decoded is
+// counted in decode_errors and skipped (a DELETED one still removes the pod or node by UID /
+// name), as a LIST skips such items: it must not stall every later event.
+//
+// On the ledger's pod stream a DELETED event removes the pod whatever phase it carries (the API
+// server sends a pod that leaves the selector with its previous content). The rejection detector
+// keeps the UIDs of the rejected pods the API shows: a pod is counted the first time it appears,
+// from a watch event or from a relist, and forgotten when it is deleted (a UID never comes back);
+// the first list after start records what is already there without counting it.
 //
 // Thread-safe. Start() spawns the threads, Stop() joins them; the constructor spawns nothing.
 class Watcher {
@@ -116,20 +147,30 @@ class Watcher {
   // True once the first full LIST of both nodes and pods has been applied.
   bool synced() const;
   WatcherStats stats() const;
-  // The most recent kubelet rejections (at most 1000), oldest first.
+  // The most recent kubelet rejections (at most 1000), oldest first, including the ones already
+  // in the API at start (before_start).
   std::deque<KubeletRejection> rejections() const;
 
  private:
-  enum class Kind { kNodes, kPods };
-  void Run(Kind kind);
+  // One list + watch: the ledger's nodes, the ledger's pods, or the detector's Failed pods.
+  enum class Stream { kNodes, kPods, kFailedPods };
+  void Run(Stream stream);
   // LIST every page; on success applies it and sets `*resource_version`.
-  absl::Status List(Kind kind, std::string* resource_version);
+  absl::Status List(Stream stream, std::string* resource_version);
   // WATCH from `*resource_version` until the stream ends. Clears it on 410 (relist).
-  absl::Status Watch(Kind kind, std::string* resource_version);
+  absl::Status Watch(Stream stream, std::string* resource_version);
   // Applies one watch line; returns false to stop the stream (ERROR event).
-  bool ApplyEvent(Kind kind, std::string_view line, std::string* resource_version, bool* gone,
+  bool ApplyEvent(Stream stream, std::string_view line, std::string* resource_version, bool* gone,
                   std::string* error);
+  // The rejection detector's state after a LIST of Failed pods: `rejected` are the kubelet
+  // rejections in it.
+  void ReplaceRejections(const std::vector<Pod>& rejected);
+  // A kubelet rejection seen by a watch event (counted if its UID is new).
   void NoteRejection(const Pod& pod);
+  // A Failed pod deleted from the API.
+  void ForgetRejection(const std::string& uid);
+  // Records `pod` as known and, unless `before_start`, counts it. Returns false if known already.
+  bool AddRejectionLocked(const Pod& pod, bool before_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotePodsResourceVersion(const std::string& resource_version);
   // Sleeps up to `d`; returns true if stopping.
   bool WaitOrStop(absl::Duration d);
@@ -144,10 +185,13 @@ class Watcher {
   std::condition_variable stop_cv_;
   std::thread nodes_thread_;
   std::thread pods_thread_;
+  std::thread failed_pods_thread_;
 
   mutable Mutex mu_;
   WatcherStats stats_ ABSL_GUARDED_BY(mu_);
+  // The last 1000 rejections, for ListRejections.
   std::deque<KubeletRejection> rejections_ ABSL_GUARDED_BY(mu_);
+  // UIDs of the rejected pods the API shows (the dedup set; independent of the deque's bound).
   absl::flat_hash_set<std::string> rejected_uids_ ABSL_GUARDED_BY(mu_);
 };
 

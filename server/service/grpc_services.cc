@@ -322,6 +322,7 @@ grpc::Status IntrospectionService::ListRejections(grpc::ServerContext*,
     out->set_node(r.node);
     out->set_reason(r.reason);
     out->set_message(r.message);
+    out->set_before_start(r.before_start);
   }
   response->set_total(static_cast<int64_t>(total));
   return scope.Done(absl::OkStatus());

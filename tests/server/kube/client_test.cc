@@ -231,6 +231,76 @@ TEST_F(WatcherTest, ServerRestartRelistsAndConverges) {
   EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 300; }));
 }
 
+// The API server sends a pod that leaves the ledger's watch (status.phase!=Failed) as DELETED with
+// its previous content; the ledger must release it, and the detector's own Failed-pods watch must
+// count it, once.
+TEST_F(WatcherTest, KubeletRejectionReleasesThePodAndIsCountedOnceAcrossRelists) {
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced() && watcher_->stats().rejections_synced; }));
+  CreateBound("big", "1500m");
+  CreateBound("small", "800m");  // 1500m + 800m > 2: the kubelet rejects it
+  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().rejections_total == 1; }));
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 1500 && ledger_.pod_count() == 1; }));
+  std::deque<KubeletRejection> seen = watcher_->rejections();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].name, "small");
+  EXPECT_EQ(seen[0].node, "n1");
+  EXPECT_EQ(seen[0].reason, "OutOfcpu");
+  EXPECT_EQ(seen[0].message,
+            "Pod was rejected: Node didn't have enough resource: cpu, requested: 800, used: 1500, "
+            "capacity: 2000");
+  EXPECT_FALSE(seen[0].before_start);
+  EXPECT_EQ(watcher_->stats().rejections_by_reason_node.at({"OutOfcpu", "n1"}), 1u);
+
+  // A relist (every stream's resourceVersion too old) finds the same pod: not counted again.
+  const uint64_t lists = watcher_->stats().lists;
+  Admin("/sim/faults/bookmarks-only", R"({"on":true})");
+  absl::StatusOr<HttpResponse> unbound = client_->Request(
+      "POST", "/api/v1/namespaces/default/pods",
+      R"({"metadata":{"name":"unbound"},"spec":{"containers":[{"name":"c"}]}})", absl::Seconds(5));
+  ASSERT_TRUE(unbound.ok() && unbound->code == 201);
+  Admin("/sim/faults/expire");
+  Admin("/sim/faults/drop-watches");
+  Admin("/sim/faults/bookmarks-only", R"({"on":false})");
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->stats().lists >= lists + 3; }));
+  EXPECT_EQ(watcher_->stats().rejections_total, 1u);
+
+  // A rejection the watch never delivered (held back, then the history expired) is counted by the
+  // relist that finds it.
+  Admin("/sim/faults/bookmarks-only", R"({"on":true})");
+  CreateBound("late", "900m");
+  Admin("/sim/faults/expire");
+  Admin("/sim/faults/drop-watches");
+  Admin("/sim/faults/bookmarks-only", R"({"on":false})");
+  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().rejections_total == 2; }));
+  EXPECT_EQ(watcher_->stats().rejected_pods_in_api, 2u);
+  EXPECT_EQ(watcher_->rejections().back().name, "late");
+
+  // Deleting a rejected pod forgets it; the counter never goes down.
+  Delete("small");
+  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().rejected_pods_in_api == 1; }));
+  EXPECT_EQ(watcher_->stats().rejections_total, 2u);
+  EXPECT_EQ(ConfirmedCpu(), 1500);
+}
+
+TEST_F(WatcherTest, RejectionsAlreadyInTheApiAtStartAreListedButNotCounted) {
+  CreateBound("big", "1500m");
+  CreateBound("old", "800m");
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->stats().rejections_synced; }));
+  std::deque<KubeletRejection> seen = watcher_->rejections();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].name, "old");
+  EXPECT_TRUE(seen[0].before_start);
+  EXPECT_EQ(watcher_->stats().rejections_total, 0u);
+  EXPECT_TRUE(watcher_->stats().rejections_by_reason_node.empty());
+  EXPECT_EQ(watcher_->stats().rejected_pods_in_api, 1u);
+  CreateBound("new", "900m");
+  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().rejections_total == 1; }));
+  EXPECT_EQ(watcher_->rejections().size(), 2u);
+  EXPECT_FALSE(watcher_->rejections().back().before_start);
+}
+
 TEST_F(WatcherTest, BindingOutcomesAreClassified) {
   watcher_->Start();
   CreateBound("a", "100m");

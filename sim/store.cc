@@ -24,7 +24,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr size_t kMaxSnapshots = 64;
+// States kept for paged lists (each a sorted copy of one kind's keys at one resourceVersion).
+constexpr size_t kMaxStates = 16;
 
 std::string Key(absl::string_view ns, absl::string_view name) {
   return absl::StrCat(ns, "/", name);
@@ -34,10 +35,42 @@ absl::Status PodNotFound(absl::string_view name) {
   return absl::NotFoundError(absl::StrCat("pods \"", name, "\" not found"));
 }
 
-absl::Status ContinueExpired() {
-  return absl::OutOfRangeError(
-      "The provided continue parameter is too old to display a consistent list result. You can "
-      "start a new list without the continue parameter.");
+// A continue token as the API server encodes it (apiserver pkg/storage/continue.go,
+// EncodeContinue / DecodeContinue): base64url (no padding) of
+// {"v":"meta.k8s.io/v1","rv":N,"start":KEY}, where KEY is the first key of the next page (the last
+// key read + "\0") and N the list's resourceVersion, or -1 for "continue at the latest state".
+struct ContinueToken {
+  int64_t rv = 0;
+  std::string start;
+};
+
+std::string EncodeContinue(int64_t rv, const std::string& start) {
+  json token = {{"v", "meta.k8s.io/v1"}, {"rv", rv}, {"start", start}};
+  return absl::WebSafeBase64Escape(token.dump());
+}
+
+absl::StatusOr<ContinueToken> DecodeContinue(absl::string_view text) {
+  auto invalid = [](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid continue token: continue key is not valid", why));
+  };
+  std::string decoded;
+  if (!absl::WebSafeBase64Unescape(text, &decoded)) return invalid(": illegal base64 data");
+  json token = json::parse(decoded, nullptr, /*allow_exceptions=*/false);
+  if (token.is_discarded() || !token.is_object()) return invalid(": not a JSON object");
+  if (token.value("v", "") != "meta.k8s.io/v1") {
+    return invalid(": server does not recognize this encoded version");
+  }
+  ContinueToken out;
+  if (!token.contains("rv") || !token["rv"].is_number_integer() ||
+      (out.rv = token["rv"].get<int64_t>()) == 0) {
+    return invalid(": incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+  }
+  if (!token.contains("start") || !token["start"].is_string() ||
+      (out.start = token["start"].get<std::string>()).empty()) {
+    return invalid(": encoded start key empty (version meta.k8s.io/v1)");
+  }
+  return out;
 }
 
 // Process-unique, random-looking RFC 4122 version-4 UIDs.
@@ -519,59 +552,111 @@ absl::StatusOr<ObjectPtr> ClusterStore::SetPodPhase(absl::string_view namespace_
 
 absl::StatusOr<ListResult> ClusterStore::List(const ObjectFilter& filter, int64_t limit,
                                               absl::string_view continue_token) {
+  ListRequest request;
+  request.filter = filter;
+  request.limit = limit;
+  request.continue_token = std::string(continue_token);
+  return List(request);
+}
+
+std::shared_ptr<const ClusterStore::State> ClusterStore::StateAtLocked(Kind kind, uint64_t rv) {
+  auto cached = states_.find({kind, rv});
+  if (cached != states_.end()) return cached->second;
+  if (rv < resource_version_ && rv < OldestLocked()) return nullptr;
+  const ObjectMap& map = MapLocked(kind);
+  std::map<std::string, ObjectPtr, std::less<>> at(map.begin(), map.end());
+  // Undo the events after `rv`, newest first (etcd reads an older revision the same way it keeps
+  // them: every version within the compaction window).
+  for (auto it = history_.rbegin(); it != history_.rend(); ++it) {
+    if (it->object->resource_version <= rv) break;
+    if (it->object->kind != kind) continue;
+    const std::string key = Key(it->object->fields.namespace_name, it->object->fields.name);
+    if (it->type == EventType::kAdded) {
+      at.erase(key);
+    } else {
+      at[key] = it->previous;
+    }
+  }
+  auto state = std::make_shared<State>(at.begin(), at.end());
+  states_[{kind, rv}] = state;
+  state_order_.push_back({kind, rv});
+  while (state_order_.size() > kMaxStates) {
+    states_.erase(state_order_.front());
+    state_order_.pop_front();
+  }
+  return state;
+}
+
+absl::StatusOr<ListResult> ClusterStore::List(const ListRequest& request) {
+  const ObjectFilter& filter = request.filter;
+  std::string start;
+  std::optional<uint64_t> rv = request.exact;
+  if (!request.continue_token.empty()) {
+    auto token = DecodeContinue(request.continue_token);
+    if (!token.ok()) return token.status();
+    start = token->start;
+    // rv -1 (an inconsistent continuation): the latest state.
+    if (token->rv > 0) rv = static_cast<uint64_t>(token->rv);
+  }
+  const std::string prefix =
+      filter.namespace_name.empty() ? "" : absl::StrCat(filter.namespace_name, "/");
+  if (start < prefix) start = prefix;
   ListResult result;
   MutexLock lock(&mu_);
-  if (continue_token.empty()) {
-    const ObjectMap& map = MapLocked(filter.kind);
-    auto begin = map.begin();
-    auto end = map.end();
-    std::string prefix;
-    if (!filter.namespace_name.empty()) {
-      prefix = absl::StrCat(filter.namespace_name, "/");
-      begin = map.lower_bound(prefix);
-    }
-    std::vector<ObjectPtr> items;
-    for (auto it = begin; it != end; ++it) {
+  const uint64_t at = std::min(rv.value_or(resource_version_), resource_version_);
+  result.resource_version = at;
+  auto fill = [&](auto it, auto end) {
+    it = std::lower_bound(it, end, start, [](const auto& entry, const std::string& key) {
+      return entry.first < key;
+    });
+    std::string last_key;
+    for (; it != end; ++it) {
       if (!prefix.empty() && !absl::StartsWith(it->first, prefix)) break;
-      if (filter.Matches(*it->second)) items.push_back(it->second);
+      if (request.limit > 0 && static_cast<int64_t>(result.items.size()) >= request.limit) break;
+      last_key = it->first;
+      if (filter.Matches(*it->second)) result.items.push_back(it->second);
     }
-    result.resource_version = resource_version_;
-    if (limit <= 0 || static_cast<int64_t>(items.size()) <= limit) {
-      result.items = std::move(items);
-      return result;
+    if (it == end || (!prefix.empty() && !absl::StartsWith(it->first, prefix))) return;
+    result.continue_token = EncodeContinue(static_cast<int64_t>(at), last_key + '\0');
+    if (filter.fields.empty() && filter.labels.empty()) {
+      int64_t remaining = 0;
+      for (; it != end && (prefix.empty() || absl::StartsWith(it->first, prefix)); ++it) {
+        ++remaining;
+      }
+      result.remaining_items = remaining;
     }
-    result.items.assign(items.begin(), items.begin() + limit);
-    result.remaining_items = static_cast<int64_t>(items.size()) - limit;
-    uint64_t id = next_snapshot_id_++;
-    snapshots_[id] = Snapshot{resource_version_, std::move(items)};
-    while (snapshots_.size() > kMaxSnapshots) snapshots_.erase(snapshots_.begin());
-    result.continue_token = absl::WebSafeBase64Escape(absl::StrCat("sim:", id, ":", limit));
+  };
+  if (at == resource_version_) {
+    const ObjectMap& map = MapLocked(filter.kind);
+    fill(map.begin(), map.end());
     return result;
   }
-  std::string decoded;
-  std::vector<std::string> parts;
-  uint64_t id = 0;
-  int64_t pos = 0;
-  if (!absl::WebSafeBase64Unescape(continue_token, &decoded) ||
-      (parts = absl::StrSplit(decoded, ':')).size() != 3 || parts[0] != "sim" ||
-      !absl::SimpleAtoi(parts[1], &id) || !absl::SimpleAtoi(parts[2], &pos) || pos < 0) {
-    return ContinueExpired();
+  std::shared_ptr<const State> state = StateAtLocked(filter.kind, at);
+  if (state == nullptr) {
+    if (request.continue_token.empty()) {
+      return absl::OutOfRangeError("The resourceVersion for the provided list is too old.");
+    }
+    result.continue_expired = true;
+    result.resource_version = resource_version_;
+    result.continue_token = EncodeContinue(-1, start);
+    return result;
   }
-  auto it = snapshots_.find(id);
-  if (it == snapshots_.end()) return ContinueExpired();
-  const std::vector<ObjectPtr>& all = it->second.items;
-  const int64_t total = static_cast<int64_t>(all.size());
-  pos = std::min(pos, total);
-  const int64_t end = limit <= 0 ? total : std::min(total, pos + limit);
-  result.items.assign(all.begin() + pos, all.begin() + end);
-  result.resource_version = it->second.resource_version;
-  if (end < total) {
-    result.remaining_items = total - end;
-    result.continue_token = absl::WebSafeBase64Escape(absl::StrCat("sim:", id, ":", end));
-  } else {
-    snapshots_.erase(it);
-  }
+  fill(state->begin(), state->end());
   return result;
+}
+
+bool ClusterStore::WaitForResourceVersion(uint64_t rv, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    const uint64_t generation = pod_signal_.generation();
+    {
+      ReaderMutexLock lock(&mu_);
+      if (resource_version_ >= rv) return true;
+    }
+    if (absl::Now() >= deadline) return false;
+    pod_signal_.WaitForChange(generation,
+                              std::min(deadline, absl::Now() + absl::Milliseconds(100)));
+  }
 }
 
 absl::StatusOr<uint64_t> ClusterStore::WatchStart(absl::string_view resource_version) const {
@@ -582,7 +667,7 @@ absl::StatusOr<uint64_t> ClusterStore::WatchStart(absl::string_view resource_ver
     return absl::InvalidArgumentError(
         absl::StrCat("resourceVersion: Invalid value: \"", resource_version, "\""));
   }
-  const uint64_t oldest = std::max(compacted_, min_watch_start_);
+  const uint64_t oldest = OldestLocked();
   if (rv < oldest) {
     return absl::OutOfRangeError(absl::StrCat("too old resource version: ", rv, " (", oldest, ")"));
   }
@@ -632,7 +717,8 @@ void ClusterStore::ExpireHistory() {
   {
     MutexLock lock(&mu_);
     min_watch_start_ = resource_version_;
-    snapshots_.clear();
+    states_.clear();
+    state_order_.clear();
   }
   NotifyAll();
 }
@@ -643,7 +729,8 @@ void ClusterStore::ForgetHistory() {
     history_.clear();
     compacted_ = resource_version_;
     min_watch_start_ = resource_version_;
-    snapshots_.clear();
+    states_.clear();
+    state_order_.clear();
   }
   NotifyAll();
 }

@@ -14,6 +14,7 @@
 #ifndef FITLEDGER_SIM_STORE_H_
 #define FITLEDGER_SIM_STORE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -68,11 +69,27 @@ struct ObjectFilter {
   bool Matches(const StoredObject& object) const;
 };
 
+// One LIST read. The HTTP layer maps resourceVersion / resourceVersionMatch / limit to it (see
+// sim/README.md for the upstream rules).
+struct ListRequest {
+  ObjectFilter filter;
+  int64_t limit = 0;           // 0: every matching object in one page
+  std::string continue_token;  // from the previous page; empty for the first
+  // Read the state at exactly this resourceVersion (resourceVersionMatch=Exact, or a legacy
+  // resourceVersion=N with a limit). Unset: the latest state.
+  std::optional<uint64_t> exact;
+};
+
 struct ListResult {
   std::vector<ObjectPtr> items;
-  uint64_t resource_version = 0;  // the snapshot's resourceVersion (same on every page)
+  uint64_t resource_version = 0;  // the state's resourceVersion (same on every page)
   std::string continue_token;     // empty on the last page
-  int64_t remaining_items = 0;
+  // Objects after this page, set only when the filter has no selector (as etcd3/store.go does).
+  std::optional<int64_t> remaining_items;
+  // The continue token's resourceVersion is no longer available (older than the history): the
+  // caller must answer 410 Expired with `continue_token`, which continues the list at the
+  // latest state (an inconsistent continuation, etcd3/store.go handleCompactedErrorForPaging).
+  bool continue_expired = false;
 };
 
 struct WatchEvent {
@@ -147,11 +164,19 @@ class ClusterStore {
   absl::StatusOr<ObjectPtr> SetPodPhase(absl::string_view namespace_name, absl::string_view name,
                                         absl::string_view phase);
 
-  // A page of objects (sorted by namespace/name) from a consistent snapshot. `limit` 0: all.
-  // OutOfRange (410) for an unknown or forgotten continue token; InvalidArgument for a malformed
-  // one.
+  // A page of objects (sorted by namespace/name, as etcd keys sort) of one state: the latest, or
+  // `request.exact`'s, or the continue token's. Continue tokens are upstream's
+  // (storage.EncodeContinue: base64url of {"v":"meta.k8s.io/v1","rv":N,"start":KEY}) and stay
+  // valid while their resourceVersion is in the history window. InvalidArgument (400, "invalid
+  // continue token: ...") for a malformed token; OutOfRange (410, "The resourceVersion for the
+  // provided list is too old.") for an `exact` older than the history; an expired token gives
+  // continue_expired. REQUIRES: `exact` <= resource_version().
+  absl::StatusOr<ListResult> List(const ListRequest& request);
+  // The latest state, or a continuation: List({filter, limit, continue_token}).
   absl::StatusOr<ListResult> List(const ObjectFilter& filter, int64_t limit,
                                   absl::string_view continue_token);
+  // Waits up to `timeout` for the resourceVersion to reach `rv`; true if it has.
+  bool WaitForResourceVersion(uint64_t rv, absl::Duration timeout);
 
   // Where a watch from `resource_version` starts: "" and "0" start now (the caller sends the
   // current objects as ADDED first); a number N resumes after N. OutOfRange (410, "too old
@@ -192,10 +217,8 @@ class ClusterStore {
     ObjectPtr previous;  // before the event; null for kAdded
     absl::Time time;
   };
-  struct Snapshot {
-    uint64_t resource_version;
-    std::vector<ObjectPtr> items;
-  };
+  // Every object of one kind at one resourceVersion, sorted by key.
+  using State = std::vector<std::pair<std::string, ObjectPtr>>;
 
   using ObjectMap = std::map<std::string, ObjectPtr, std::less<>>;
   ObjectMap& MapLocked(Kind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -216,6 +239,14 @@ class ClusterStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AddNodeLocked(const NodeSpec& spec, bool record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NextUidLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The state of `kind` at `rv` (<= resource_version_): the latest, a cached one, or the latest
+  // with the history after `rv` undone. Null if `rv` is older than the history keeps.
+  std::shared_ptr<const State> StateAtLocked(Kind kind, uint64_t rv)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The oldest resourceVersion a watch or an exact read may start from.
+  uint64_t OldestLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return std::max(compacted_, min_watch_start_);
+  }
 
   // Constant after construction.
   const Options options_;
@@ -235,8 +266,10 @@ class ClusterStore {
   uint64_t compacted_ ABSL_GUARDED_BY(mu_) = 0;
   // A watch may start from N only if N >= min_watch_start_.
   uint64_t min_watch_start_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<uint64_t, Snapshot> snapshots_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_snapshot_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // States that paged lists read, by (kind, resourceVersion); the oldest are dropped past a
+  // bound (they can be rebuilt from the history while it lasts).
+  std::map<std::pair<Kind, uint64_t>, std::shared_ptr<const State>> states_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<Kind, uint64_t>> state_order_ ABSL_GUARDED_BY(mu_);
   KubeletAccounting kubelet_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> rejections_ ABSL_GUARDED_BY(mu_);
   int64_t bindings_ ABSL_GUARDED_BY(mu_) = 0;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -159,7 +160,58 @@ TEST_F(StoreTest, PagedListIsASnapshot) {
   EXPECT_EQ(page3->items.back()->fields.name, "p124");
   EXPECT_EQ(page1->items.front()->fields.name, "p100");
   EXPECT_THAT(store_.List(filter, 10, "bm90LWEtdG9rZW4"),
-              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("continue parameter is too old")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("invalid continue token")));
+}
+
+// Continue tokens are the API server's (apiserver pkg/storage/continue.go): the resourceVersion
+// and the next key. They stay valid while that resourceVersion is in the history; after that the
+// list continues inconsistently at the latest state (etcd3/store.go
+// handleCompactedErrorForPaging).
+TEST_F(StoreTest, ContinueTokensReadTheirVersionUntilItIsForgotten) {
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(store_.CreatePod(PodJson(absl::StrCat("p", i)), "default").ok());
+  }
+  ObjectFilter filter;
+  auto page1 = store_.List(filter, 2, "");
+  ASSERT_TRUE(page1.ok());
+  std::string decoded;
+  ASSERT_TRUE(absl::WebSafeBase64Unescape(page1->continue_token, &decoded));
+  const json token = json::parse(decoded);
+  EXPECT_EQ(token["v"], "meta.k8s.io/v1");
+  EXPECT_EQ(token["rv"], page1->resource_version);
+  EXPECT_EQ(token["start"], std::string("default/p1") + '\0');
+  // Deleting p2 and changing p3 after page 1 does not change page 2: it reads page 1's version,
+  // rebuilt from the history.
+  ASSERT_TRUE(store_.DeletePod("default", "p2", "").ok());
+  ASSERT_TRUE(store_.SetPodPhase("default", "p3", "Succeeded").ok());
+  auto page2 = store_.List(filter, 2, page1->continue_token);
+  ASSERT_TRUE(page2.ok());
+  ASSERT_EQ(page2->items.size(), 2u);
+  EXPECT_EQ(page2->items[0]->fields.name, "p2");
+  EXPECT_EQ(page2->items[1]->fields.phase, "Pending");
+  EXPECT_EQ(page2->resource_version, page1->resource_version);
+  EXPECT_EQ(page2->remaining_items, 2);
+  // A selector hides remainingItemCount, as etcd3 does.
+  ObjectFilter selected;
+  selected.labels = *LabelSelector::Parse("app=web");
+  EXPECT_FALSE(store_.List(selected, 2, "")->remaining_items.has_value());
+  // Exact reads of an old version, and of a forgotten one.
+  ListRequest exact;
+  exact.exact = page1->resource_version;
+  EXPECT_EQ(store_.List(exact)->items.size(), 6u);
+  store_.ExpireHistory();
+  EXPECT_THAT(store_.List(exact),
+              StatusIs(absl::StatusCode::kOutOfRange,
+                       "The resourceVersion for the provided list is too old."));
+  auto expired = store_.List(filter, 2, page2->continue_token);
+  ASSERT_TRUE(expired.ok());
+  EXPECT_TRUE(expired->continue_expired);
+  // The token it offers continues after p3 at the latest version: p4, p5.
+  auto rest = store_.List(filter, 10, expired->continue_token);
+  ASSERT_TRUE(rest.ok());
+  ASSERT_EQ(rest->items.size(), 2u);
+  EXPECT_EQ(rest->items[0]->fields.name, "p4");
+  EXPECT_EQ(rest->resource_version, store_.resource_version());
 }
 
 TEST_F(StoreTest, ListFiltersByNamespaceAndSelectors) {

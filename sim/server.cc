@@ -409,7 +409,7 @@ std::string SimServer::RequestKey(const httplib::Request& req) {
         absl::StrAppend(&key, " ", selector, "=", req.get_param_value(selector));
       }
     }
-    if (verb == "LIST") {
+    if (verb == "LIST" || verb == "WATCHLIST") {
       const std::string rv = req.get_param_value("resourceVersion");
       absl::StrAppend(&key, " resourceVersion=",
                       req.has_param("continue") ? "(continue)"
@@ -419,6 +419,13 @@ std::string SimServer::RequestKey(const httplib::Request& req) {
     }
   }
   return key;
+}
+
+bool SimServer::TakeTooLarge() {
+  int64_t left = too_large_times_.load();
+  while (left > 0 && !too_large_times_.compare_exchange_weak(left, left - 1)) {
+  }
+  return left > 0;
 }
 
 void SimServer::CountRequest(const std::string& key, size_t bytes) {
@@ -687,8 +694,20 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
     return SendStatus(res, 400, "BadRequest",
                       absl::StrCat("resourceVersion: Invalid value: \"", rv, "\""));
   }
+  // Fault: a watch cache behind the version a state read (LIST, WatchList) asks for, e.g. an API
+  // server that just restarted; answered at once rather than after the 3 s wait.
+  const bool behind = rv_number > 0 && (!watch || has_send_initial) && TakeTooLarge();
+  if (behind && !watch) {
+    res.status = 504;
+    return res.set_content(Dump(TooLargeResourceVersion(rv_number, rv_number - 1)), kJson);
+  }
   if (watch) {
     auto state = std::make_shared<WatchState>();
+    if (behind) {
+      state->error_line =
+          absl::StrCat("{\"type\":\"ERROR\",\"object\":",
+                       Dump(TooLargeResourceVersion(rv_number, rv_number - 1)), "}\n");
+    }
     state->filter = std::move(filter);
     state->table = table;
     state->bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
@@ -769,7 +788,10 @@ void SimServer::ServeWatch(const httplib::Request& req, httplib::Response& res,
   auto error_line = [](const json& status) {
     return absl::StrCat("{\"type\":\"ERROR\",\"object\":", Dump(status), "}\n");
   };
-  if ((has_send_initial && send_initial) || (!has_send_initial && (rv.empty() || rv == "0"))) {
+  if (!state->error_line.empty()) {
+    // Answered with the error event already set.
+  } else if ((has_send_initial && send_initial) ||
+             (!has_send_initial && (rv.empty() || rv == "0"))) {
     // The current objects first as ADDED: a legacy watch from "" or "0", or a WatchList
     // (sendInitialEvents=true, resourceVersionMatch=NotOlderThan) from "", "0" or N (a state at
     // least as new as N; the watch cache waits for N, then answers "too large" as an ERROR event:
@@ -1038,6 +1060,19 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
     }
     return SendJson(
         res, 200, Dump(json{{"requests", requests}, {"bytes", bytes}, {"byRequest", by_request}}));
+  }
+  if (path == "/sim/faults/too-large" && post) {
+    auto body = ParseBody(req.body.empty() ? "{}" : req.body);
+    if (!body.ok()) return SendError(res, body.status());
+    int64_t times = 1;
+    if (body->contains("times")) {
+      if (!(*body)["times"].is_number_integer() || (*body)["times"].get<int64_t>() < 0) {
+        return SendStatus(res, 400, "BadRequest", "\"times\" must be an integer >= 0");
+      }
+      times = (*body)["times"].get<int64_t>();
+    }
+    too_large_times_ = times;
+    return SendOk(res);
   }
   if (path == "/sim/features/watch-list" && post) {
     auto on = OnOff(req.body);

@@ -96,6 +96,9 @@ class SimServer {
   void CountRequest(const std::string& key, size_t bytes);
   void CountBytes(const std::string& key, size_t bytes);
 
+  // Consumes one use of the too-large fault; true if it applies to this request.
+  bool TakeTooLarge();
+
   bool IsDown() const;
   // Closes every open watch stream.
   void DropWatches();
@@ -113,7 +116,9 @@ class SimServer {
   std::string host_;
 
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> watch_list_;          // WatchList (sendInitialEvents) served
+  std::atomic<bool> watch_list_;  // WatchList (sendInitialEvents) served
+  // State reads at a resourceVersion N still to answer "too large resource version" (a fault).
+  std::atomic<int64_t> too_large_times_{0};
   std::atomic<uint64_t> watch_epoch_{0};  // bumped to close every watch
   std::atomic<int64_t> watches_open_{0};
   ChangeSignal stop_signal_;     // wakes held (hanging) requests on Stop()

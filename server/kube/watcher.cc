@@ -1,5 +1,6 @@
 #include "server/kube/watcher.h"
 
+#include <map>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -28,15 +29,6 @@ std::string UrlEncode(absl::string_view s) {
     }
   }
   return out;
-}
-
-// metadata.resourceVersion of an object value (consumes the value).
-std::string ResourceVersionOf(value v) {
-  std::string_view rv;
-  value metadata;
-  if (v.find_field_unordered("metadata").get(metadata)) return "";
-  if (metadata.find_field_unordered("resourceVersion").get_string().get(rv)) return "";
-  return std::string(rv);
 }
 
 // Calls `on_field(key, value)` for each field of `object` until it returns false; stops at the
@@ -133,9 +125,32 @@ absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
       });
       return event;
     }
-    case WatchEvent::Type::kBookmark:
-      event.resource_version = ResourceVersionOf(object);
+    case WatchEvent::Type::kBookmark: {
+      // metadata.resourceVersion, and the WatchList end marker: the annotation
+      // k8s.io/initial-events-end: "true" (apimachinery metav1.InitialEventsAnnotationKey).
+      simdjson::ondemand::object bookmark, metadata;
+      if (object.get_object().get(bookmark)) return event;
+      if (bookmark.find_field_unordered("metadata").get_object().get(metadata)) return event;
+      ForEachField(metadata, [&](const std::string& key, value v) {
+        if (key == "resourceVersion") {
+          std::string_view rv;
+          if (v.get_string().get(rv)) return false;
+          event.resource_version = std::string(rv);
+        } else if (key == "annotations") {
+          simdjson::ondemand::object annotations;
+          if (v.get_object().get(annotations)) return false;
+          ForEachField(annotations, [&](const std::string& name, value a) {
+            std::string_view text;
+            if (name == "k8s.io/initial-events-end" && !a.get_string().get(text)) {
+              event.initial_events_end = text == "true";
+            }
+            return true;
+          });
+        }
+        return true;
+      });
       return event;
+    }
     default:
       break;
   }
@@ -218,6 +233,16 @@ std::deque<KubeletRejection> Watcher::rejections() const {
   return rejections_;
 }
 
+std::string Watcher::BasePath(Stream stream, absl::string_view query) const {
+  std::string path =
+      absl::StrCat(stream == Stream::kNodes ? "/api/v1/nodes" : "/api/v1/pods", "?", query);
+  const std::string& selector = stream == Stream::kNodes        ? std::string()
+                                : stream == Stream::kFailedPods ? options_.failed_pod_field_selector
+                                                                : options_.pod_field_selector;
+  if (!selector.empty()) absl::StrAppend(&path, "&fieldSelector=", UrlEncode(selector));
+  return path;
+}
+
 void Watcher::Run(Stream stream) {
   const bool nodes = stream == Stream::kNodes;
   const bool failed = stream == Stream::kFailedPods;
@@ -233,65 +258,145 @@ void Watcher::Run(Stream stream) {
     backoff = std::min(backoff * 2, options_.max_backoff);
     return WaitOrStop(d);
   };
-  std::string resource_version;
+  // After a watch stream ended: back off on errors, and on streams that end at once repeatedly.
+  auto after_stream = [&](const absl::Status& status, absl::Time started) {
+    {
+      MutexLock lock(&mu_);
+      ++stats_.watch_restarts;
+    }
+    if (!status.ok()) return fail_wait(status);
+    if (absl::Now() - started < absl::Seconds(1)) {
+      return fail_wait(absl::UnavailableError("watch ended immediately"));
+    }
+    backoff = options_.initial_backoff;
+    return false;
+  };
+  Cursor cursor;
   while (!stop_) {
-    if (resource_version.empty()) {
-      absl::Status listed = List(stream, &resource_version);
+    const absl::Time started = absl::Now();
+    if (cursor.need_state && options_.watch_list && !cursor.list_only && !watch_list_refused_) {
+      absl::Status streamed = WatchList(stream, &cursor);
+      if (stop_) return;
+      if (absl::IsUnimplemented(streamed)) {
+        if (!watch_list_refused_.exchange(true)) {
+          LogWarn("the API server refused a WatchList; listing instead",
+                  {{"resource", StreamName(nodes, failed)},
+                   {"error", std::string(streamed.message())}});
+        }
+        MutexLock lock(&mu_);
+        stats_.watch_list_supported = false;
+        continue;
+      }
+      if (absl::IsOutOfRange(streamed)) {  // the resourceVersion asked for: gone, or ahead
+        cursor.version_unavailable = true;
+        continue;
+      }
+      if (!cursor.need_state) {
+        if (after_stream(streamed, started)) return;
+        continue;
+      }
+      // No state came: a LIST now (client-go: "making progress is better than deadlocking").
+      LogWarn("WatchList failed; listing", {{"resource", StreamName(nodes, failed)},
+                                            {"error", std::string(streamed.message())}});
+    }
+    if (cursor.need_state) {
+      // client-go reflector.go relistResourceVersion: "0" at first, the last resourceVersion
+      // after a watch's 410, "" once a version was refused (and for a list forced by overflow).
+      const std::string version = cursor.version_unavailable || cursor.list_only ? ""
+                                  : cursor.resource_version.empty()              ? "0"
+                                                                    : cursor.resource_version;
+      absl::Status listed = List(stream, version, &cursor);
+      if (stop_) return;
+      if (absl::IsOutOfRange(listed) && !version.empty()) {
+        cursor.version_unavailable = true;  // retry at once, consistently
+        continue;
+      }
       if (!listed.ok()) {
         if (fail_wait(listed)) return;
         continue;
       }
       backoff = options_.initial_backoff;
     }
-    absl::Time started = absl::Now();
-    absl::Status watched = Watch(stream, &resource_version);
+    const absl::Time watch_started = absl::Now();
+    absl::Status watched = Watch(stream, &cursor);
     if (stop_) return;
-    {
-      MutexLock lock(&mu_);
-      ++stats_.watch_restarts;
-    }
-    if (!watched.ok()) {
-      if (fail_wait(watched)) return;
-    } else if (absl::Now() - started < absl::Seconds(1)) {
-      // A stream that ends at once repeatedly must not spin.
-      if (fail_wait(absl::UnavailableError("watch ended immediately"))) return;
-    } else {
-      backoff = options_.initial_backoff;
-    }
+    if (after_stream(watched, watch_started)) return;
   }
 }
 
-absl::Status Watcher::List(Stream stream, std::string* resource_version) {
+void Watcher::AddDecodeErrors(uint64_t n) {
+  if (n == 0) return;
+  MutexLock lock(&mu_);
+  stats_.decode_errors += n;
+}
+
+void Watcher::ReplaceState(Stream stream, State* state) {
+  switch (stream) {
+    case Stream::kNodes:
+      ledger_->ReplaceNodes(state->nodes);
+      break;
+    case Stream::kPods:
+      ledger_->ReplacePods(state->pods);
+      break;
+    case Stream::kFailedPods:
+      ReplaceRejections(state->rejected);
+      break;
+  }
+  MutexLock lock(&mu_);
+  switch (stream) {
+    case Stream::kNodes:
+      stats_.nodes_synced = true;
+      break;
+    case Stream::kPods:
+      stats_.pods_synced = true;
+      break;
+    case Stream::kFailedPods:
+      stats_.rejections_synced = true;
+      break;
+  }
+}
+
+absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cursor) {
   const bool nodes = stream == Stream::kNodes;
   const bool failed = stream == Stream::kFailedPods;
-  const std::string base = nodes ? "/api/v1/nodes" : "/api/v1/pods";
-  const std::string& selector = nodes    ? std::string()
-                                : failed ? options_.failed_pod_field_selector
-                                         : options_.pod_field_selector;
-  std::vector<NodeRecord> node_records;
-  std::vector<PodRecord> pod_records;
-  std::vector<Pod> rejected;
+  // resourceVersion "" (consistent) and "0" ask for pages; N does not, so the API server answers
+  // from its watch cache (a limit with N would make it an exact read from etcd).
+  const std::string first_query =
+      version.empty()  ? absl::StrCat("limit=", options_.page_size)
+      : version == "0" ? absl::StrCat("limit=", options_.page_size, "&resourceVersion=0")
+                       : absl::StrCat("resourceVersion=", UrlEncode(version));
+  State state;
   std::string continue_token;
   std::string list_rv;
   simdjson::ondemand::parser parser;
   uint64_t decode_errors = 0;
   do {
-    std::string path = absl::StrCat(base, "?limit=", options_.page_size);
-    if (!selector.empty()) absl::StrAppend(&path, "&fieldSelector=", UrlEncode(selector));
-    if (!continue_token.empty()) absl::StrAppend(&path, "&continue=", UrlEncode(continue_token));
+    // Later pages: the token alone (a resourceVersion with continue is refused, etcd3/store.go).
+    std::string path =
+        continue_token.empty()
+            ? BasePath(stream, first_query)
+            : BasePath(stream, absl::StrCat("limit=", options_.page_size,
+                                            "&continue=", UrlEncode(continue_token)));
     absl::StatusOr<HttpResponse> response =
         client_->Request("GET", path, "", options_.request_timeout);
     if (!response.ok()) return response.status();
     if (response->code == 410 && !continue_token.empty()) {
       // The continue token expired: start the list again.
       continue_token.clear();
-      node_records.clear();
-      pod_records.clear();
-      rejected.clear();
+      state = State();
+      decode_errors = 0;
       continue;
     }
+    if (response->code == 410 ||
+        (response->code == 504 &&
+         absl::StrContains(response->body, "Too large resource version"))) {
+      return absl::OutOfRangeError(
+          absl::StrCat("LIST ", StreamName(nodes, failed), " at resourceVersion \"", version,
+                       "\": HTTP ", response->code, ": ", response->body.substr(0, 300)));
+    }
     if (response->code != 200) {
-      return absl::UnavailableError(absl::StrCat("LIST ", base, ": HTTP ", response->code, ": ",
+      return absl::UnavailableError(absl::StrCat("LIST ", StreamName(nodes, failed), ": HTTP ",
+                                                 response->code, ": ",
                                                  response->body.substr(0, 300)));
     }
     simdjson::padded_string padded(response->body);
@@ -300,13 +405,13 @@ absl::Status Watcher::List(Stream stream, std::string* resource_version) {
     simdjson::ondemand::document doc;
     if (auto err = parser.iterate(padded).get(doc)) {
       return absl::UnavailableError(
-          absl::StrCat("LIST ", base, ": ", simdjson::error_message(err)));
+          absl::StrCat("LIST ", StreamName(nodes, failed), ": ", simdjson::error_message(err)));
     }
     continue_token.clear();
     simdjson::ondemand::object obj;
     if (auto err = doc.get_object().get(obj)) {
       return absl::UnavailableError(
-          absl::StrCat("LIST ", base, ": ", simdjson::error_message(err)));
+          absl::StrCat("LIST ", StreamName(nodes, failed), ": ", simdjson::error_message(err)));
     }
     for (auto field : obj) {
       std::string_view key;
@@ -334,7 +439,7 @@ absl::Status Watcher::List(Stream stream, std::string* resource_version) {
           if (nodes) {
             absl::StatusOr<DecodedNode> node = DecodeNode(v);
             if (node.ok()) {
-              node_records.push_back(std::move(node->node));
+              state.nodes.push_back(std::move(node->node));
             } else {
               ++decode_errors;
             }
@@ -346,12 +451,12 @@ absl::Status Watcher::List(Stream stream, std::string* resource_version) {
             continue;
           }
           if (failed) {
-            if (IsKubeletRejection(*pod)) rejected.push_back(*std::move(pod));
+            if (IsKubeletRejection(*pod)) state.rejected.push_back(*std::move(pod));
             continue;
           }
           absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
           if (record.ok()) {
-            pod_records.push_back(std::move(*record));
+            state.pods.push_back(std::move(*record));
           } else {
             ++decode_errors;
           }
@@ -360,45 +465,201 @@ absl::Status Watcher::List(Stream stream, std::string* resource_version) {
     }
   } while (!continue_token.empty() && !stop_);
   if (stop_) return absl::CancelledError("stopping");
-  if (nodes) {
-    ledger_->ReplaceNodes(node_records);
-  } else if (failed) {
-    ReplaceRejections(rejected);
-  } else {
-    ledger_->ReplacePods(pod_records);
-  }
-  *resource_version = list_rv;
+  const size_t count = nodes    ? state.nodes.size()
+                       : failed ? state.rejected.size()
+                                : state.pods.size();
+  ReplaceState(stream, &state);
+  cursor->resource_version = list_rv;
+  cursor->need_state = false;
+  cursor->version_unavailable = false;
+  cursor->list_only = false;
   if (stream == Stream::kPods) NotePodsResourceVersion(list_rv);
+  AddDecodeErrors(decode_errors);
   {
     MutexLock lock(&mu_);
     ++stats_.lists;
-    stats_.decode_errors += decode_errors;
-    if (nodes) {
-      stats_.nodes_synced = true;
-    } else if (failed) {
-      stats_.rejections_synced = true;
-    } else {
-      stats_.pods_synced = true;
-    }
   }
-  const size_t count = nodes ? node_records.size() : failed ? rejected.size() : pod_records.size();
   LogInfo("listed", {{"resource", StreamName(nodes, failed)},
                      {"count", std::to_string(count)},
+                     {"asked", version.empty() ? "\"\"" : version},
                      {"resourceVersion", list_rv}});
   return absl::OkStatus();
 }
 
-absl::Status Watcher::Watch(Stream stream, std::string* resource_version) {
+absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
   const bool nodes = stream == Stream::kNodes;
   const bool failed = stream == Stream::kFailedPods;
-  const std::string& selector = nodes    ? std::string()
-                                : failed ? options_.failed_pod_field_selector
-                                         : options_.pod_field_selector;
-  std::string path = absl::StrCat(
-      nodes ? "/api/v1/nodes" : "/api/v1/pods",
-      "?watch=true&allowWatchBookmarks=true&resourceVersion=", UrlEncode(*resource_version),
-      "&timeoutSeconds=", options_.watch_timeout_seconds);
-  if (!selector.empty()) absl::StrAppend(&path, "&fieldSelector=", UrlEncode(selector));
+  // client-go reflector.go watchList: from the last resourceVersion ("" at first, or once it
+  // was refused), not older than it.
+  std::string query = absl::StrCat(
+      "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks="
+      "true&timeoutSeconds=",
+      options_.watch_timeout_seconds);
+  if (!cursor->version_unavailable && !cursor->resource_version.empty()) {
+    absl::StrAppend(&query, "&resourceVersion=", UrlEncode(cursor->resource_version));
+  }
+  // The initial state, as events apply to it until the end bookmark (changes after the state's
+  // version may come before it).
+  std::map<std::string, NodeRecord> node_state;
+  std::map<std::string, PodRecord> pod_state;
+  std::map<std::string, Pod> rejected_state;
+  bool initial = true;
+  bool gone = false;
+  bool too_large = false;
+  bool refused_by_bookmark = false;
+  uint64_t decode_errors = 0;
+  std::string error;
+  std::string error_body;
+  auto on_initial_line = [&](absl::string_view line) {
+    std::string object_rv;
+    absl::StatusOr<WatchEvent> event = DecodeWatchEvent(nodes, line, &object_rv);
+    if (!event.ok()) {
+      ++decode_errors;
+      if (absl::IsDataLoss(event.status())) {
+        error =
+            absl::StrCat("WatchList ", StreamName(nodes, failed), ": ", event.status().message());
+        return false;
+      }
+      return true;
+    }
+    switch (event->type) {
+      case WatchEvent::Type::kError:
+        if (event->error_code == 410) {
+          gone = true;
+        } else if (event->error_code == 504 &&
+                   absl::StrContains(event->error_message, "Too large resource version")) {
+          too_large = true;
+        } else {
+          error = absl::StrCat("WatchList ", StreamName(nodes, failed),
+                               ": ERROR event: ", event->error_message);
+        }
+        return false;
+      case WatchEvent::Type::kBookmark: {
+        if (!event->initial_events_end) {
+          // A server that speaks WatchList sends no bookmark before the annotated one (the
+          // cacher holds them back until the state is sent, cacher/cache_watcher.go); one that
+          // ignores sendInitialEvents would never send the end.
+          refused_by_bookmark = true;
+          return false;
+        }
+        State state;
+        for (auto& [name, node] : node_state) state.nodes.push_back(std::move(node));
+        for (auto& [uid, pod] : pod_state) state.pods.push_back(std::move(pod));
+        for (auto& [uid, pod] : rejected_state) state.rejected.push_back(std::move(pod));
+        const size_t count = nodes    ? state.nodes.size()
+                             : failed ? state.rejected.size()
+                                      : state.pods.size();
+        ReplaceState(stream, &state);
+        cursor->resource_version = event->resource_version;
+        cursor->need_state = false;
+        cursor->version_unavailable = false;
+        if (stream == Stream::kPods) NotePodsResourceVersion(event->resource_version);
+        {
+          MutexLock lock(&mu_);
+          ++stats_.watch_lists;
+          ++stats_.bookmarks;
+          stats_.last_event = absl::Now();
+        }
+        LogInfo("streamed the state (WatchList)", {{"resource", StreamName(nodes, failed)},
+                                                   {"count", std::to_string(count)},
+                                                   {"resourceVersion", event->resource_version}});
+        initial = false;
+        return true;
+      }
+      default:
+        break;
+    }
+    const bool deleted = event->type == WatchEvent::Type::kDeleted;
+    if (nodes) {
+      const std::string name = event->node.has_value() ? event->node->name : event->deleted_key;
+      if (deleted) {
+        node_state.erase(name);
+      } else {
+        node_state[name] = *std::move(event->node);
+      }
+      return true;
+    }
+    const std::string uid = event->pod.has_value() ? event->pod->uid : event->deleted_key;
+    if (failed) {
+      if (!deleted && IsKubeletRejection(*event->pod)) {
+        rejected_state[uid] = *std::move(event->pod);
+      } else {
+        rejected_state.erase(uid);
+      }
+      return true;
+    }
+    if (deleted) {
+      pod_state.erase(uid);
+      return true;
+    }
+    absl::StatusOr<PodRecord> record = ToPodRecord(*event->pod);
+    if (record.ok()) {
+      pod_state[uid] = *std::move(record);
+    } else {
+      ++decode_errors;
+    }
+    return true;
+  };
+  absl::StatusOr<long> code = client_->Stream(
+      BasePath(stream, query),
+      [&](absl::string_view line) {
+        if (initial) return on_initial_line(line);
+        bool go_on = ApplyEvent(stream, std::string_view(line.data(), line.size()),
+                                &cursor->resource_version, &gone, &error);
+        if (stream == Stream::kPods) NotePodsResourceVersion(cursor->resource_version);
+        return go_on;
+      },
+      &stop_, absl::Seconds(options_.watch_timeout_seconds + 30), options_.max_event_bytes,
+      &error_body);
+  AddDecodeErrors(decode_errors);
+  if (absl::IsResourceExhausted(code.status())) {
+    cursor->need_state = true;
+    cursor->list_only = true;  // a paged LIST makes progress where the stream cannot
+    return code.status();
+  }
+  if (!code.ok()) return code.status();
+  const std::string what = absl::StrCat("WatchList ", StreamName(nodes, failed));
+  if (refused_by_bookmark) {
+    return absl::UnimplementedError(absl::StrCat(
+        what,
+        ": a bookmark without k8s.io/initial-events-end before the state's end (the server "
+        "ignores sendInitialEvents)"));
+  }
+  if (*code == 410 || gone || too_large) {
+    if (initial) {
+      return absl::OutOfRangeError(
+          absl::StrCat(what, ": the resourceVersion asked for is not available"));
+    }
+    cursor->need_state = true;
+    MutexLock lock(&mu_);
+    ++stats_.relists_gone;
+    return absl::OkStatus();
+  }
+  if (*code != 200) {
+    const std::string message =
+        absl::StrCat(what, ": HTTP ", *code, ": ", error_body.substr(0, 300));
+    // Refused: the WatchList feature gate off (422 Invalid, "sendInitialEvents is forbidden"),
+    // or a server that does not know the parameters (400 / 422). Not: expired, throttled,
+    // unauthenticated, timed out, or a server error.
+    if (*code >= 400 && *code < 500 && *code != 401 && *code != 408 && *code != 429) {
+      return absl::UnimplementedError(message);
+    }
+    return absl::UnavailableError(message);
+  }
+  if (!error.empty()) return absl::UnavailableError(error);
+  if (initial) {
+    return absl::UnavailableError(absl::StrCat(what, ": the stream ended before the state did"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Watcher::Watch(Stream stream, Cursor* cursor) {
+  const bool nodes = stream == Stream::kNodes;
+  const bool failed = stream == Stream::kFailedPods;
+  const std::string path =
+      BasePath(stream, absl::StrCat("watch=true&allowWatchBookmarks=true&resourceVersion=",
+                                    UrlEncode(cursor->resource_version),
+                                    "&timeoutSeconds=", options_.watch_timeout_seconds));
   bool gone = false;
   std::string error;
   std::string error_body;
@@ -406,19 +667,21 @@ absl::Status Watcher::Watch(Stream stream, std::string* resource_version) {
       path,
       [&](absl::string_view line) {
         bool go_on = ApplyEvent(stream, std::string_view(line.data(), line.size()),
-                                resource_version, &gone, &error);
-        if (stream == Stream::kPods) NotePodsResourceVersion(*resource_version);
+                                &cursor->resource_version, &gone, &error);
+        if (stream == Stream::kPods) NotePodsResourceVersion(cursor->resource_version);
         return go_on;
       },
       &stop_, absl::Seconds(options_.watch_timeout_seconds + 30), options_.max_event_bytes,
       &error_body);
   if (absl::IsResourceExhausted(code.status())) {
-    resource_version->clear();  // a paged LIST makes progress where the stream cannot
+    cursor->need_state = true;
+    cursor->list_only = true;  // a paged LIST makes progress where the stream cannot
     return code.status();
   }
   if (!code.ok()) return code.status();
   if (*code == 410 || gone) {
-    resource_version->clear();  // relist
+    // A new state, not older than the last resourceVersion (client-go keeps it for the relist).
+    cursor->need_state = true;
     MutexLock lock(&mu_);
     ++stats_.relists_gone;
     return absl::OkStatus();

@@ -28,7 +28,12 @@ namespace fitledger::kube {
 class ApiClient;
 
 struct WatcherOptions {
+  // Pages of a consistent LIST (resourceVersion=""); also sent with resourceVersion=0, which the
+  // API server's watch cache serves whole (it ignores limit there).
   int64_t page_size = 500;
+  // Get each stream's state as a WatchList (a watch with sendInitialEvents=true) where the API
+  // server supports it; false: LIST + WATCH only.
+  bool watch_list = true;
   absl::Duration initial_backoff = absl::Milliseconds(200);
   absl::Duration max_backoff = absl::Seconds(10);
   absl::Duration request_timeout = absl::Seconds(60);
@@ -53,6 +58,9 @@ struct WatchEvent {
   Type type = Type::kAdded;
   // The object's metadata.resourceVersion (a bookmark's too); may be empty.
   std::string resource_version;
+  // kBookmark: annotated k8s.io/initial-events-end: "true", the end of a WatchList's initial
+  // state.
+  bool initial_events_end = false;
   // Exactly one of these for ADDED / MODIFIED / DELETED, by the watch's kind.
   std::optional<Pod> pod;
   std::optional<NodeRecord> node;
@@ -93,7 +101,10 @@ struct KubeletRejection {
 bool IsKubeletRejection(const Pod& pod);
 
 struct WatcherStats {
-  uint64_t lists = 0;           // completed full LISTs (both kinds)
+  uint64_t lists = 0;        // states read by a complete LIST (every stream)
+  uint64_t watch_lists = 0;  // states read by a WatchList (every stream)
+  // False once the API server refused a WatchList (then every stream lists).
+  bool watch_list_supported = true;
   uint64_t relists_gone = 0;    // LISTs forced by 410 Gone
   uint64_t watch_restarts = 0;  // watches resumed after they ended or dropped
   uint64_t events = 0;          // watch events applied (bookmarks excluded)
@@ -117,20 +128,35 @@ struct WatcherStats {
 
 // Keeps the ledger in step with the API, and counts kubelet rejections. Three list + watch
 // streams, one thread each: nodes and pods (pod_field_selector) feed the ledger; Failed pods
-// (failed_pod_field_selector) feed the rejection detector. Each: paged LIST (limit/continue) ->
-// replace its state; WATCH from the list's resourceVersion with bookmarks; resume from the last
-// seen resourceVersion when the stream ends or drops (capped exponential backoff with jitter on
-// errors); relist on 410 Gone (HTTP status or ERROR event) and after a line longer than
-// max_event_bytes. Events are applied in order, each once. A damaged line (not JSON) ends the
-// stream and the watch resumes before it; a well-formed event whose object cannot be decoded is
-// counted in decode_errors and skipped (a DELETED one still removes the pod or node by UID /
-// name), as a LIST skips such items: it must not stall every later event.
+// (failed_pod_field_selector) feed the rejection detector.
+//
+// Each stream reads its state the way client-go's reflector does (tools/cache/reflector.go),
+// so the API server serves it from its watch cache rather than etcd:
+//   - a WatchList first (watch, sendInitialEvents=true, resourceVersionMatch=NotOlderThan,
+//     allowWatchBookmarks=true, from the last resourceVersion or ""): the state streams as ADDED
+//     events and ends with a BOOKMARK annotated k8s.io/initial-events-end; the state replaces the
+//     stream's and the same watch goes on. A server that refuses it (a 4xx other than 410 / 429:
+//     the WatchList feature gate off, or a server too old to know it) is not asked again; any
+//     other failure falls back to a LIST this time.
+//   - otherwise a LIST: resourceVersion=0 at first (from the cache, which ignores limit; if the
+//     server pages anyway, the continue tokens are followed), the last resourceVersion after a
+//     410 from a watch (not older than it, unpaged, from the cache), and "" (a consistent read,
+//     paged by page_size) when the one asked was refused with 410 Expired or 504 "too large
+//     resource version". An expired continue token restarts the list.
+// Then WATCH from the state's resourceVersion with bookmarks, resuming from the last seen
+// resourceVersion when the stream ends or drops (capped exponential backoff with jitter on
+// errors); a 410 (HTTP status or ERROR event) means a new state, and so does a line longer than
+// max_event_bytes (then by a paged consistent LIST, which makes progress where the stream cannot).
+// Events are applied in order, each once. A damaged line (not JSON) ends the stream and the watch
+// resumes before it; a well-formed event whose object cannot be decoded is counted in
+// decode_errors and skipped (a DELETED one still removes the pod or node by UID / name), as a
+// LIST skips such items: it must not stall every later event.
 //
 // On the ledger's pod stream a DELETED event removes the pod whatever phase it carries (the API
 // server sends a pod that leaves the selector with its previous content). The rejection detector
 // keeps the UIDs of the rejected pods the API shows: a pod is counted the first time it appears,
-// from a watch event or from a relist, and forgotten when it is deleted (a UID never comes back);
-// the first list after start records what is already there without counting it.
+// from a watch event or in a new state, and forgotten when it is deleted (a UID never comes
+// back); the first state after start records what is already there without counting it.
 //
 // Thread-safe. Start() spawns the threads, Stop() joins them; the constructor spawns nothing.
 class Watcher {
@@ -154,14 +180,40 @@ class Watcher {
  private:
   // One list + watch: the ledger's nodes, the ledger's pods, or the detector's Failed pods.
   enum class Stream { kNodes, kPods, kFailedPods };
+  // Where a stream is. `resource_version` is the last one applied ("" before the first state).
+  struct Cursor {
+    std::string resource_version;
+    bool need_state = true;  // the next request reads a whole state (start, 410, overflow)
+    // The last state read at `resource_version` was refused (410 / too large): read at "".
+    bool version_unavailable = false;
+    bool list_only = false;  // read the next state by a paged LIST, not a WatchList
+  };
+  // A stream's state as one of the three replace calls takes it.
+  struct State {
+    std::vector<NodeRecord> nodes;
+    std::vector<PodRecord> pods;
+    std::vector<Pod> rejected;  // the Failed-pods stream keeps kubelet rejections only
+  };
   void Run(Stream stream);
-  // LIST every page; on success applies it and sets `*resource_version`.
-  absl::Status List(Stream stream, std::string* resource_version);
-  // WATCH from `*resource_version` until the stream ends. Clears it on 410 (relist).
-  absl::Status Watch(Stream stream, std::string* resource_version);
+  // LIST every page at `version` ("", "0" or N; see the class comment); on success applies the
+  // state and sets cursor->resource_version. OutOfRange when the server refused `version` (410
+  // Expired, 504 too large resource version).
+  absl::Status List(Stream stream, const std::string& version, Cursor* cursor);
+  // A WatchList from cursor->resource_version: applies the initial state at its end bookmark, then
+  // events until the stream ends. Unimplemented when the server refuses WatchList; OutOfRange
+  // when it refused the resourceVersion before the state was complete.
+  absl::Status WatchList(Stream stream, Cursor* cursor);
+  // WATCH from cursor->resource_version until the stream ends; a 410 sets need_state.
+  absl::Status Watch(Stream stream, Cursor* cursor);
   // Applies one watch line; returns false to stop the stream (ERROR event).
   bool ApplyEvent(Stream stream, std::string_view line, std::string* resource_version, bool* gone,
                   std::string* error);
+  // Replaces the state of `stream` (the ledger's nodes or pods, or the rejection detector's).
+  void ReplaceState(Stream stream, State* state);
+  // A damaged or undecodable item of a state: counted, skipped.
+  void AddDecodeErrors(uint64_t n);
+  // The path of a LIST or WATCH of `stream`, with its field selector.
+  std::string BasePath(Stream stream, absl::string_view query) const;
   // The rejection detector's state after a LIST of Failed pods: `rejected` are the kubelet
   // rejections in it.
   void ReplaceRejections(const std::vector<Pod>& rejected);
@@ -181,6 +233,8 @@ class Watcher {
   const WatcherOptions options_;
 
   std::atomic<bool> stop_{false};
+  // Set when the API server refused a WatchList: every stream lists from then on.
+  std::atomic<bool> watch_list_refused_{false};
   std::mutex stop_mu_;  // only for stop_cv_
   std::condition_variable stop_cv_;
   std::thread nodes_thread_;

@@ -931,17 +931,38 @@ void SimServer::HandleCreatePod(const httplib::Request& req, httplib::Response& 
 
 void SimServer::HandleDeletePod(const httplib::Request& req, httplib::Response& res,
                                 const std::string& namespace_name, const std::string& name) {
-  std::string uid;
+  ClusterStore::DeleteRequest request;
+  auto grace = [&](const json& value) -> absl::Status {
+    if (!value.is_number_integer()) {
+      return absl::InvalidArgumentError("gracePeriodSeconds must be an integer");
+    }
+    request.grace_period_seconds = value.get<int64_t>();
+    return absl::OkStatus();
+  };
   if (!req.body.empty()) {
     auto options = ParseBody(req.body);
     if (!options.ok()) return SendError(res, options.status());
     if (auto it = options->find("preconditions"); it != options->end()) {
-      uid = StringField(*it, "uid");
+      request.uid = StringField(*it, "uid");
+      request.resource_version = StringField(*it, "resourceVersion");
+    }
+    if (auto it = options->find("gracePeriodSeconds"); it != options->end() && !it->is_null()) {
+      if (absl::Status s = grace(*it); !s.ok()) return SendError(res, s);
     }
   }
-  auto deleted = store_->DeletePod(namespace_name, name, uid);
+  if (req.has_param("gracePeriodSeconds")) {
+    int64_t seconds = 0;
+    if (!absl::SimpleAtoi(req.get_param_value("gracePeriodSeconds"), &seconds)) {
+      return SendStatus(res, 400, "BadRequest", "gracePeriodSeconds: Invalid value");
+    }
+    request.grace_period_seconds = seconds;
+  }
+  auto deleted = store_->DeletePod(namespace_name, name, request);
   if (!deleted.ok()) return SendError(res, deleted.status());
-  SendJson(res, 200, (*deleted)->json);
+  // The deleted object, or the pod with its deletion pending (pods are ReturnDeletedObject:
+  // pkg/registry/core/pod/storage/storage.go); 200 either way (handlers/delete.go).
+  SendJson(res, 200, deleted->object->json);
+  if (!deleted->deleted) OnPodTerminating(namespace_name, name);
 }
 
 void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& res,
@@ -954,19 +975,45 @@ void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& re
       (binding->contains("target") && !target.is_object())) {
     return SendStatus(res, 400, "BadRequest", "Binding metadata and target must be objects");
   }
-  const std::string node = StringField(target, "name");
-  if (node.empty()) {
-    return SendStatus(
-        res, 422, "Invalid",
-        absl::StrCat("Binding.core \"", name, "\" is invalid: target.name: Required value"));
-  }
-  const std::string binding_name = StringField(metadata, "name");
-  if (!binding_name.empty() && binding_name != name) {
+  // The create handler's namespace check (rest.EnsureObjectNamespaceMatchesRequestNamespace),
+  // then BindingREST.Create (pkg/registry/core/pod/storage/storage.go).
+  const std::string binding_namespace = StringField(metadata, "namespace");
+  if (!binding_namespace.empty() && binding_namespace != namespace_name) {
     return SendStatus(res, 400, "BadRequest",
-                      "the name of the object (" + binding_name +
-                          ") does not match the name on the URL (" + name + ")");
+                      "the namespace of the provided object does not match the namespace sent on "
+                      "the request");
   }
-  const std::string uid = StringField(metadata, "uid");
+  if (StringField(metadata, "name") != name) {
+    return SendStatus(res, 400, "BadRequest", "name in URL does not match name in Binding object");
+  }
+  // ValidatePodBinding's errors come back as a plain aggregate, not a Status: the API server
+  // answers 500 with reason "" (responsewriters ErrorToAPIStatus).
+  std::vector<std::string> invalid;
+  const std::string kind = StringField(target, "kind");
+  if (!kind.empty() && kind != "Node") {
+    invalid.push_back(absl::StrCat("target.kind: Unsupported value: \"", kind,
+                                   "\": supported values: \"Node\", \"<empty>\""));
+  }
+  const std::string node = StringField(target, "name");
+  if (node.empty()) invalid.push_back("target.name: Required value");
+  if (!invalid.empty()) {
+    json status = StatusObject(
+        500, "",
+        invalid.size() == 1 ? invalid[0] : absl::StrCat("[", absl::StrJoin(invalid, ", "), "]"));
+    status.erase("reason");
+    res.status = 500;
+    return res.set_content(Dump(status), kJson);
+  }
+  ClusterStore::BindRequest request;
+  request.uid = StringField(metadata, "uid");
+  request.resource_version = StringField(metadata, "resourceVersion");
+  request.node = node;
+  if (auto it = metadata.find("annotations");
+      metadata.is_object() && it != metadata.end() && it->is_object()) {
+    for (const auto& [key, value] : it->items()) {
+      if (value.is_string()) request.annotations.emplace_back(key, value.get<std::string>());
+    }
+  }
   std::optional<BindingFault> fault;
   {
     MutexLock lock(&mu_);
@@ -992,9 +1039,10 @@ void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& re
                         "Timeout: request did not complete within the allowed duration");
     }
   }
-  auto bound = store_->Bind(namespace_name, name, uid, node);
+  auto bound = store_->Bind(namespace_name, name, request);
   if (!bound.ok()) return SendError(res, bound.status());
   OnPodBound(namespace_name, name);
+  // createHandler answers 201 and fills a Status result's code (handlers/create.go).
   SendJson(res, 201,
            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\","
            "\"code\":201}");
@@ -1014,6 +1062,19 @@ void SimServer::OnPodBound(const std::string& namespace_name, const std::string&
   kubelet_signal_.Notify();
 }
 
+void SimServer::OnPodTerminating(const std::string& namespace_name, const std::string& name) {
+  if (!config_.kubelet.enabled || config_.kubelet.admit_delay <= absl::ZeroDuration()) {
+    store_->TerminatePod(namespace_name, name, config_.kubelet.enabled);
+    return;
+  }
+  {
+    MutexLock lock(&mu_);
+    delayed_.push_back(DelayedAdmission{absl::Now() + config_.kubelet.admit_delay, namespace_name,
+                                        name, /*terminate=*/true});
+  }
+  kubelet_signal_.Notify();
+}
+
 void SimServer::KubeletLoop() {
   while (!stopping_) {
     const uint64_t generation = kubelet_signal_.generation();
@@ -1028,7 +1089,13 @@ void SimServer::KubeletLoop() {
       delayed_.erase(split, delayed_.end());
       for (const DelayedAdmission& d : delayed_) next = std::min(next, d.due);
     }
-    for (const DelayedAdmission& d : due) store_->AdmitPod(d.namespace_name, d.name);
+    for (const DelayedAdmission& d : due) {
+      if (d.terminate) {
+        store_->TerminatePod(d.namespace_name, d.name, /*kubelet_enabled=*/true);
+      } else {
+        store_->AdmitPod(d.namespace_name, d.name);
+      }
+    }
     if (due.empty()) kubelet_signal_.WaitForChange(generation, next);
   }
 }

@@ -62,10 +62,12 @@ class SimServer {
     bool then_bind = false;
     int64_t times = -1;  // how many more requests it applies to; -1: unlimited
   };
+  // The simulated kubelet's delayed work: an admission, or the end of a graceful deletion.
   struct DelayedAdmission {
     absl::Time due;
     std::string namespace_name;
     std::string name;
+    bool terminate = false;
   };
 
   void Handle(const httplib::Request& req, httplib::Response& res);
@@ -87,6 +89,8 @@ class SimServer {
 
   // Runs (or schedules, with kubelet.admitDelay) the kubelet's admission of a bound pod.
   void OnPodBound(const std::string& namespace_name, const std::string& name);
+  // Runs (or schedules, with kubelet.admitDelay) the end of a pod's graceful deletion.
+  void OnPodTerminating(const std::string& namespace_name, const std::string& name);
   void KubeletLoop();
 
   // The line of /sim/requests a request counts in: verb (LIST, WATCH, WATCHLIST, GET, CREATE,

@@ -1,7 +1,9 @@
 #include "sim/store.h"
 
 #include <algorithm>
+#include <map>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -127,6 +129,50 @@ ObjectPtr PreviousAtVersion(const StoredObject& previous, const StoredObject& cu
   object->json = EditMembers(previous.json, {Nested("metadata", metadata)});
   object->resource_version = current.resource_version;
   return object;
+}
+
+// ComputePodQOS (pkg/apis/core/helper/qos/qos.go), for cpu and memory over containers and init
+// containers: BestEffort without any positive request or limit; Guaranteed when every container
+// has positive cpu and memory limits and the summed requests equal the summed limits (a request
+// left out defaults to its limit, pkg/apis/core/v1/defaults.go); else Burstable. Pod-level
+// resources (1.32+) are not considered.
+std::string QosClass(const Pod& pod) {
+  std::map<std::string, Quantity> requests, limits;
+  bool guaranteed = true;
+  auto is_compute = [](const std::string& name) { return name == "cpu" || name == "memory"; };
+  const Quantity zero;
+  auto visit = [&](const Container& c) {
+    std::map<std::string, Quantity> own_requests;
+    for (const auto& [name, q] : c.requests) {
+      if (is_compute(name)) own_requests[name] = q;
+    }
+    std::set<std::string> limits_found;
+    for (const auto& [name, q] : c.limits) {
+      if (!is_compute(name)) continue;
+      if (!own_requests.count(name)) own_requests[name] = q;  // defaulted from the limit
+      if (zero < q) {
+        limits_found.insert(name);
+        limits[name] += q;
+      }
+    }
+    for (const auto& [name, q] : own_requests) {
+      if (zero < q) requests[name] += q;
+    }
+    if (limits_found.size() != 2) guaranteed = false;
+  };
+  for (const Container& c : pod.containers) visit(c);
+  for (const Container& c : pod.init_containers) visit(c);
+  if (requests.empty() && limits.empty()) return "BestEffort";
+  if (guaranteed) {
+    for (const auto& [name, q] : requests) {
+      auto it = limits.find(name);
+      if (it == limits.end() || !(it->second == q)) {
+        guaranteed = false;
+        break;
+      }
+    }
+  }
+  return guaranteed && requests.size() == limits.size() ? "Guaranteed" : "Burstable";
 }
 
 bool IsPhase(absl::string_view phase) {
@@ -263,6 +309,9 @@ absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
         object->fields.node_name = node.name;
         object->fields.phase = "Running";
         object->fields.scheduler_name = "default-scheduler";
+        object->fields.restart_policy = "Always";
+        object->fields.service_account_name = "default";
+        object->fields.pod_ip = PodIp(index, started - 1);
         object->fields.labels = {
             {"app", "bench"}, {"pod-template-hash", "5d8f7c9b6d"}, {"tier", "backend"}};
         kubelet_.AddAdmitted(node.name, uid, requests);
@@ -328,6 +377,26 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
       spec["schedulerName"].get<std::string>().empty()) {
     spec["schedulerName"] = "default-scheduler";
   }
+  // The defaults the API server applies on create that the sim's rules read:
+  // pkg/apis/core/v1/defaults.go SetDefaults_PodSpec (restartPolicy Always,
+  // terminationGracePeriodSeconds 30) and the ServiceAccount admission plugin
+  // (plugin/pkg/admission/serviceaccount/admission.go: serviceAccountName "default").
+  for (const char* key : {"restartPolicy", "serviceAccountName"}) {
+    if (spec.contains(key) && !spec[key].is_string() && !spec[key].is_null()) {
+      return absl::InvalidArgumentError(absl::StrCat("spec.", key, " must be a string"));
+    }
+  }
+  if (StringField(spec, "restartPolicy").empty()) spec["restartPolicy"] = "Always";
+  if (StringField(spec, "serviceAccountName").empty()) {
+    spec["serviceAccountName"] = "default";
+    spec["serviceAccount"] = "default";
+  }
+  if (!spec.contains("terminationGracePeriodSeconds") ||
+      spec["terminationGracePeriodSeconds"].is_null()) {
+    spec["terminationGracePeriodSeconds"] = 30;
+  } else if (!spec["terminationGracePeriodSeconds"].is_number_integer()) {
+    return absl::InvalidArgumentError("spec.terminationGracePeriodSeconds must be an integer");
+  }
   if (!spec.contains("containers") || !spec["containers"].is_array() ||
       spec["containers"].empty()) {
     std::string name = StringField(metadata, "name");
@@ -377,6 +446,12 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
           absl::StrCat("Pod \"", name, "\" is invalid: ", requests.status().message()));
     }
     object->requests = *requests;
+    // status.qosClass as the API server computes it on create (pkg/apis/core/helper/qos).
+    const std::string qos = QosClass(*parsed);
+    if (qos != "BestEffort") {
+      pod["status"]["qosClass"] = qos;
+      object->json = Dump(pod);
+    }
     object->fields = FieldsOf(pod);
     object->containers = std::make_shared<const ContainerImages>(ContainersOf(pod));
     object->resource_version = ++resource_version_;
@@ -400,74 +475,213 @@ absl::StatusOr<ObjectPtr> ClusterStore::Get(Kind kind, absl::string_view namespa
   return it->second;
 }
 
-absl::StatusOr<ObjectPtr> ClusterStore::DeletePod(absl::string_view namespace_name,
-                                                  absl::string_view name,
-                                                  absl::string_view uid_precondition) {
-  ObjectPtr deleted;
+absl::StatusOr<ClusterStore::DeleteResult> ClusterStore::DeletePod(absl::string_view namespace_name,
+                                                                   absl::string_view name,
+                                                                   const DeleteRequest& request) {
+  DeleteResult result;
   {
     MutexLock lock(&mu_);
     auto it = pods_.find(Key(namespace_name, name));
     if (it == pods_.end()) return PodNotFound(name);
     const ObjectPtr old = it->second;
-    if (!uid_precondition.empty() && uid_precondition != old->uid) {
+    if (!request.uid.empty() && request.uid != old->uid) {
       return absl::AbortedError(absl::StrCat("Operation cannot be fulfilled on pods \"", name,
                                              "\": Precondition failed: UID in precondition: ",
-                                             uid_precondition, ", UID in object meta: ", old->uid));
+                                             request.uid, ", UID in object meta: ", old->uid));
     }
-    pods_.erase(it);
-    kubelet_.Release(old->uid);
-    ++resource_version_;
-    const std::vector<std::pair<absl::string_view, std::string>> metadata = {
-        {"resourceVersion", absl::StrCat("\"", resource_version_, "\"")}};
-    auto object = std::make_shared<StoredObject>(*old);
-    object->json = EditMembers(old->json, {Nested("metadata", metadata)});
-    object->resource_version = resource_version_;
-    deleted = object;
-    RecordLocked(EventType::kDeleted, deleted, old);
+    if (!request.resource_version.empty() &&
+        request.resource_version != absl::StrCat(old->resource_version)) {
+      return absl::AbortedError(absl::StrCat(
+          "Operation cannot be fulfilled on pods \"", name,
+          "\": Precondition failed: ResourceVersion in precondition: ", request.resource_version,
+          ", ResourceVersion in object meta: ", old->resource_version));
+    }
+    json pod = json::parse(old->json);
+    json& metadata = pod["metadata"];
+    const json& spec = pod["spec"];
+    auto int_at = [](const json& parent, const char* key) -> std::optional<int64_t> {
+      if (!parent.is_object()) return std::nullopt;
+      auto found = parent.find(key);
+      if (found == parent.end() || !found->is_number_integer()) return std::nullopt;
+      return found->get<int64_t>();
+    };
+    bool delete_now = false;
+    if (old->fields.deleting) {
+      // rest/delete.go BeforeDelete: a pending deletion may only be shortened.
+      const std::optional<int64_t> pending = int_at(metadata, "deletionGracePeriodSeconds");
+      if (!pending.has_value() || *pending == 0) {
+        delete_now = true;
+      } else if (request.grace_period_seconds.has_value() &&
+                 *request.grace_period_seconds < *pending) {
+        if (*request.grace_period_seconds <= 0) {
+          delete_now = true;
+        } else {
+          const absl::Time at = ParseTimestamp(StringField(metadata, "deletionTimestamp")) -
+                                absl::Seconds(*pending) +
+                                absl::Seconds(*request.grace_period_seconds);
+          metadata["deletionTimestamp"] = FormatTimestamp(at);
+          metadata["deletionGracePeriodSeconds"] = *request.grace_period_seconds;
+          ++resource_version_;
+          metadata["resourceVersion"] = absl::StrCat(resource_version_);
+          result.object = ReplacePodLocked(old, pod);
+        }
+      } else {
+        result.object = old;  // pending; nothing changes
+      }
+    } else {
+      // pkg/registry/core/pod/strategy.go CheckGracefulDelete.
+      int64_t period = request.grace_period_seconds.has_value()
+                           ? *request.grace_period_seconds
+                           : int_at(spec, "terminationGracePeriodSeconds").value_or(0);
+      if (old->fields.node_name.empty()) period = 0;
+      if (old->fields.phase == "Failed" || old->fields.phase == "Succeeded") period = 0;
+      if (period < 0) period = 1;
+      if (period == 0) {
+        delete_now = true;
+      } else {
+        metadata["deletionTimestamp"] = FormatTimestamp(options_.clock() + absl::Seconds(period));
+        metadata["deletionGracePeriodSeconds"] = period;
+        ++resource_version_;
+        metadata["resourceVersion"] = absl::StrCat(resource_version_);
+        result.object = ReplacePodLocked(old, pod);
+      }
+    }
+    if (delete_now) {
+      pods_.erase(it);
+      kubelet_.Release(old->uid);
+      ++resource_version_;
+      const std::vector<std::pair<absl::string_view, std::string>> members = {
+          {"resourceVersion", absl::StrCat("\"", resource_version_, "\"")}};
+      auto object = std::make_shared<StoredObject>(*old);
+      object->json = EditMembers(old->json, {Nested("metadata", members)});
+      object->resource_version = resource_version_;
+      result.object = object;
+      result.deleted = true;
+      RecordLocked(EventType::kDeleted, result.object, old);
+    }
   }
   pod_signal_.Notify();
-  return deleted;
+  return result;
+}
+
+absl::StatusOr<ObjectPtr> ClusterStore::DeletePod(absl::string_view namespace_name,
+                                                  absl::string_view name,
+                                                  absl::string_view uid_precondition) {
+  DeleteRequest request;
+  request.uid = std::string(uid_precondition);
+  request.grace_period_seconds = 0;
+  auto result = DeletePod(namespace_name, name, request);
+  if (!result.ok()) return result.status();
+  return result->object;
+}
+
+void ClusterStore::TerminatePod(absl::string_view namespace_name, absl::string_view name,
+                                bool kubelet_enabled) {
+  std::string uid;
+  bool has_kubelet = false;
+  {
+    ReaderMutexLock lock(&mu_);
+    auto it = pods_.find(Key(namespace_name, name));
+    if (it == pods_.end() || !it->second->fields.deleting) return;
+    uid = it->second->uid;
+    const bool node_known = kubelet_.HasNode(it->second->fields.node_name);
+    if (node_known && !kubelet_enabled) return;  // nobody finishes it
+    has_kubelet = node_known;
+  }
+  if (has_kubelet) {
+    auto pod = Get(Kind::kPod, namespace_name, name);
+    if (pod.ok() && (*pod)->uid == uid && (*pod)->fields.phase != "Succeeded" &&
+        (*pod)->fields.phase != "Failed") {
+      (void)SetPodPhase(namespace_name, name, "Succeeded");
+    }
+  }
+  DeleteRequest request;
+  request.uid = uid;
+  request.grace_period_seconds = 0;
+  (void)DeletePod(namespace_name, name, request);
 }
 
 absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
                                              absl::string_view name,
                                              absl::string_view uid_precondition,
                                              absl::string_view node) {
+  BindRequest request;
+  request.uid = std::string(uid_precondition);
+  request.node = std::string(node);
+  return Bind(namespace_name, name, request);
+}
+
+absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
+                                             absl::string_view name, const BindRequest& request) {
   ObjectPtr published;
   {
     MutexLock lock(&mu_);
     auto it = pods_.find(Key(namespace_name, name));
     if (it == pods_.end()) return PodNotFound(name);
     const ObjectPtr old = it->second;
-    if (!uid_precondition.empty() && uid_precondition != old->uid) {
+    // The storage preconditions first (storage.Preconditions.Check: a StorageError, which
+    // InterpretUpdateError turns into a Conflict on pods).
+    auto precondition_failed = [&](absl::string_view what, absl::string_view asked,
+                                   absl::string_view actual) {
+      return absl::AbortedError(absl::StrCat(
+          "Operation cannot be fulfilled on pods \"", name,
+          "\": StorageError: invalid object, Code: 4, Key: /registry/pods/", namespace_name, "/",
+          name, ", ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: ", what,
+          " in precondition: ", asked, ", ", what, " in object meta: ", actual));
+    };
+    if (!request.uid.empty() && request.uid != old->uid) {
+      return precondition_failed("UID", request.uid, old->uid);
+    }
+    const std::string rv = absl::StrCat(old->resource_version);
+    if (!request.resource_version.empty() && request.resource_version != rv) {
+      return precondition_failed("ResourceVersion", request.resource_version, rv);
+    }
+    // Then setPodHostAndAnnotations' checks, each a Conflict on pods/binding.
+    auto conflict = [&](absl::string_view why) {
       return absl::AbortedError(
-          absl::StrCat("Operation cannot be fulfilled on pods \"", name,
-                       "\": StorageError: invalid object, Code: 4, Key: /registry/pods/",
-                       namespace_name, "/", name,
-                       ", ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
-                       "precondition: ",
-                       uid_precondition, ", UID in object meta: ", old->uid));
+          absl::StrCat("Operation cannot be fulfilled on pods/binding \"", name, "\": ", why));
+    };
+    if (old->fields.deleting) {
+      return conflict(
+          absl::StrCat("pod ", name, " is being deleted, cannot be assigned to a host"));
     }
     if (!old->fields.node_name.empty()) {
-      return absl::AbortedError(
-          absl::StrCat("Operation cannot be fulfilled on pods/binding \"", name, "\": pod ", name,
-                       " is already assigned to node \"", old->fields.node_name, "\""));
+      return conflict(absl::StrCat("pod ", name, " is already assigned to node \"",
+                                   old->fields.node_name, "\""));
+    }
+    std::optional<absl::string_view> spec_text = FindMember(old->json, "spec");
+    std::optional<absl::string_view> gates =
+        spec_text.has_value() ? FindMember(*spec_text, "schedulingGates") : std::nullopt;
+    if (gates.has_value()) {
+      json parsed = json::parse(gates->begin(), gates->end(), nullptr, false);
+      if (parsed.is_array() && !parsed.empty()) {
+        return conflict(absl::StrCat("pod ", name, " has non-empty .spec.schedulingGates"));
+      }
     }
     ++resource_version_;
-    const std::vector<std::pair<absl::string_view, std::string>> metadata = {
-        {"resourceVersion", absl::StrCat("\"", resource_version_, "\"")}};
+    std::vector<std::pair<absl::string_view, std::string>> annotations;
+    for (const auto& [key, value] : request.annotations) {
+      annotations.emplace_back(key, JsonString(value));
+    }
+    const std::string resource_version = absl::StrCat("\"", resource_version_, "\"");
+    std::vector<MemberEdit> metadata_edits = {
+        {"resourceVersion", [&](std::optional<absl::string_view>) { return resource_version; }}};
+    if (!annotations.empty()) {
+      metadata_edits.push_back(Nested("annotations", annotations));
+    }
     const std::vector<std::pair<absl::string_view, std::string>> spec = {
-        {"nodeName", JsonString(node)}};
+        {"nodeName", JsonString(request.node)}};
     const std::vector<std::pair<absl::string_view, std::string>> status = {
         {"conditions", absl::StrCat("[{\"lastProbeTime\":null,\"lastTransitionTime\":\"",
                                     FormatTimestamp(options_.clock()),
                                     "\",\"status\":\"True\",\"type\":\"PodScheduled\"}]")}};
     ObjectFields fields = old->fields;
-    fields.node_name = std::string(node);
+    fields.node_name = request.node;
+    MemberEdit metadata = {"metadata", [&](std::optional<absl::string_view> current) {
+                             return EditMembers(current.value_or("{}"), metadata_edits);
+                           }};
     published = ReplacePodTextLocked(
-        old,
-        EditMembers(old->json,
-                    {Nested("metadata", metadata), Nested("spec", spec), Nested("status", status)}),
+        old, EditMembers(old->json, {metadata, Nested("spec", spec), Nested("status", status)}),
         std::move(fields));
     ++bindings_;
   }
@@ -485,7 +699,9 @@ std::optional<Admission> ClusterStore::AdmitPod(absl::string_view namespace_name
     const ObjectPtr old = it->second;
     const std::string& node = old->fields.node_name;
     const std::string& phase = old->fields.phase;
-    if (node.empty() || phase != "Pending" || !kubelet_.HasNode(node)) return std::nullopt;
+    if (node.empty() || phase != "Pending" || old->fields.deleting || !kubelet_.HasNode(node)) {
+      return std::nullopt;
+    }
     Admission admission = kubelet_.Admit(node, old->uid, old->requests);
     ++resource_version_;
     const absl::Time now = options_.clock();
@@ -495,9 +711,10 @@ std::optional<Admission> ClusterStore::AdmitPod(absl::string_view namespace_name
     ObjectFields fields = old->fields;
     if (admission.admitted) {
       const int index = node_index_[node];
-      status = RunningStatusMembers(NodeIp(index), PodIp(index, pods_started_[node]++),
-                                    FormatTimestamp(now), *old->containers);
+      const std::string pod_ip = PodIp(index, pods_started_[node]++);
+      status = RunningStatusMembers(NodeIp(index), pod_ip, FormatTimestamp(now), *old->containers);
       fields.phase = "Running";
+      fields.pod_ip = pod_ip;
     } else {
       status = {{"phase", "\"Failed\""},
                 {"reason", JsonString(admission.reason)},

@@ -142,17 +142,54 @@ class ClusterStore {
   absl::StatusOr<ObjectPtr> Get(Kind kind, absl::string_view namespace_name,
                                 absl::string_view name) const;
 
-  // Removes the pod now (DELETED event carrying the deletion's resourceVersion) and frees its
-  // kubelet capacity. NotFound; Aborted if `uid_precondition` is set and differs.
+  // DELETE's options (DeleteOptions): preconditions and the grace period.
+  struct DeleteRequest {
+    std::string uid;                              // preconditions.uid; empty: none
+    std::string resource_version;                 // preconditions.resourceVersion; empty: none
+    std::optional<int64_t> grace_period_seconds;  // unset: spec.terminationGracePeriodSeconds
+  };
+  struct DeleteResult {
+    ObjectPtr object;      // the deleted object, or the pod with its deletion pending
+    bool deleted = false;  // gone now (a DELETED event); else a graceful deletion is pending
+  };
+  // A pod's deletion as the API server does it (generic registry store.go Delete, rest/delete.go
+  // BeforeDelete, the pod strategy's CheckGracefulDelete): the grace period is the request's, or
+  // spec.terminationGracePeriodSeconds, or 0 when unset; 0 for an unbound or terminal pod. 0
+  // deletes now (DELETED, the last content at the deletion's resourceVersion); more sets
+  // metadata.deletionTimestamp (now + period) and deletionGracePeriodSeconds (a MODIFIED event)
+  // and the pod stays until the kubelet (TerminatePod) or a later delete with a shorter period
+  // finishes it. A pending deletion is only shortened, never lengthened. NotFound; Aborted
+  // (409) for a failed precondition.
+  absl::StatusOr<DeleteResult> DeletePod(absl::string_view namespace_name, absl::string_view name,
+                                         const DeleteRequest& request);
+  // DeletePod with grace period 0 (a force delete) and an optional UID precondition.
   absl::StatusOr<ObjectPtr> DeletePod(absl::string_view namespace_name, absl::string_view name,
                                       absl::string_view uid_precondition);
+  // The end of a graceful deletion: the kubelet of the pod's node stops its containers (they
+  // exit 0: phase Succeeded) and deletes it with grace period 0 and its UID as precondition
+  // (kubelet status_manager). A pod whose node the sim does not have is deleted at once, as the
+  // pod garbage collector deletes orphans (pkg/controller/podgc, without its 40 s quarantine);
+  // so is every pod when `kubelet_enabled` is false and its node is unknown. Nothing if the pod
+  // is gone or not being deleted; a pod on a known node without a kubelet stays terminating.
+  void TerminatePod(absl::string_view namespace_name, absl::string_view name, bool kubelet_enabled);
 
-  // The binding subresource: sets spec.nodeName (the node need not exist) and the PodScheduled
-  // condition. NotFound; Aborted for a UID precondition mismatch or a pod already assigned
-  // (the API server's wording).
+  // The binding subresource's request: metadata.uid / resourceVersion preconditions, the
+  // target node, metadata.annotations to merge into the pod's.
+  struct BindRequest {
+    std::string uid;
+    std::string resource_version;
+    std::string node;
+    std::vector<std::pair<std::string, std::string>> annotations;
+  };
+  // The binding subresource (pkg/registry/core/pod/storage/storage.go setPodHostAndAnnotations):
+  // sets spec.nodeName (the node need not exist), merges the annotations, sets the PodScheduled
+  // condition. NotFound; Aborted (409) with the API server's wording for a failed precondition,
+  // a pod being deleted, a pod already assigned, or a pod with scheduling gates.
+  absl::StatusOr<ObjectPtr> Bind(absl::string_view namespace_name, absl::string_view name,
+                                 const BindRequest& request);
+  // Bind with only a UID precondition (empty: none) and the node.
   absl::StatusOr<ObjectPtr> Bind(absl::string_view namespace_name, absl::string_view name,
                                  absl::string_view uid_precondition, absl::string_view node);
-
   // The kubelet's admission of a bound pod: Running (podIP, hostIP, Ready) when it fits the
   // kubelet's accounting of `spec.nodeName`, else Failed with OutOf<resource>. Returns the
   // verdict, or nullopt (and changes nothing) when the pod is gone, unbound, terminal, already

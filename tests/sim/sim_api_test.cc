@@ -337,8 +337,9 @@ TEST_F(SimApiTest, WatchDeliversEventsAndResumesFromAResourceVersion) {
   ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
   ASSERT_EQ(Bind("after", "worker-1").status, 201);
   ASSERT_EQ(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/after").status, 200);
-  // ADDED, MODIFIED (bound), MODIFIED (Running), DELETED
-  ASSERT_TRUE(watch.WaitForLines(4, absl::Seconds(10)));
+  // ADDED, MODIFIED (bound), MODIFIED (Running), then the graceful deletion: MODIFIED
+  // (deletionTimestamp), MODIFIED (the kubelet stopped it: Succeeded), DELETED.
+  ASSERT_TRUE(watch.WaitForLines(6, absl::Seconds(10)));
   auto lines = watch.lines();
   EXPECT_EQ(lines[0].event["type"], "ADDED");
   EXPECT_EQ(lines[0].event["object"]["metadata"]["name"], "after");
@@ -346,10 +347,14 @@ TEST_F(SimApiTest, WatchDeliversEventsAndResumesFromAResourceVersion) {
   EXPECT_EQ(lines[1].event["object"]["spec"]["nodeName"], "worker-1");
   EXPECT_EQ(lines[2].event["type"], "MODIFIED");
   EXPECT_EQ(lines[2].event["object"]["status"]["phase"], "Running");
-  EXPECT_EQ(lines[3].event["type"], "DELETED");
+  EXPECT_EQ(lines[3].event["type"], "MODIFIED");
+  EXPECT_TRUE(lines[3].event["object"]["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(lines[4].event["type"], "MODIFIED");
+  EXPECT_EQ(lines[4].event["object"]["status"]["phase"], "Succeeded");
+  EXPECT_EQ(lines[5].event["type"], "DELETED");
   EXPECT_GT(
-      std::stoull(lines[3].event["object"]["metadata"]["resourceVersion"].get<std::string>()),
-      std::stoull(lines[2].event["object"]["metadata"]["resourceVersion"].get<std::string>()));
+      std::stoull(lines[5].event["object"]["metadata"]["resourceVersion"].get<std::string>()),
+      std::stoull(lines[4].event["object"]["metadata"]["resourceVersion"].get<std::string>()));
 }
 
 TEST_F(SimApiTest, WatchFromZeroStartsWithTheCurrentObjects) {
@@ -473,6 +478,95 @@ TEST_F(SimApiTest, BindingCreatedConflictsAndPreconditions) {
   EXPECT_EQ(GetPod("ghost").body["status"]["phase"], "Pending");
 }
 
+// Pods are ReturnDeletedObject (pkg/registry/core/pod/storage/storage.go): DELETE answers 200 with
+// the object, the deleted one for an unbound pod, the one with its deletion pending for a bound
+// one (graceful deletion, which the simulated kubelet then finishes).
+TEST_F(SimApiTest, DeleteAnswersTheObjectAndBoundPodsEndGracefully) {
+  ASSERT_EQ(Create("unbound").status, 201);
+  HttpResult gone = Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/unbound");
+  ASSERT_EQ(gone.status, 200) << gone.raw;
+  EXPECT_EQ(gone.body["kind"], "Pod");
+  EXPECT_FALSE(gone.body["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(GetPod("unbound").status, 404);
+
+  ASSERT_EQ(Create("web").status, 201);
+  ASSERT_EQ(Bind("web", "worker-1").status, 201);
+  const std::string rv = Rv();
+  WatchStream watch(sim_->port(),
+                    "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=10&"
+                    "resourceVersion=" +
+                        rv);
+  HttpResult deleting = Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/web");
+  ASSERT_EQ(deleting.status, 200) << deleting.raw;
+  EXPECT_EQ(deleting.body["metadata"]["deletionGracePeriodSeconds"], 30);
+  EXPECT_TRUE(deleting.body["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(deleting.body["status"]["phase"], "Running");
+  // The kubelet stops it (Succeeded) and deletes it with grace period 0.
+  ASSERT_TRUE(watch.WaitForLines(3, absl::Seconds(10)));
+  std::vector<WatchStream::Line> lines = watch.lines();
+  EXPECT_EQ(lines[0].event["type"], "MODIFIED");
+  EXPECT_TRUE(lines[0].event["object"]["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(lines[1].event["type"], "MODIFIED");
+  EXPECT_EQ(lines[1].event["object"]["status"]["phase"], "Succeeded");
+  EXPECT_EQ(lines[2].event["type"], "DELETED");
+  EXPECT_EQ(GetPod("web").status, 404);
+  // Preconditions are checked.
+  ASSERT_EQ(Create("p").status, 201);
+  ExpectStatus(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/p",
+                    R"({"preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}})"),
+               409, "Conflict");
+  ExpectStatus(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/p",
+                    R"({"preconditions":{"resourceVersion":"1"}})"),
+               409, "Conflict");
+}
+
+// The binding subresource's checks before the pod (storage.go BindingREST.Create and
+// validation.ValidatePodBinding, whose error list is no Status: 500 with reason "").
+TEST_F(SimApiTest, BindingRequestChecksAsTheApiServer) {
+  ASSERT_EQ(Create("p").status, 201);
+  auto post = [&](const json& binding) {
+    return Call(*client_, "POST", "/api/v1/namespaces/default/pods/p/binding", binding.dump());
+  };
+  json unnamed = {{"target", {{"kind", "Node"}, {"name", "worker-1"}}}};
+  HttpResult r = post(unnamed);
+  ExpectStatus(r, 400, "BadRequest");
+  EXPECT_EQ(r.body["message"], "name in URL does not match name in Binding object");
+  r = post(
+      {{"metadata", {{"name", "p"}, {"namespace", "other"}}}, {"target", {{"name", "worker-1"}}}});
+  ExpectStatus(r, 400, "BadRequest");
+  r = post({{"metadata", {{"name", "p"}}}, {"target", {{"kind", "Pod"}}}});
+  EXPECT_EQ(r.status, 500) << r.raw;
+  EXPECT_EQ(r.body["message"],
+            "[target.kind: Unsupported value: \"Pod\": supported values: \"Node\", \"<empty>\", "
+            "target.name: Required value]");
+  EXPECT_FALSE(r.body.contains("reason"));
+  EXPECT_EQ(GetPod("p").body["spec"].value("nodeName", ""), "");
+  r = post({{"metadata", {{"name", "p"}, {"annotations", {{"example.com/by", "test"}}}}},
+            {"target", {{"name", "worker-1"}}}});
+  ASSERT_EQ(r.status, 201) << r.raw;
+  EXPECT_EQ(GetPod("p").body["metadata"]["annotations"]["example.com/by"], "test");
+}
+
+TEST_F(SimApiTest, FieldSelectorsOnEverySupportedPodFieldAndA400ForOthers) {
+  ASSERT_EQ(Create("a").status, 201);
+  ASSERT_EQ(Bind("a", "worker-1").status, 201);
+  const std::string ip = GetPod("a").body["status"]["podIP"];
+  HttpResult by_ip = Call(*client_, "GET", "/api/v1/pods?fieldSelector=status.podIP%3D" + ip);
+  ASSERT_EQ(by_ip.status, 200) << by_ip.raw;
+  ASSERT_EQ(by_ip.body["items"].size(), 1u);
+  EXPECT_EQ(by_ip.body["items"][0]["status"]["podIPs"][0]["ip"], ip);
+  HttpResult restart = Call(*client_, "GET",
+                            "/api/v1/pods?fieldSelector=spec.restartPolicy%3DAlways%2C"
+                            "spec.serviceAccountName%3Ddefault%2Cspec.hostNetwork%3Dfalse");
+  EXPECT_EQ(restart.body["items"].size(), 1u) << restart.raw;
+  HttpResult bad = Call(*client_, "GET", "/api/v1/pods?fieldSelector=status.hostIP%3D10.0.0.1");
+  ExpectStatus(bad, 400, "BadRequest");
+  EXPECT_EQ(bad.body["message"], "field label not supported: status.hostIP");
+  HttpResult nodes =
+      Call(*client_, "GET", "/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse");
+  EXPECT_EQ(nodes.body["items"].size(), 2u) << nodes.raw;
+}
+
 TEST_F(SimApiTest, KubeletRejectsWhatDoesNotFitWithTheExactMessage) {
   ASSERT_EQ(Create("big", "3800m").status, 201);
   ASSERT_EQ(Create("small", "400m").status, 201);
@@ -485,6 +579,12 @@ TEST_F(SimApiTest, KubeletRejectsWhatDoesNotFitWithTheExactMessage) {
   EXPECT_EQ(status["message"],
             "Pod was rejected: Node didn't have enough resource: cpu, requested: 400, used: 3800, "
             "capacity: 4000");
+  // kubelet.go rejectPod keeps the QoS class; the status manager keeps the conditions the kubelet
+  // does not own (PodScheduled) and sets startTime.
+  EXPECT_EQ(status["qosClass"], "Burstable");
+  EXPECT_EQ(status["conditions"][0]["type"], "PodScheduled");
+  EXPECT_TRUE(status.contains("startTime"));
+  EXPECT_FALSE(status.contains("podIP"));
   HttpResult stats = Call(*client_, "GET", "/sim/stats");
   EXPECT_EQ(stats.body["rejections"]["OutOfcpu"], 1);
   EXPECT_EQ(stats.body["bindings"], 2);

@@ -1,8 +1,9 @@
 #include "server/kube/watcher.h"
 
-#include <map>
 #include <random>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -67,6 +68,46 @@ void ObjectKeys(simdjson::ondemand::parser& parser, const simdjson::padded_strin
     return true;
   });
 }
+
+// A WatchList's initial state as it streams: objects by key, in arrival order, where a later
+// event for the same key replaces or removes the earlier one. A vector and an index (not a
+// node-based map): the state of 150,000 pods is held once, as a LIST's would be.
+template <typename T>
+class StreamedState {
+ public:
+  void Put(const std::string& key, T value) {
+    auto [it, added] = index_.try_emplace(key, items_.size());
+    if (added) {
+      items_.push_back(std::move(value));
+      present_.push_back(true);
+    } else {
+      items_[it->second] = std::move(value);
+      present_[it->second] = true;
+    }
+  }
+  void Remove(const std::string& key) {
+    auto it = index_.find(key);
+    if (it != index_.end()) present_[it->second] = false;
+  }
+  // The objects present, moved out (compacted in place: no second copy of the state).
+  std::vector<T> Take() {
+    absl::flat_hash_map<std::string, size_t>().swap(index_);
+    size_t kept = 0;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      if (!present_[i]) continue;
+      if (kept != i) items_[kept] = std::move(items_[i]);
+      ++kept;
+    }
+    items_.resize(kept);
+    std::vector<bool>().swap(present_);
+    return std::move(items_);
+  }
+
+ private:
+  std::vector<T> items_;
+  std::vector<bool> present_;
+  absl::flat_hash_map<std::string, size_t> index_;
+};
 
 const char* StreamName(bool nodes, bool failed) {
   return nodes ? "nodes" : failed ? "failed pods" : "pods";
@@ -370,6 +411,42 @@ absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cu
   std::string list_rv;
   simdjson::ondemand::parser parser;
   uint64_t decode_errors = 0;
+  // Decodes one item as it arrives: a LIST served from the watch cache at "0" or N comes in one
+  // piece (150,000 pods are ~300 MB), so the body is never held whole.
+  auto on_item = [&](absl::string_view text) {
+    simdjson::padded_string padded(text.data(), text.size());
+    simdjson::ondemand::document doc;
+    value v;
+    if (parser.iterate(padded).get(doc) || doc.get_value().get(v)) {
+      ++decode_errors;
+      return !stop_;
+    }
+    if (nodes) {
+      absl::StatusOr<DecodedNode> node = DecodeNode(v);
+      if (node.ok()) {
+        state.nodes.push_back(std::move(node->node));
+      } else {
+        ++decode_errors;
+      }
+      return !stop_;
+    }
+    absl::StatusOr<Pod> pod = DecodePod(v, nullptr);
+    if (!pod.ok()) {
+      ++decode_errors;
+      return !stop_;
+    }
+    if (failed) {
+      if (IsKubeletRejection(*pod)) state.rejected.push_back(*std::move(pod));
+      return !stop_;
+    }
+    absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
+    if (record.ok()) {
+      state.pods.push_back(std::move(*record));
+    } else {
+      ++decode_errors;
+    }
+    return !stop_;
+  };
   do {
     // Later pages: the token alone (a resourceVersion with continue is refused, etcd3/store.go).
     std::string path =
@@ -377,91 +454,52 @@ absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cu
             ? BasePath(stream, first_query)
             : BasePath(stream, absl::StrCat("limit=", options_.page_size,
                                             "&continue=", UrlEncode(continue_token)));
-    absl::StatusOr<HttpResponse> response =
-        client_->Request("GET", path, "", options_.request_timeout);
-    if (!response.ok()) return response.status();
-    if (response->code == 410 && !continue_token.empty()) {
+    ListSplitter splitter(on_item);
+    std::string error_body;
+    absl::StatusOr<long> code = client_->GetStreamed(
+        path, [&](absl::string_view bytes) { return splitter.Feed(bytes); }, &stop_,
+        options_.request_timeout, &error_body);
+    if (stop_) return absl::CancelledError("stopping");
+    if (!code.ok()) {
+      if (absl::IsCancelled(code.status())) {  // the splitter gave up: a malformed body
+        return absl::UnavailableError(
+            absl::StrCat("LIST ", StreamName(nodes, failed), ": ", splitter.Finish().message()));
+      }
+      return code.status();
+    }
+    if (*code == 410 && !continue_token.empty()) {
       // The continue token expired: start the list again.
       continue_token.clear();
       state = State();
       decode_errors = 0;
       continue;
     }
-    if (response->code == 410 ||
-        (response->code == 504 &&
-         absl::StrContains(response->body, "Too large resource version"))) {
-      return absl::OutOfRangeError(
-          absl::StrCat("LIST ", StreamName(nodes, failed), " at resourceVersion \"", version,
-                       "\": HTTP ", response->code, ": ", response->body.substr(0, 300)));
+    if (*code == 410 ||
+        (*code == 504 && absl::StrContains(error_body, "Too large resource version"))) {
+      return absl::OutOfRangeError(absl::StrCat("LIST ", StreamName(nodes, failed),
+                                                " at resourceVersion \"", version, "\": HTTP ",
+                                                *code, ": ", error_body.substr(0, 300)));
     }
-    if (response->code != 200) {
+    if (*code != 200) {
       return absl::UnavailableError(absl::StrCat("LIST ", StreamName(nodes, failed), ": HTTP ",
-                                                 response->code, ": ",
-                                                 response->body.substr(0, 300)));
+                                                 *code, ": ", error_body.substr(0, 300)));
     }
-    simdjson::padded_string padded(response->body);
-    response->body.clear();
-    response->body.shrink_to_fit();
-    simdjson::ondemand::document doc;
-    if (auto err = parser.iterate(padded).get(doc)) {
+    if (absl::Status finished = splitter.Finish(); !finished.ok()) {
       return absl::UnavailableError(
-          absl::StrCat("LIST ", StreamName(nodes, failed), ": ", simdjson::error_message(err)));
+          absl::StrCat("LIST ", StreamName(nodes, failed), ": ", finished.message()));
     }
+    // ListMeta: the state's resourceVersion and the next page's token.
     continue_token.clear();
-    simdjson::ondemand::object obj;
-    if (auto err = doc.get_object().get(obj)) {
-      return absl::UnavailableError(
-          absl::StrCat("LIST ", StreamName(nodes, failed), ": ", simdjson::error_message(err)));
-    }
-    for (auto field : obj) {
-      std::string_view key;
-      if (field.unescaped_key().get(key)) break;
-      if (key == "metadata") {
-        value meta;
-        if (field.value().get(meta)) continue;
-        simdjson::ondemand::object meta_obj;
-        if (meta.get_object().get(meta_obj)) continue;
-        for (auto m : meta_obj) {
-          std::string_view mk, mv;
-          if (m.unescaped_key().get(mk)) break;
-          if (mk == "resourceVersion" && !m.value().get_string().get(mv)) list_rv = std::string(mv);
-          if (mk == "continue" && !m.value().get_string().get(mv)) continue_token = std::string(mv);
-        }
-      } else if (key == "items") {
-        simdjson::ondemand::array items;
-        if (field.value().get_array().get(items)) continue;
-        for (auto item : items) {
-          value v;
-          if (item.get(v)) {
-            ++decode_errors;
-            continue;
-          }
-          if (nodes) {
-            absl::StatusOr<DecodedNode> node = DecodeNode(v);
-            if (node.ok()) {
-              state.nodes.push_back(std::move(node->node));
-            } else {
-              ++decode_errors;
-            }
-            continue;
-          }
-          absl::StatusOr<Pod> pod = DecodePod(v, nullptr);
-          if (!pod.ok()) {
-            ++decode_errors;
-            continue;
-          }
-          if (failed) {
-            if (IsKubeletRejection(*pod)) state.rejected.push_back(*std::move(pod));
-            continue;
-          }
-          absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
-          if (record.ok()) {
-            state.pods.push_back(std::move(*record));
-          } else {
-            ++decode_errors;
-          }
-        }
-      }
+    simdjson::padded_string meta_text(splitter.metadata());
+    simdjson::ondemand::document meta_doc;
+    simdjson::ondemand::object meta;
+    if (!parser.iterate(meta_text).get(meta_doc) && !meta_doc.get_object().get(meta)) {
+      ForEachField(meta, [&](const std::string& key, value v) {
+        std::string_view text;
+        if (key == "resourceVersion" && !v.get_string().get(text)) list_rv = std::string(text);
+        if (key == "continue" && !v.get_string().get(text)) continue_token = std::string(text);
+        return true;
+      });
     }
   } while (!continue_token.empty() && !stop_);
   if (stop_) return absl::CancelledError("stopping");
@@ -500,9 +538,9 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
   }
   // The initial state, as events apply to it until the end bookmark (changes after the state's
   // version may come before it).
-  std::map<std::string, NodeRecord> node_state;
-  std::map<std::string, PodRecord> pod_state;
-  std::map<std::string, Pod> rejected_state;
+  StreamedState<NodeRecord> node_state;
+  StreamedState<PodRecord> pod_state;
+  StreamedState<Pod> rejected_state;
   bool initial = true;
   bool gone = false;
   bool too_large = false;
@@ -543,9 +581,9 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
           return false;
         }
         State state;
-        for (auto& [name, node] : node_state) state.nodes.push_back(std::move(node));
-        for (auto& [uid, pod] : pod_state) state.pods.push_back(std::move(pod));
-        for (auto& [uid, pod] : rejected_state) state.rejected.push_back(std::move(pod));
+        state.nodes = node_state.Take();
+        state.pods = pod_state.Take();
+        state.rejected = rejected_state.Take();
         const size_t count = nodes    ? state.nodes.size()
                              : failed ? state.rejected.size()
                                       : state.pods.size();
@@ -573,28 +611,28 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
     if (nodes) {
       const std::string name = event->node.has_value() ? event->node->name : event->deleted_key;
       if (deleted) {
-        node_state.erase(name);
+        node_state.Remove(name);
       } else {
-        node_state[name] = *std::move(event->node);
+        node_state.Put(name, *std::move(event->node));
       }
       return true;
     }
     const std::string uid = event->pod.has_value() ? event->pod->uid : event->deleted_key;
     if (failed) {
       if (!deleted && IsKubeletRejection(*event->pod)) {
-        rejected_state[uid] = *std::move(event->pod);
+        rejected_state.Put(uid, *std::move(event->pod));
       } else {
-        rejected_state.erase(uid);
+        rejected_state.Remove(uid);
       }
       return true;
     }
     if (deleted) {
-      pod_state.erase(uid);
+      pod_state.Remove(uid);
       return true;
     }
     absl::StatusOr<PodRecord> record = ToPodRecord(*event->pod);
     if (record.ok()) {
-      pod_state[uid] = *std::move(record);
+      pod_state.Put(uid, *std::move(record));
     } else {
       ++decode_errors;
     }

@@ -27,7 +27,7 @@ using nlohmann::json;
 namespace {
 
 // States kept for paged lists (each a sorted copy of one kind's keys at one resourceVersion).
-constexpr size_t kMaxStates = 16;
+constexpr size_t kMaxStates = 8;
 
 std::string Key(absl::string_view ns, absl::string_view name) {
   return absl::StrCat(ns, "/", name);
@@ -822,32 +822,16 @@ absl::StatusOr<ListResult> ClusterStore::List(const ListRequest& request) {
   MutexLock lock(&mu_);
   const uint64_t at = std::min(rv.value_or(resource_version_), resource_version_);
   result.resource_version = at;
-  auto fill = [&](auto it, auto end) {
-    it = std::lower_bound(it, end, start, [](const auto& entry, const std::string& key) {
-      return entry.first < key;
-    });
-    std::string last_key;
-    for (; it != end; ++it) {
+  if (at == resource_version_ && request.limit <= 0) {
+    // One page of the latest state: read in place.
+    const ObjectMap& map = MapLocked(filter.kind);
+    for (auto it = map.lower_bound(start); it != map.end(); ++it) {
       if (!prefix.empty() && !absl::StartsWith(it->first, prefix)) break;
-      if (request.limit > 0 && static_cast<int64_t>(result.items.size()) >= request.limit) break;
-      last_key = it->first;
       if (filter.Matches(*it->second)) result.items.push_back(it->second);
     }
-    if (it == end || (!prefix.empty() && !absl::StartsWith(it->first, prefix))) return;
-    result.continue_token = EncodeContinue(static_cast<int64_t>(at), last_key + '\0');
-    if (filter.fields.empty() && filter.labels.empty()) {
-      int64_t remaining = 0;
-      for (; it != end && (prefix.empty() || absl::StartsWith(it->first, prefix)); ++it) {
-        ++remaining;
-      }
-      result.remaining_items = remaining;
-    }
-  };
-  if (at == resource_version_) {
-    const ObjectMap& map = MapLocked(filter.kind);
-    fill(map.begin(), map.end());
     return result;
   }
+  // Pages (and exact reads) come from a sorted state of one version, kept for the next page.
   std::shared_ptr<const State> state = StateAtLocked(filter.kind, at);
   if (state == nullptr) {
     if (request.continue_token.empty()) {
@@ -858,7 +842,22 @@ absl::StatusOr<ListResult> ClusterStore::List(const ListRequest& request) {
     result.continue_token = EncodeContinue(-1, start);
     return result;
   }
-  fill(state->begin(), state->end());
+  auto before = [](const std::pair<std::string, ObjectPtr>& entry, const std::string& key) {
+    return entry.first < key;
+  };
+  auto it = std::lower_bound(state->begin(), state->end(), start, before);
+  auto end =
+      prefix.empty() ? state->end() : std::lower_bound(it, state->end(), prefix + '\xff', before);
+  std::string last_key;
+  for (; it != end; ++it) {
+    if (request.limit > 0 && static_cast<int64_t>(result.items.size()) >= request.limit) break;
+    last_key = it->first;
+    if (filter.Matches(*it->second)) result.items.push_back(it->second);
+  }
+  if (it != end) {
+    result.continue_token = EncodeContinue(static_cast<int64_t>(at), last_key + '\0');
+    if (filter.fields.empty() && filter.labels.empty()) result.remaining_items = end - it;
+  }
   return result;
 }
 

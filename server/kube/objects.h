@@ -72,7 +72,6 @@ class ListSplitter {
   std::string key_;
   // What the current top-level value is: skipped, the metadata (captured), or the items.
   enum class Value { kNone, kSkip, kMetadata, kItems } value_ = Value::kNone;
-  bool value_is_container_ = false;
   std::string metadata_;
   std::string item_;  // the item being captured (depth >= 3 inside "items")
   bool in_item_ = false;

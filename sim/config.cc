@@ -107,7 +107,7 @@ absl::StatusOr<SimConfig> ParseRoot(const YAML::Node& root) {
   RETURN_IF_ERROR(CheckKeys(
       "", root,
       {"nodes", "watchLag", "bookmarkInterval", "eventWindow", "maxWatchDuration", "kubelet",
-       "generate", "tls", "token", "kubeconfigOut", "threads", "maxBodyBytes"}));
+       "generate", "tls", "token", "kubeconfigOut", "threads", "maxBodyBytes", "watchList"}));
   if (const YAML::Node nodes = root["nodes"]; nodes && !nodes.IsNull()) {
     if (!nodes.IsSequence()) return Bad("nodes", nodes, "must be a list");
     std::set<std::string> names;
@@ -128,6 +128,9 @@ absl::StatusOr<SimConfig> ParseRoot(const YAML::Node& root) {
     if (config.bookmark_interval <= absl::ZeroDuration()) {
       return Bad("bookmarkInterval", root["bookmarkInterval"], "must be positive");
     }
+  }
+  if (root["watchList"]) {
+    ASSIGN_OR_RETURN(config.watch_list, Bool("watchList", root["watchList"]));
   }
   if (root["maxWatchDuration"]) {
     ASSIGN_OR_RETURN(config.max_watch_duration,

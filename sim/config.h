@@ -64,6 +64,9 @@ struct SimConfig {
   absl::Duration bookmark_interval = absl::Seconds(1);
   // How many events the watch history keeps; a watch resuming from before it gets 410 Gone.
   int64_t event_window = 10000;
+  // Streaming lists (WatchList: sendInitialEvents=true on a watch). false answers such a watch
+  // 422 as an API server with the WatchList feature gate off does.
+  bool watch_list = true;
   // A watch without timeoutSeconds ends after this long (clients resume).
   absl::Duration max_watch_duration = absl::Minutes(30);
   KubeletConfig kubelet;

@@ -138,7 +138,9 @@ std::vector<std::pair<absl::string_view, std::string>> RunningStatusMembers(
   statuses.push_back(']');
   return {{"phase", "\"Running\""},
           {"hostIP", JsonString(host_ip)},
+          {"hostIPs", absl::StrCat("[{\"ip\":", JsonString(host_ip), "}]")},
           {"podIP", JsonString(pod_ip)},
+          {"podIPs", absl::StrCat("[{\"ip\":", JsonString(pod_ip), "}]")},
           {"startTime", ts},
           {"conditions", std::move(conditions)},
           {"containerStatuses", std::move(statuses)}};
@@ -220,6 +222,22 @@ ObjectFields FieldsOf(const json& object) {
   f.node_name = str(spec, "nodeName");
   f.scheduler_name = str(spec, "schedulerName");
   f.phase = str(status, "phase");
+  f.restart_policy = str(spec, "restartPolicy");
+  f.service_account_name = str(spec, "serviceAccountName");
+  auto boolean = [](const json& parent, const char* key) {
+    auto it = parent.find(key);
+    return it != parent.end() && it->is_boolean() && it->get<bool>();
+  };
+  f.host_network = boolean(spec, "hostNetwork");
+  f.nominated_node_name = str(status, "nominatedNodeName");
+  f.unschedulable = boolean(spec, "unschedulable");
+  f.deleting = metadata.contains("deletionTimestamp") && !metadata["deletionTimestamp"].is_null();
+  // ToSelectableFields reads status.podIPs[0]; podIP is its first entry.
+  if (auto ips = status.find("podIPs"); ips != status.end() && ips->is_array() && !ips->empty()) {
+    f.pod_ip = str((*ips)[0], "ip");
+  } else {
+    f.pod_ip = str(status, "podIP");
+  }
   for (const auto& [k, v] : child(metadata, "labels").items()) {
     if (v.is_string()) f.labels.emplace_back(k, v.get<std::string>());
   }

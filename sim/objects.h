@@ -38,8 +38,8 @@ using ContainerImages = std::vector<std::pair<std::string, std::string>>;
 ContainerImages ContainersOf(const nlohmann::json& pod);
 
 // The status members the kubelet sets when it starts a pod, as (key, JSON text): phase Running,
-// hostIP, podIP, startTime, Initialized / Ready / ContainersReady / PodScheduled conditions, a
-// running status per container. `timestamp` is put in as is (RFC 3339, or a placeholder).
+// hostIP(s), podIP(s), startTime, Initialized / Ready / ContainersReady / PodScheduled conditions,
+// a running status per container. `timestamp` is put in as is (RFC 3339, or a placeholder).
 std::vector<std::pair<absl::string_view, std::string>> RunningStatusMembers(
     absl::string_view host_ip, absl::string_view pod_ip, absl::string_view timestamp,
     const ContainerImages& containers);

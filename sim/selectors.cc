@@ -41,27 +41,42 @@ absl::StatusOr<FieldSelector> FieldSelector::Parse(absl::string_view text, Kind 
     absl::string_view name = absl::StripAsciiWhitespace(term.substr(0, op_pos));
     std::string value(absl::StripAsciiWhitespace(term.substr(value_pos)));
     Field field;
-    if (name == "metadata.name") {
-      field = Field::kName;
-    } else if (name == "metadata.namespace" && kind == Kind::kPod) {
-      field = Field::kNamespace;
-    } else if (name == "spec.nodeName" && kind == Kind::kPod) {
-      field = Field::kNodeName;
-    } else if (name == "status.phase" && kind == Kind::kPod) {
-      field = Field::kPhase;
-    } else if (name == "spec.schedulerName" && kind == Kind::kPod) {
-      field = Field::kSchedulerName;
-    } else {
+    static const std::vector<std::pair<absl::string_view, Field>> kPodFields = {
+        {"metadata.name", Field::kName},
+        {"metadata.namespace", Field::kNamespace},
+        {"spec.nodeName", Field::kNodeName},
+        {"spec.host", Field::kNodeName},  // old v1 clients' spelling, converted
+        {"spec.restartPolicy", Field::kRestartPolicy},
+        {"spec.schedulerName", Field::kSchedulerName},
+        {"spec.serviceAccountName", Field::kServiceAccountName},
+        {"spec.hostNetwork", Field::kHostNetwork},
+        {"status.phase", Field::kPhase},
+        {"status.podIP", Field::kPodIp},
+        {"status.podIPs", Field::kEmpty},
+        {"status.nominatedNodeName", Field::kNominatedNodeName},
+    };
+    static const std::vector<std::pair<absl::string_view, Field>> kNodeFields = {
+        {"metadata.name", Field::kName},
+        {"spec.unschedulable", Field::kUnschedulable},
+    };
+    const auto& known = kind == Kind::kPod ? kPodFields : kNodeFields;
+    auto found = std::find_if(known.begin(), known.end(),
+                              [&](const auto& entry) { return entry.first == name; });
+    if (found == known.end()) {
       return absl::InvalidArgumentError(absl::StrCat("field label not supported: ", name));
     }
+    field = found->second;
     selector.terms_.push_back(Term{field, equal, std::move(value)});
   }
   return selector;
 }
 
 bool FieldSelector::Matches(const ObjectFields& fields) const {
+  static const std::string kEmptyValue;
+  static const std::string kTrue = "true";
+  static const std::string kFalse = "false";
   for (const Term& term : terms_) {
-    const std::string* actual = nullptr;
+    const std::string* actual = &kEmptyValue;
     switch (term.field) {
       case Field::kName:
         actual = &fields.name;
@@ -77,6 +92,26 @@ bool FieldSelector::Matches(const ObjectFields& fields) const {
         break;
       case Field::kSchedulerName:
         actual = &fields.scheduler_name;
+        break;
+      case Field::kRestartPolicy:
+        actual = &fields.restart_policy;
+        break;
+      case Field::kServiceAccountName:
+        actual = &fields.service_account_name;
+        break;
+      case Field::kHostNetwork:
+        actual = fields.host_network ? &kTrue : &kFalse;
+        break;
+      case Field::kPodIp:
+        actual = &fields.pod_ip;
+        break;
+      case Field::kNominatedNodeName:
+        actual = &fields.nominated_node_name;
+        break;
+      case Field::kUnschedulable:
+        actual = fields.unschedulable ? &kTrue : &kFalse;
+        break;
+      case Field::kEmpty:
         break;
     }
     if ((*actual == term.value) != term.equal) return false;

@@ -14,19 +14,32 @@ namespace fitledger::sim {
 
 enum class Kind { kPod, kNode };
 
-// The indexed fields of a stored object that selectors can see. `labels` is sorted by key.
+// The indexed fields of a stored object that selectors can see (the API server's selectable
+// fields: pods pkg/registry/core/pod/strategy.go ToSelectableFields, nodes
+// pkg/registry/core/node/strategy.go), plus whether a deletion is pending. `labels` is sorted by
+// key.
 struct ObjectFields {
   std::string namespace_name;  // empty for nodes
   std::string name;
-  std::string node_name;       // pods: spec.nodeName
-  std::string phase;           // pods: status.phase
-  std::string scheduler_name;  // pods: spec.schedulerName
+  std::string node_name;             // pods: spec.nodeName
+  std::string phase;                 // pods: status.phase
+  std::string scheduler_name;        // pods: spec.schedulerName
+  std::string restart_policy;        // pods: spec.restartPolicy
+  std::string service_account_name;  // pods: spec.serviceAccountName
+  bool host_network = false;         // pods: spec.hostNetwork
+  std::string pod_ip;                // pods: status.podIPs[0].ip
+  std::string nominated_node_name;   // pods: status.nominatedNodeName
+  bool unschedulable = false;        // nodes: spec.unschedulable
+  bool deleting = false;             // metadata.deletionTimestamp is set (not selectable)
   std::vector<std::pair<std::string, std::string>> labels;
 };
 
 // `fieldSelector`: comma-separated `field=value`, `field==value` or `field!=value` terms, all of
-// which must hold. Pods support metadata.name, metadata.namespace, spec.nodeName, status.phase and
-// spec.schedulerName; nodes metadata.name.
+// which must hold. The fields the API server converts (pkg/apis/core/v1/conversion.go): pods
+// metadata.name, metadata.namespace, spec.nodeName (and the old spelling spec.host),
+// spec.restartPolicy, spec.schedulerName, spec.serviceAccountName, spec.hostNetwork,
+// status.phase, status.podIP, status.podIPs (accepted, but not a selectable field: its value is
+// always ""), status.nominatedNodeName; nodes metadata.name and spec.unschedulable.
 class FieldSelector {
  public:
   FieldSelector() = default;  // matches everything
@@ -36,7 +49,20 @@ class FieldSelector {
   bool empty() const { return terms_.empty(); }
 
  private:
-  enum class Field { kName, kNamespace, kNodeName, kPhase, kSchedulerName };
+  enum class Field {
+    kName,
+    kNamespace,
+    kNodeName,
+    kPhase,
+    kSchedulerName,
+    kRestartPolicy,
+    kServiceAccountName,
+    kHostNetwork,
+    kPodIp,
+    kNominatedNodeName,
+    kUnschedulable,
+    kEmpty,  // converted but not selectable (status.podIPs)
+  };
   struct Term {
     Field field;
     bool equal;

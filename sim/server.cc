@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -109,6 +110,52 @@ void SendError(httplib::Response& res, const absl::Status& status) {
   SendStatus(res, code, reason, status.message());
 }
 
+// One field error of ValidateListOptions (apimachinery pkg/apis/meta/internalversion/validation):
+// field.Forbidden or field.NotSupported.
+struct FieldError {
+  std::string field;
+  std::string cause;   // "FieldValueForbidden" or "FieldValueNotSupported"
+  std::string detail;  // "Forbidden: ..." or "Unsupported value: ..."
+};
+
+FieldError Forbidden(const std::string& field, const std::string& why) {
+  return {field, "FieldValueForbidden", "Forbidden: " + why};
+}
+
+// 422 Invalid for ListOptions, as errors.NewInvalid words it: `ListOptions.meta.k8s.io "" is
+// invalid: <field>: <detail>` (several errors as "[a, b]").
+void SendInvalidListOptions(httplib::Response& res, const std::vector<FieldError>& errors) {
+  std::vector<std::string> parts;
+  json causes = json::array();
+  for (const FieldError& e : errors) {
+    parts.push_back(absl::StrCat(e.field, ": ", e.detail));
+    causes.push_back({{"reason", e.cause}, {"message", e.detail}, {"field", e.field}});
+  }
+  std::string aggregate =
+      parts.size() == 1 ? parts[0] : absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+  json status = StatusObject(422, "Invalid",
+                             absl::StrCat("ListOptions.meta.k8s.io \"\" is invalid: ", aggregate));
+  status["details"] = {{"group", "meta.k8s.io"}, {"kind", "ListOptions"}, {"causes", causes}};
+  res.status = 422;
+  res.set_content(Dump(status), kJson);
+}
+
+// The "too large resource version" error (apiserver pkg/storage/errors.go
+// NewTooLargeResourceVersionError): 504 Timeout with cause ResourceVersionTooLarge.
+json TooLargeResourceVersion(uint64_t wanted, uint64_t current) {
+  json status = StatusObject(
+      504, "Timeout",
+      absl::StrCat("Timeout: Too large resource version: ", wanted, ", current: ", current));
+  status["details"] = {{"causes", json::array({{{"reason", "ResourceVersionTooLarge"},
+                                                {"message", "Too large resource version"}}})},
+                       {"retryAfterSeconds", 1}};
+  return status;
+}
+
+// How long a read asking for a resourceVersion newer than the store's waits for it, as the watch
+// cache does (cacher/watch_cache.go, blockTimeout) before answering "too large".
+constexpr absl::Duration kWaitForResourceVersion = absl::Seconds(3);
+
 void SendJson(httplib::Response& res, int code, const std::string& body) {
   res.status = code;
   res.set_content(body, kJson);
@@ -123,8 +170,10 @@ std::string ListJson(Kind kind, const ListResult& list) {
                                  "\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"",
                                  list.resource_version, "\"");
   if (!list.continue_token.empty()) {
-    absl::StrAppend(&out, ",\"continue\":\"", list.continue_token,
-                    "\",\"remainingItemCount\":", list.remaining_items);
+    absl::StrAppend(&out, ",\"continue\":\"", list.continue_token, "\"");
+    if (list.remaining_items.has_value()) {
+      absl::StrAppend(&out, ",\"remainingItemCount\":", *list.remaining_items);
+    }
   }
   size_t total = out.size() + 16;
   for (const ObjectPtr& item : list.items) total += item->json.size() + 1;
@@ -185,15 +234,19 @@ struct SimServer::WatchState {
   uint64_t cursor = 0;
   absl::Time deadline;
   absl::Time next_bookmark;
-  std::vector<ObjectPtr> initial;  // sent as ADDED first (watch from "" or "0")
-  std::string error_line;          // sent, then the stream ends (410)
+  std::vector<ObjectPtr> initial;  // sent as ADDED first (watch from "" or "0", or WatchList)
+  // WatchList with bookmarks: after `initial`, a BOOKMARK annotated k8s.io/initial-events-end.
+  bool initial_events_end = false;
+  std::string error_line;  // sent, then the stream ends (410, 504)
   bool started = false;
   bool sent_columns = false;
+  std::string stats_key;  // the request's line in /sim/requests
 };
 
 SimServer::SimServer(SimConfig config, ClusterStore* store)
     : config_(std::move(config)),
       store_(store),
+      watch_list_(config_.watch_list),
       watch_lag_(config_.watch_lag),
       token_(config_.token) {}
 
@@ -320,12 +373,76 @@ void SimServer::Handle(const httplib::Request& req, httplib::Response& res) {
     SendStatus(res, 401, "Unauthorized", "Unauthorized");
     return;
   }
+  const std::string key = RequestKey(req);
   if (IsDown()) {
     SendStatus(res, 503, "ServiceUnavailable",
                "fitledger-sim: the API server is down (fault injected)");
-    return;
+  } else {
+    HandleApi(req, res);
   }
-  HandleApi(req, res);
+  CountRequest(key, res.body.size());  // a watch's stream counts as it is written
+}
+
+std::string SimServer::RequestKey(const httplib::Request& req) {
+  std::vector<std::string> parts = absl::StrSplit(req.path, '/', absl::SkipEmpty());
+  // Collections: /api/v1/{pods,nodes} and /api/v1/namespaces/NS/pods.
+  const bool collection = (parts.size() == 3 && parts[0] == "api") ||
+                          (parts.size() == 5 && parts[0] == "api" && parts[2] == "namespaces");
+  std::string resource = parts.empty() ? "/" : parts.back();
+  if (parts.size() >= 6 && parts[0] == "api" && parts[2] == "namespaces") {
+    resource = parts.size() == 6 ? parts[4] : absl::StrCat(parts[4], "/", parts[6]);
+  } else if (parts.size() == 4 && parts[0] == "api") {
+    resource = parts[2];
+  }
+  std::string verb = req.method;
+  if (collection && req.method == "GET") {
+    const std::string watch = req.get_param_value("watch");
+    if (watch == "true" || watch == "1") {
+      verb = req.get_param_value("sendInitialEvents") == "true" ? "WATCHLIST" : "WATCH";
+    } else {
+      verb = "LIST";
+    }
+  } else if (req.method == "GET") {
+    verb = "GET";
+  } else if (req.method == "POST") {
+    verb = absl::EndsWith(resource, "/binding") ? "BIND" : "CREATE";
+  }
+  std::string key = absl::StrCat(verb, " ", resource);
+  if (collection && req.method == "GET") {
+    for (const char* selector : {"fieldSelector", "labelSelector"}) {
+      if (req.has_param(selector)) {
+        absl::StrAppend(&key, " ", selector, "=", req.get_param_value(selector));
+      }
+    }
+    if (verb == "LIST" || verb == "WATCHLIST") {
+      const std::string rv = req.get_param_value("resourceVersion");
+      absl::StrAppend(&key, " resourceVersion=",
+                      req.has_param("continue") ? "(continue)"
+                      : rv.empty()              ? "\"\""
+                      : rv == "0"               ? "0"
+                                                : "N");
+    }
+  }
+  return key;
+}
+
+bool SimServer::TakeTooLarge() {
+  int64_t left = too_large_times_.load();
+  while (left > 0 && !too_large_times_.compare_exchange_weak(left, left - 1)) {
+  }
+  return left > 0;
+}
+
+void SimServer::CountRequest(const std::string& key, size_t bytes) {
+  MutexLock lock(&stats_mu_);
+  RequestCount& count = request_counts_[key];
+  ++count.requests;
+  count.bytes += static_cast<int64_t>(bytes);
+}
+
+void SimServer::CountBytes(const std::string& key, size_t bytes) {
+  MutexLock lock(&stats_mu_);
+  request_counts_[key].bytes += static_cast<int64_t>(bytes);
 }
 
 void SimServer::Discovery(const std::string& path, httplib::Response& res) {
@@ -507,28 +624,153 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
   if (!labels.ok()) return SendError(res, labels.status());
   filter.labels = *std::move(labels);
   const bool table = WantsTable(req.get_header_value("Accept"));
-  const std::string watch = req.get_param_value("watch");
-  if (watch == "true" || watch == "1") {
-    auto state = std::make_shared<WatchState>();
-    state->filter = std::move(filter);
-    state->table = table;
-    state->bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
-    return ServeWatch(req, res, std::move(state));
-  }
+  const std::string watch_param = req.get_param_value("watch");
+  const bool watch = watch_param == "true" || watch_param == "1";
+  const std::string rv = req.get_param_value("resourceVersion");
+  const std::string match = req.get_param_value("resourceVersionMatch");
+  const std::string continue_token = req.get_param_value("continue");
+  const bool has_send_initial = req.has_param("sendInitialEvents");
   int64_t limit = 0;
   if (req.has_param("limit") &&
       (!absl::SimpleAtoi(req.get_param_value("limit"), &limit) || limit < 0)) {
     return SendStatus(res, 400, "BadRequest",
                       "limit: Invalid value: must be a non-negative integer");
   }
-  auto list = store_->List(filter, limit, req.get_param_value("continue"));
-  if (!list.ok()) return SendError(res, list.status());
+  // ValidateListOptions (apimachinery pkg/apis/meta/internalversion/validation/validation.go).
+  std::vector<FieldError> errors;
+  if (watch) {
+    if (has_send_initial) {
+      if (match != "NotOlderThan") {
+        errors.push_back(Forbidden("resourceVersionMatch",
+                                   "sendInitialEvents requires setting resourceVersionMatch to "
+                                   "NotOlderThan"));
+      }
+      if (!watch_list_.load()) {
+        errors.push_back(Forbidden("sendInitialEvents",
+                                   "sendInitialEvents is forbidden for watch unless the WatchList "
+                                   "feature gate is enabled"));
+      }
+    }
+    if (!match.empty()) {
+      if (!has_send_initial) {
+        errors.push_back(Forbidden("resourceVersionMatch",
+                                   "resourceVersionMatch is forbidden for watch unless "
+                                   "sendInitialEvents is provided"));
+      }
+      if (match != "NotOlderThan") {
+        errors.push_back({"resourceVersionMatch", "FieldValueNotSupported",
+                          absl::StrCat("Unsupported value: \"", match,
+                                       "\": supported values: \"NotOlderThan\"")});
+      }
+      if (!continue_token.empty()) {
+        errors.push_back(Forbidden("resourceVersionMatch",
+                                   "resourceVersionMatch is forbidden when continue is provided"));
+      }
+    }
+  } else {
+    if (!match.empty()) {
+      if (rv.empty()) {
+        errors.push_back(Forbidden("resourceVersionMatch",
+                                   "resourceVersionMatch is forbidden unless resourceVersion is "
+                                   "provided"));
+      }
+      if (!continue_token.empty()) {
+        errors.push_back(Forbidden("resourceVersionMatch",
+                                   "resourceVersionMatch is forbidden when continue is provided"));
+      }
+      if (match != "Exact" && match != "NotOlderThan") {
+        errors.push_back({"resourceVersionMatch", "FieldValueNotSupported",
+                          absl::StrCat("Unsupported value: \"", match,
+                                       "\": supported values: \"Exact\", \"NotOlderThan\", \"\"")});
+      }
+      if (match == "Exact" && rv == "0") {
+        errors.push_back(Forbidden("resourceVersionMatch",
+                                   "resourceVersionMatch \"exact\" is forbidden for "
+                                   "resourceVersion \"0\""));
+      }
+    }
+    if (has_send_initial) {
+      errors.push_back(Forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+    }
+  }
+  if (!errors.empty()) return SendInvalidListOptions(res, errors);
+  uint64_t rv_number = 0;
+  if (!rv.empty() && !absl::SimpleAtoi(rv, &rv_number)) {
+    return SendStatus(res, 400, "BadRequest",
+                      absl::StrCat("resourceVersion: Invalid value: \"", rv, "\""));
+  }
+  // Fault: a watch cache behind the version a state read (LIST, WatchList) asks for, e.g. an API
+  // server that just restarted; answered at once rather than after the 3 s wait.
+  const bool behind = rv_number > 0 && (!watch || has_send_initial) && TakeTooLarge();
+  if (behind && !watch) {
+    res.status = 504;
+    return res.set_content(Dump(TooLargeResourceVersion(rv_number, rv_number - 1)), kJson);
+  }
+  if (watch) {
+    auto state = std::make_shared<WatchState>();
+    if (behind) {
+      state->error_line =
+          absl::StrCat("{\"type\":\"ERROR\",\"object\":",
+                       Dump(TooLargeResourceVersion(rv_number, rv_number - 1)), "}\n");
+    }
+    state->filter = std::move(filter);
+    state->table = table;
+    state->bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
+    state->stats_key = RequestKey(req);
+    return ServeWatch(req, res, std::move(state));
+  }
+  // Which state a LIST reads (apiserver semantics for get and list: storage/cacher/delegator.go
+  // shouldDelegateList and cacher.go; etcd3/store.go GetList).
+  ListRequest list;
+  list.filter = std::move(filter);
+  if (!continue_token.empty()) {
+    if (!rv.empty() && rv != "0") {
+      return SendStatus(res, 400, "BadRequest",
+                        "specifying resource version is not allowed when using continue");
+    }
+    list.continue_token = continue_token;
+    list.limit = limit;
+  } else if (rv.empty()) {
+    list.limit = limit;  // a consistent read of the latest state, paged
+  } else if (rv == "0") {
+    // Served from the watch cache, which ignores limit for resourceVersion=0 (cacher.go; the
+    // reflector relies on it, client-go tools/cache/reflector.go list()).
+    list.limit = 0;
+  } else {
+    if (rv_number > store_->resource_version() &&
+        !store_->WaitForResourceVersion(rv_number, kWaitForResourceVersion)) {
+      res.status = 504;
+      return res.set_content(Dump(TooLargeResourceVersion(rv_number, store_->resource_version())),
+                             kJson);
+    }
+    if (match == "Exact" || (match.empty() && limit > 0)) {
+      // Exact, or the legacy exact read of resourceVersion=N with a limit (from etcd).
+      list.exact = rv_number;
+    }
+    list.limit = limit;
+  }
+  auto result = store_->List(list);
+  if (!result.ok()) return SendError(res, result.status());
+  if (result->continue_expired) {
+    // etcd3/store.go handleCompactedErrorForPaging: 410 with a token that continues at the
+    // latest state.
+    json status = StatusObject(
+        410, "Expired",
+        "The provided continue parameter is too old to display a consistent list result. You can "
+        "start a new list without the continue parameter, or use the continue token in this "
+        "response to retrieve the remainder of the results. Continuing with the provided token "
+        "results in an inconsistent list - objects that were created, modified, or deleted "
+        "between the time the first chunk was returned and now may show up in the list.");
+    status["metadata"] = {{"continue", result->continue_token}};
+    res.status = 410;
+    return res.set_content(Dump(status), kJson);
+  }
   if (table) {
     return SendJson(res, 200,
-                    TableJson(kind, list->items, list->resource_version, list->continue_token,
-                              list->remaining_items, true, absl::Now()));
+                    TableJson(kind, result->items, result->resource_version, result->continue_token,
+                              result->remaining_items, true, absl::Now()));
   }
-  SendJson(res, 200, ListJson(kind, *list));
+  SendJson(res, 200, ListJson(kind, *result));
 }
 
 void SimServer::ServeWatch(const httplib::Request& req, httplib::Response& res,
@@ -546,19 +788,44 @@ void SimServer::ServeWatch(const httplib::Request& req, httplib::Response& res,
   state->epoch = watch_epoch_.load();
   state->next_bookmark = now + config_.bookmark_interval;
   const std::string rv = req.get_param_value("resourceVersion");
-  if (rv.empty() || rv == "0") {
-    auto list = store_->List(state->filter, 0, "");
-    if (!list.ok()) return SendError(res, list.status());
-    state->initial = std::move(list->items);
-    state->cursor = list->resource_version;
+  const bool has_send_initial = req.has_param("sendInitialEvents");
+  const bool send_initial = req.get_param_value("sendInitialEvents") == "true";
+  auto error_line = [](const json& status) {
+    return absl::StrCat("{\"type\":\"ERROR\",\"object\":", Dump(status), "}\n");
+  };
+  if (!state->error_line.empty()) {
+    // Answered with the error event already set.
+  } else if ((has_send_initial && send_initial) ||
+             (!has_send_initial && (rv.empty() || rv == "0"))) {
+    // The current objects first as ADDED: a legacy watch from "" or "0", or a WatchList
+    // (sendInitialEvents=true, resourceVersionMatch=NotOlderThan) from "", "0" or N (a state at
+    // least as new as N; the watch cache waits for N, then answers "too large" as an ERROR event:
+    // cacher.go Watch, waitUntilWatchCacheFreshAndForceAllEvents).
+    uint64_t wanted = 0;
+    if (!rv.empty() && rv != "0") {
+      (void)absl::SimpleAtoi(rv, &wanted);  // validated by the caller
+    }
+    if (wanted > store_->resource_version() &&
+        !store_->WaitForResourceVersion(wanted, kWaitForResourceVersion)) {
+      state->error_line = error_line(TooLargeResourceVersion(wanted, store_->resource_version()));
+    } else {
+      auto list = store_->List(state->filter, 0, "");
+      if (!list.ok()) return SendError(res, list.status());
+      state->initial = std::move(list->items);
+      state->cursor = list->resource_version;
+      // cacher/cache_watcher.go convertToWatchEvent: the first bookmark at or after the initial
+      // state carries the annotation; sent only to watches that allow bookmarks
+      // (storage.ListOptions initialEventsEndBookmarkRequired).
+      state->initial_events_end = has_send_initial && state->bookmarks;
+    }
+  } else if (has_send_initial && (rv.empty() || rv == "0")) {
+    state->cursor = store_->resource_version();  // sendInitialEvents=false: from now, no state
   } else {
     auto start = store_->WatchStart(rv);
     if (start.ok()) {
       state->cursor = *start;
     } else if (start.status().code() == absl::StatusCode::kOutOfRange) {
-      state->error_line =
-          absl::StrCat("{\"type\":\"ERROR\",\"object\":",
-                       Dump(StatusObject(410, "Expired", start.status().message())), "}\n");
+      state->error_line = error_line(StatusObject(410, "Expired", start.status().message()));
     } else {
       return SendError(res, start.status());
     }
@@ -581,10 +848,22 @@ bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
     return absl::StrCat("{\"type\":\"", type, "\",\"object\":", state.table ? body : object->json,
                         "}\n");
   };
+  auto write = [&](const std::string& text) {
+    CountBytes(state.stats_key, text.size());
+    return sink.write(text.data(), text.size());
+  };
+  auto bookmark_line = [&](bool initial_events_end) {
+    return absl::StrCat(
+        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"",
+        state.filter.kind == Kind::kPod ? "Pod" : "Node",
+        "\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"", state.cursor, "\"",
+        initial_events_end ? ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}" : "",
+        "}}}\n");
+  };
   if (!state.started) {
     state.started = true;
     if (!state.error_line.empty()) {
-      if (!sink.write(state.error_line.data(), state.error_line.size())) return false;
+      if (!write(state.error_line)) return false;
       sink.done();
       return true;
     }
@@ -592,12 +871,13 @@ bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
     for (const ObjectPtr& object : state.initial) {
       out += event_line("ADDED", object);
       if (out.size() > (1 << 20)) {
-        if (!sink.write(out.data(), out.size())) return false;
+        if (!write(out)) return false;
         out.clear();
       }
     }
     state.initial.clear();
-    if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+    if (state.initial_events_end) out += bookmark_line(true);
+    if (!out.empty() && !write(out)) return false;
     return true;
   }
   const uint64_t generation = store_->signal(state.filter.kind).generation();
@@ -624,7 +904,7 @@ bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
                                          absl::StrCat("too old resource version: ", state.cursor,
                                                       " (", store_->resource_version(), ")"))),
                        "}\n");
-      if (!sink.write(line.data(), line.size())) return false;
+      if (!write(line)) return false;
       sink.done();
       return true;
     }
@@ -632,17 +912,13 @@ bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
     if (!batch.events.empty()) {
       std::string out;
       for (const WatchEvent& e : batch.events) out += event_line(EventTypeName(e.type), e.object);
-      if (!sink.write(out.data(), out.size())) return false;
+      if (!write(out)) return false;
     }
     if (batch.events.size() >= kWatchBatch) return true;  // more is waiting
     if (batch.next_visible.has_value()) wake = std::min(wake, *batch.next_visible);
   }
   if (state.bookmarks && now >= state.next_bookmark) {
-    std::string line = absl::StrCat("{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"",
-                                    state.filter.kind == Kind::kPod ? "Pod" : "Node",
-                                    "\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"",
-                                    state.cursor, "\"}}}\n");
-    if (!sink.write(line.data(), line.size())) return false;
+    if (!write(bookmark_line(false))) return false;
     state.next_bookmark = now + config_.bookmark_interval;
     wake = std::min(wake, state.next_bookmark);
   }
@@ -660,17 +936,38 @@ void SimServer::HandleCreatePod(const httplib::Request& req, httplib::Response& 
 
 void SimServer::HandleDeletePod(const httplib::Request& req, httplib::Response& res,
                                 const std::string& namespace_name, const std::string& name) {
-  std::string uid;
+  ClusterStore::DeleteRequest request;
+  auto grace = [&](const json& value) -> absl::Status {
+    if (!value.is_number_integer()) {
+      return absl::InvalidArgumentError("gracePeriodSeconds must be an integer");
+    }
+    request.grace_period_seconds = value.get<int64_t>();
+    return absl::OkStatus();
+  };
   if (!req.body.empty()) {
     auto options = ParseBody(req.body);
     if (!options.ok()) return SendError(res, options.status());
     if (auto it = options->find("preconditions"); it != options->end()) {
-      uid = StringField(*it, "uid");
+      request.uid = StringField(*it, "uid");
+      request.resource_version = StringField(*it, "resourceVersion");
+    }
+    if (auto it = options->find("gracePeriodSeconds"); it != options->end() && !it->is_null()) {
+      if (absl::Status s = grace(*it); !s.ok()) return SendError(res, s);
     }
   }
-  auto deleted = store_->DeletePod(namespace_name, name, uid);
+  if (req.has_param("gracePeriodSeconds")) {
+    int64_t seconds = 0;
+    if (!absl::SimpleAtoi(req.get_param_value("gracePeriodSeconds"), &seconds)) {
+      return SendStatus(res, 400, "BadRequest", "gracePeriodSeconds: Invalid value");
+    }
+    request.grace_period_seconds = seconds;
+  }
+  auto deleted = store_->DeletePod(namespace_name, name, request);
   if (!deleted.ok()) return SendError(res, deleted.status());
-  SendJson(res, 200, (*deleted)->json);
+  // The deleted object, or the pod with its deletion pending (pods are ReturnDeletedObject:
+  // pkg/registry/core/pod/storage/storage.go); 200 either way (handlers/delete.go).
+  SendJson(res, 200, deleted->object->json);
+  if (!deleted->deleted) OnPodTerminating(namespace_name, name);
 }
 
 void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& res,
@@ -683,19 +980,45 @@ void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& re
       (binding->contains("target") && !target.is_object())) {
     return SendStatus(res, 400, "BadRequest", "Binding metadata and target must be objects");
   }
-  const std::string node = StringField(target, "name");
-  if (node.empty()) {
-    return SendStatus(
-        res, 422, "Invalid",
-        absl::StrCat("Binding.core \"", name, "\" is invalid: target.name: Required value"));
-  }
-  const std::string binding_name = StringField(metadata, "name");
-  if (!binding_name.empty() && binding_name != name) {
+  // The create handler's namespace check (rest.EnsureObjectNamespaceMatchesRequestNamespace),
+  // then BindingREST.Create (pkg/registry/core/pod/storage/storage.go).
+  const std::string binding_namespace = StringField(metadata, "namespace");
+  if (!binding_namespace.empty() && binding_namespace != namespace_name) {
     return SendStatus(res, 400, "BadRequest",
-                      "the name of the object (" + binding_name +
-                          ") does not match the name on the URL (" + name + ")");
+                      "the namespace of the provided object does not match the namespace sent on "
+                      "the request");
   }
-  const std::string uid = StringField(metadata, "uid");
+  if (StringField(metadata, "name") != name) {
+    return SendStatus(res, 400, "BadRequest", "name in URL does not match name in Binding object");
+  }
+  // ValidatePodBinding's errors come back as a plain aggregate, not a Status: the API server
+  // answers 500 with reason "" (responsewriters ErrorToAPIStatus).
+  std::vector<std::string> invalid;
+  const std::string kind = StringField(target, "kind");
+  if (!kind.empty() && kind != "Node") {
+    invalid.push_back(absl::StrCat("target.kind: Unsupported value: \"", kind,
+                                   "\": supported values: \"Node\", \"<empty>\""));
+  }
+  const std::string node = StringField(target, "name");
+  if (node.empty()) invalid.push_back("target.name: Required value");
+  if (!invalid.empty()) {
+    json status = StatusObject(
+        500, "",
+        invalid.size() == 1 ? invalid[0] : absl::StrCat("[", absl::StrJoin(invalid, ", "), "]"));
+    status.erase("reason");
+    res.status = 500;
+    return res.set_content(Dump(status), kJson);
+  }
+  ClusterStore::BindRequest request;
+  request.uid = StringField(metadata, "uid");
+  request.resource_version = StringField(metadata, "resourceVersion");
+  request.node = node;
+  if (auto it = metadata.find("annotations");
+      metadata.is_object() && it != metadata.end() && it->is_object()) {
+    for (const auto& [key, value] : it->items()) {
+      if (value.is_string()) request.annotations.emplace_back(key, value.get<std::string>());
+    }
+  }
   std::optional<BindingFault> fault;
   {
     MutexLock lock(&mu_);
@@ -721,9 +1044,10 @@ void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& re
                         "Timeout: request did not complete within the allowed duration");
     }
   }
-  auto bound = store_->Bind(namespace_name, name, uid, node);
+  auto bound = store_->Bind(namespace_name, name, request);
   if (!bound.ok()) return SendError(res, bound.status());
   OnPodBound(namespace_name, name);
+  // createHandler answers 201 and fills a Status result's code (handlers/create.go).
   SendJson(res, 201,
            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\","
            "\"code\":201}");
@@ -743,6 +1067,19 @@ void SimServer::OnPodBound(const std::string& namespace_name, const std::string&
   kubelet_signal_.Notify();
 }
 
+void SimServer::OnPodTerminating(const std::string& namespace_name, const std::string& name) {
+  if (!config_.kubelet.enabled || config_.kubelet.admit_delay <= absl::ZeroDuration()) {
+    store_->TerminatePod(namespace_name, name, config_.kubelet.enabled);
+    return;
+  }
+  {
+    MutexLock lock(&mu_);
+    delayed_.push_back(DelayedAdmission{absl::Now() + config_.kubelet.admit_delay, namespace_name,
+                                        name, /*terminate=*/true});
+  }
+  kubelet_signal_.Notify();
+}
+
 void SimServer::KubeletLoop() {
   while (!stopping_) {
     const uint64_t generation = kubelet_signal_.generation();
@@ -757,7 +1094,13 @@ void SimServer::KubeletLoop() {
       delayed_.erase(split, delayed_.end());
       for (const DelayedAdmission& d : delayed_) next = std::min(next, d.due);
     }
-    for (const DelayedAdmission& d : due) store_->AdmitPod(d.namespace_name, d.name);
+    for (const DelayedAdmission& d : due) {
+      if (d.terminate) {
+        store_->TerminatePod(d.namespace_name, d.name, /*kubelet_enabled=*/true);
+      } else {
+        store_->AdmitPod(d.namespace_name, d.name);
+      }
+    }
     if (due.empty()) kubelet_signal_.WaitForChange(generation, next);
   }
 }
@@ -774,6 +1117,40 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
                 {"resourceVersion", stats.resource_version},
                 {"watchesOpen", watches_open_.load()}};
     return SendJson(res, 200, Dump(out));
+  }
+  if (path == "/sim/requests" && (req.method == "GET" || req.method == "DELETE")) {
+    json by_request = json::object();
+    int64_t requests = 0, bytes = 0;
+    {
+      MutexLock lock(&stats_mu_);
+      for (const auto& [key, count] : request_counts_) {
+        by_request[key] = {{"requests", count.requests}, {"bytes", count.bytes}};
+        requests += count.requests;
+        bytes += count.bytes;
+      }
+      if (req.method == "DELETE") request_counts_.clear();
+    }
+    return SendJson(
+        res, 200, Dump(json{{"requests", requests}, {"bytes", bytes}, {"byRequest", by_request}}));
+  }
+  if (path == "/sim/faults/too-large" && post) {
+    auto body = ParseBody(req.body.empty() ? "{}" : req.body);
+    if (!body.ok()) return SendError(res, body.status());
+    int64_t times = 1;
+    if (body->contains("times")) {
+      if (!(*body)["times"].is_number_integer() || (*body)["times"].get<int64_t>() < 0) {
+        return SendStatus(res, 400, "BadRequest", "\"times\" must be an integer >= 0");
+      }
+      times = (*body)["times"].get<int64_t>();
+    }
+    too_large_times_ = times;
+    return SendOk(res);
+  }
+  if (path == "/sim/features/watch-list" && post) {
+    auto on = OnOff(req.body);
+    if (!on.ok()) return SendError(res, on.status());
+    watch_list_ = *on;
+    return SendOk(res);
   }
   if (path == "/sim/faults/binding" && req.method == "DELETE") {
     MutexLock lock(&mu_);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -61,10 +62,12 @@ class SimServer {
     bool then_bind = false;
     int64_t times = -1;  // how many more requests it applies to; -1: unlimited
   };
+  // The simulated kubelet's delayed work: an admission, or the end of a graceful deletion.
   struct DelayedAdmission {
     absl::Time due;
     std::string namespace_name;
     std::string name;
+    bool terminate = false;
   };
 
   void Handle(const httplib::Request& req, httplib::Response& res);
@@ -86,7 +89,19 @@ class SimServer {
 
   // Runs (or schedules, with kubelet.admitDelay) the kubelet's admission of a bound pod.
   void OnPodBound(const std::string& namespace_name, const std::string& name);
+  // Runs (or schedules, with kubelet.admitDelay) the end of a pod's graceful deletion.
+  void OnPodTerminating(const std::string& namespace_name, const std::string& name);
   void KubeletLoop();
+
+  // The line of /sim/requests a request counts in: verb (LIST, WATCH, WATCHLIST, GET, CREATE,
+  // DELETE, BIND, or the HTTP method), resource, and for collections the selectors and the kind
+  // of read (resourceVersion "" is consistent, "0" from the cache, N not older than N).
+  static std::string RequestKey(const httplib::Request& req);
+  void CountRequest(const std::string& key, size_t bytes);
+  void CountBytes(const std::string& key, size_t bytes);
+
+  // Consumes one use of the too-large fault; true if it applies to this request.
+  bool TakeTooLarge();
 
   bool IsDown() const;
   // Closes every open watch stream.
@@ -105,6 +120,9 @@ class SimServer {
   std::string host_;
 
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> watch_list_;  // WatchList (sendInitialEvents) served
+  // State reads at a resourceVersion N still to answer "too large resource version" (a fault).
+  std::atomic<int64_t> too_large_times_{0};
   std::atomic<uint64_t> watch_epoch_{0};  // bumped to close every watch
   std::atomic<int64_t> watches_open_{0};
   ChangeSignal stop_signal_;     // wakes held (hanging) requests on Stop()
@@ -122,6 +140,12 @@ class SimServer {
   std::vector<BindingFault> binding_faults_ ABSL_GUARDED_BY(mu_);
   std::vector<DelayedAdmission> delayed_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;
+  struct RequestCount {
+    int64_t requests = 0;
+    int64_t bytes = 0;  // response bodies (watch streams as they are written)
+  };
+  mutable Mutex stats_mu_;
+  std::map<std::string, RequestCount> request_counts_ ABSL_GUARDED_BY(stats_mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -1,7 +1,9 @@
 #include "sim/store.h"
 
 #include <algorithm>
+#include <map>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -24,7 +26,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr size_t kMaxSnapshots = 64;
+// States kept for paged lists (each a sorted copy of one kind's keys at one resourceVersion).
+constexpr size_t kMaxStates = 8;
 
 std::string Key(absl::string_view ns, absl::string_view name) {
   return absl::StrCat(ns, "/", name);
@@ -34,10 +37,42 @@ absl::Status PodNotFound(absl::string_view name) {
   return absl::NotFoundError(absl::StrCat("pods \"", name, "\" not found"));
 }
 
-absl::Status ContinueExpired() {
-  return absl::OutOfRangeError(
-      "The provided continue parameter is too old to display a consistent list result. You can "
-      "start a new list without the continue parameter.");
+// A continue token as the API server encodes it (apiserver pkg/storage/continue.go,
+// EncodeContinue / DecodeContinue): base64url (no padding) of
+// {"v":"meta.k8s.io/v1","rv":N,"start":KEY}, where KEY is the first key of the next page (the last
+// key read + "\0") and N the list's resourceVersion, or -1 for "continue at the latest state".
+struct ContinueToken {
+  int64_t rv = 0;
+  std::string start;
+};
+
+std::string EncodeContinue(int64_t rv, const std::string& start) {
+  json token = {{"v", "meta.k8s.io/v1"}, {"rv", rv}, {"start", start}};
+  return absl::WebSafeBase64Escape(token.dump());
+}
+
+absl::StatusOr<ContinueToken> DecodeContinue(absl::string_view text) {
+  auto invalid = [](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid continue token: continue key is not valid", why));
+  };
+  std::string decoded;
+  if (!absl::WebSafeBase64Unescape(text, &decoded)) return invalid(": illegal base64 data");
+  json token = json::parse(decoded, nullptr, /*allow_exceptions=*/false);
+  if (token.is_discarded() || !token.is_object()) return invalid(": not a JSON object");
+  if (token.value("v", "") != "meta.k8s.io/v1") {
+    return invalid(": server does not recognize this encoded version");
+  }
+  ContinueToken out;
+  if (!token.contains("rv") || !token["rv"].is_number_integer() ||
+      (out.rv = token["rv"].get<int64_t>()) == 0) {
+    return invalid(": incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+  }
+  if (!token.contains("start") || !token["start"].is_string() ||
+      (out.start = token["start"].get<std::string>()).empty()) {
+    return invalid(": encoded start key empty (version meta.k8s.io/v1)");
+  }
+  return out;
 }
 
 // Process-unique, random-looking RFC 4122 version-4 UIDs.
@@ -83,6 +118,61 @@ MemberEdit Nested(absl::string_view key,
   return {key, [&members](std::optional<absl::string_view> current) {
             return SetMembers(current.value_or("{}"), members);
           }};
+}
+
+// `previous` with the resourceVersion of `current` (metadata.resourceVersion edited in place): what
+// the watch cache sends when an object stops matching a watch's selector.
+ObjectPtr PreviousAtVersion(const StoredObject& previous, const StoredObject& current) {
+  auto object = std::make_shared<StoredObject>(previous);
+  const std::vector<std::pair<absl::string_view, std::string>> metadata = {
+      {"resourceVersion", absl::StrCat("\"", current.resource_version, "\"")}};
+  object->json = EditMembers(previous.json, {Nested("metadata", metadata)});
+  object->resource_version = current.resource_version;
+  return object;
+}
+
+// ComputePodQOS (pkg/apis/core/helper/qos/qos.go), for cpu and memory over containers and init
+// containers: BestEffort without any positive request or limit; Guaranteed when every container
+// has positive cpu and memory limits and the summed requests equal the summed limits (a request
+// left out defaults to its limit, pkg/apis/core/v1/defaults.go); else Burstable. Pod-level
+// resources (1.32+) are not considered.
+std::string QosClass(const Pod& pod) {
+  std::map<std::string, Quantity> requests, limits;
+  bool guaranteed = true;
+  auto is_compute = [](const std::string& name) { return name == "cpu" || name == "memory"; };
+  const Quantity zero;
+  auto visit = [&](const Container& c) {
+    std::map<std::string, Quantity> own_requests;
+    for (const auto& [name, q] : c.requests) {
+      if (is_compute(name)) own_requests[name] = q;
+    }
+    std::set<std::string> limits_found;
+    for (const auto& [name, q] : c.limits) {
+      if (!is_compute(name)) continue;
+      if (!own_requests.count(name)) own_requests[name] = q;  // defaulted from the limit
+      if (zero < q) {
+        limits_found.insert(name);
+        limits[name] += q;
+      }
+    }
+    for (const auto& [name, q] : own_requests) {
+      if (zero < q) requests[name] += q;
+    }
+    if (limits_found.size() != 2) guaranteed = false;
+  };
+  for (const Container& c : pod.containers) visit(c);
+  for (const Container& c : pod.init_containers) visit(c);
+  if (requests.empty() && limits.empty()) return "BestEffort";
+  if (guaranteed) {
+    for (const auto& [name, q] : requests) {
+      auto it = limits.find(name);
+      if (it == limits.end() || !(it->second == q)) {
+        guaranteed = false;
+        break;
+      }
+    }
+  }
+  return guaranteed && requests.size() == limits.size() ? "Guaranteed" : "Burstable";
 }
 
 bool IsPhase(absl::string_view phase) {
@@ -219,6 +309,9 @@ absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
         object->fields.node_name = node.name;
         object->fields.phase = "Running";
         object->fields.scheduler_name = "default-scheduler";
+        object->fields.restart_policy = "Always";
+        object->fields.service_account_name = "default";
+        object->fields.pod_ip = PodIp(index, started - 1);
         object->fields.labels = {
             {"app", "bench"}, {"pod-template-hash", "5d8f7c9b6d"}, {"tier", "backend"}};
         kubelet_.AddAdmitted(node.name, uid, requests);
@@ -284,6 +377,26 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
       spec["schedulerName"].get<std::string>().empty()) {
     spec["schedulerName"] = "default-scheduler";
   }
+  // The defaults the API server applies on create that the sim's rules read:
+  // pkg/apis/core/v1/defaults.go SetDefaults_PodSpec (restartPolicy Always,
+  // terminationGracePeriodSeconds 30) and the ServiceAccount admission plugin
+  // (plugin/pkg/admission/serviceaccount/admission.go: serviceAccountName "default").
+  for (const char* key : {"restartPolicy", "serviceAccountName"}) {
+    if (spec.contains(key) && !spec[key].is_string() && !spec[key].is_null()) {
+      return absl::InvalidArgumentError(absl::StrCat("spec.", key, " must be a string"));
+    }
+  }
+  if (StringField(spec, "restartPolicy").empty()) spec["restartPolicy"] = "Always";
+  if (StringField(spec, "serviceAccountName").empty()) {
+    spec["serviceAccountName"] = "default";
+    spec["serviceAccount"] = "default";
+  }
+  if (!spec.contains("terminationGracePeriodSeconds") ||
+      spec["terminationGracePeriodSeconds"].is_null()) {
+    spec["terminationGracePeriodSeconds"] = 30;
+  } else if (!spec["terminationGracePeriodSeconds"].is_number_integer()) {
+    return absl::InvalidArgumentError("spec.terminationGracePeriodSeconds must be an integer");
+  }
   if (!spec.contains("containers") || !spec["containers"].is_array() ||
       spec["containers"].empty()) {
     std::string name = StringField(metadata, "name");
@@ -333,6 +446,12 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
           absl::StrCat("Pod \"", name, "\" is invalid: ", requests.status().message()));
     }
     object->requests = *requests;
+    // status.qosClass as the API server computes it on create (pkg/apis/core/helper/qos).
+    const std::string qos = QosClass(*parsed);
+    if (qos != "BestEffort") {
+      pod["status"]["qosClass"] = qos;
+      object->json = Dump(pod);
+    }
     object->fields = FieldsOf(pod);
     object->containers = std::make_shared<const ContainerImages>(ContainersOf(pod));
     object->resource_version = ++resource_version_;
@@ -356,74 +475,213 @@ absl::StatusOr<ObjectPtr> ClusterStore::Get(Kind kind, absl::string_view namespa
   return it->second;
 }
 
-absl::StatusOr<ObjectPtr> ClusterStore::DeletePod(absl::string_view namespace_name,
-                                                  absl::string_view name,
-                                                  absl::string_view uid_precondition) {
-  ObjectPtr deleted;
+absl::StatusOr<ClusterStore::DeleteResult> ClusterStore::DeletePod(absl::string_view namespace_name,
+                                                                   absl::string_view name,
+                                                                   const DeleteRequest& request) {
+  DeleteResult result;
   {
     MutexLock lock(&mu_);
     auto it = pods_.find(Key(namespace_name, name));
     if (it == pods_.end()) return PodNotFound(name);
     const ObjectPtr old = it->second;
-    if (!uid_precondition.empty() && uid_precondition != old->uid) {
+    if (!request.uid.empty() && request.uid != old->uid) {
       return absl::AbortedError(absl::StrCat("Operation cannot be fulfilled on pods \"", name,
                                              "\": Precondition failed: UID in precondition: ",
-                                             uid_precondition, ", UID in object meta: ", old->uid));
+                                             request.uid, ", UID in object meta: ", old->uid));
     }
-    pods_.erase(it);
-    kubelet_.Release(old->uid);
-    ++resource_version_;
-    const std::vector<std::pair<absl::string_view, std::string>> metadata = {
-        {"resourceVersion", absl::StrCat("\"", resource_version_, "\"")}};
-    auto object = std::make_shared<StoredObject>(*old);
-    object->json = EditMembers(old->json, {Nested("metadata", metadata)});
-    object->resource_version = resource_version_;
-    deleted = object;
-    RecordLocked(EventType::kDeleted, deleted, old);
+    if (!request.resource_version.empty() &&
+        request.resource_version != absl::StrCat(old->resource_version)) {
+      return absl::AbortedError(absl::StrCat(
+          "Operation cannot be fulfilled on pods \"", name,
+          "\": Precondition failed: ResourceVersion in precondition: ", request.resource_version,
+          ", ResourceVersion in object meta: ", old->resource_version));
+    }
+    json pod = json::parse(old->json);
+    json& metadata = pod["metadata"];
+    const json& spec = pod["spec"];
+    auto int_at = [](const json& parent, const char* key) -> std::optional<int64_t> {
+      if (!parent.is_object()) return std::nullopt;
+      auto found = parent.find(key);
+      if (found == parent.end() || !found->is_number_integer()) return std::nullopt;
+      return found->get<int64_t>();
+    };
+    bool delete_now = false;
+    if (old->fields.deleting) {
+      // rest/delete.go BeforeDelete: a pending deletion may only be shortened.
+      const std::optional<int64_t> pending = int_at(metadata, "deletionGracePeriodSeconds");
+      if (!pending.has_value() || *pending == 0) {
+        delete_now = true;
+      } else if (request.grace_period_seconds.has_value() &&
+                 *request.grace_period_seconds < *pending) {
+        if (*request.grace_period_seconds <= 0) {
+          delete_now = true;
+        } else {
+          const absl::Time at = ParseTimestamp(StringField(metadata, "deletionTimestamp")) -
+                                absl::Seconds(*pending) +
+                                absl::Seconds(*request.grace_period_seconds);
+          metadata["deletionTimestamp"] = FormatTimestamp(at);
+          metadata["deletionGracePeriodSeconds"] = *request.grace_period_seconds;
+          ++resource_version_;
+          metadata["resourceVersion"] = absl::StrCat(resource_version_);
+          result.object = ReplacePodLocked(old, pod);
+        }
+      } else {
+        result.object = old;  // pending; nothing changes
+      }
+    } else {
+      // pkg/registry/core/pod/strategy.go CheckGracefulDelete.
+      int64_t period = request.grace_period_seconds.has_value()
+                           ? *request.grace_period_seconds
+                           : int_at(spec, "terminationGracePeriodSeconds").value_or(0);
+      if (old->fields.node_name.empty()) period = 0;
+      if (old->fields.phase == "Failed" || old->fields.phase == "Succeeded") period = 0;
+      if (period < 0) period = 1;
+      if (period == 0) {
+        delete_now = true;
+      } else {
+        metadata["deletionTimestamp"] = FormatTimestamp(options_.clock() + absl::Seconds(period));
+        metadata["deletionGracePeriodSeconds"] = period;
+        ++resource_version_;
+        metadata["resourceVersion"] = absl::StrCat(resource_version_);
+        result.object = ReplacePodLocked(old, pod);
+      }
+    }
+    if (delete_now) {
+      pods_.erase(it);
+      kubelet_.Release(old->uid);
+      ++resource_version_;
+      const std::vector<std::pair<absl::string_view, std::string>> members = {
+          {"resourceVersion", absl::StrCat("\"", resource_version_, "\"")}};
+      auto object = std::make_shared<StoredObject>(*old);
+      object->json = EditMembers(old->json, {Nested("metadata", members)});
+      object->resource_version = resource_version_;
+      result.object = object;
+      result.deleted = true;
+      RecordLocked(EventType::kDeleted, result.object, old);
+    }
   }
   pod_signal_.Notify();
-  return deleted;
+  return result;
+}
+
+absl::StatusOr<ObjectPtr> ClusterStore::DeletePod(absl::string_view namespace_name,
+                                                  absl::string_view name,
+                                                  absl::string_view uid_precondition) {
+  DeleteRequest request;
+  request.uid = std::string(uid_precondition);
+  request.grace_period_seconds = 0;
+  auto result = DeletePod(namespace_name, name, request);
+  if (!result.ok()) return result.status();
+  return result->object;
+}
+
+void ClusterStore::TerminatePod(absl::string_view namespace_name, absl::string_view name,
+                                bool kubelet_enabled) {
+  std::string uid;
+  bool has_kubelet = false;
+  {
+    ReaderMutexLock lock(&mu_);
+    auto it = pods_.find(Key(namespace_name, name));
+    if (it == pods_.end() || !it->second->fields.deleting) return;
+    uid = it->second->uid;
+    const bool node_known = kubelet_.HasNode(it->second->fields.node_name);
+    if (node_known && !kubelet_enabled) return;  // nobody finishes it
+    has_kubelet = node_known;
+  }
+  if (has_kubelet) {
+    auto pod = Get(Kind::kPod, namespace_name, name);
+    if (pod.ok() && (*pod)->uid == uid && (*pod)->fields.phase != "Succeeded" &&
+        (*pod)->fields.phase != "Failed") {
+      (void)SetPodPhase(namespace_name, name, "Succeeded");
+    }
+  }
+  DeleteRequest request;
+  request.uid = uid;
+  request.grace_period_seconds = 0;
+  (void)DeletePod(namespace_name, name, request);
 }
 
 absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
                                              absl::string_view name,
                                              absl::string_view uid_precondition,
                                              absl::string_view node) {
+  BindRequest request;
+  request.uid = std::string(uid_precondition);
+  request.node = std::string(node);
+  return Bind(namespace_name, name, request);
+}
+
+absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
+                                             absl::string_view name, const BindRequest& request) {
   ObjectPtr published;
   {
     MutexLock lock(&mu_);
     auto it = pods_.find(Key(namespace_name, name));
     if (it == pods_.end()) return PodNotFound(name);
     const ObjectPtr old = it->second;
-    if (!uid_precondition.empty() && uid_precondition != old->uid) {
+    // The storage preconditions first (storage.Preconditions.Check: a StorageError, which
+    // InterpretUpdateError turns into a Conflict on pods).
+    auto precondition_failed = [&](absl::string_view what, absl::string_view asked,
+                                   absl::string_view actual) {
+      return absl::AbortedError(absl::StrCat(
+          "Operation cannot be fulfilled on pods \"", name,
+          "\": StorageError: invalid object, Code: 4, Key: /registry/pods/", namespace_name, "/",
+          name, ", ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: ", what,
+          " in precondition: ", asked, ", ", what, " in object meta: ", actual));
+    };
+    if (!request.uid.empty() && request.uid != old->uid) {
+      return precondition_failed("UID", request.uid, old->uid);
+    }
+    const std::string rv = absl::StrCat(old->resource_version);
+    if (!request.resource_version.empty() && request.resource_version != rv) {
+      return precondition_failed("ResourceVersion", request.resource_version, rv);
+    }
+    // Then setPodHostAndAnnotations' checks, each a Conflict on pods/binding.
+    auto conflict = [&](absl::string_view why) {
       return absl::AbortedError(
-          absl::StrCat("Operation cannot be fulfilled on pods \"", name,
-                       "\": StorageError: invalid object, Code: 4, Key: /registry/pods/",
-                       namespace_name, "/", name,
-                       ", ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
-                       "precondition: ",
-                       uid_precondition, ", UID in object meta: ", old->uid));
+          absl::StrCat("Operation cannot be fulfilled on pods/binding \"", name, "\": ", why));
+    };
+    if (old->fields.deleting) {
+      return conflict(
+          absl::StrCat("pod ", name, " is being deleted, cannot be assigned to a host"));
     }
     if (!old->fields.node_name.empty()) {
-      return absl::AbortedError(
-          absl::StrCat("Operation cannot be fulfilled on pods/binding \"", name, "\": pod ", name,
-                       " is already assigned to node \"", old->fields.node_name, "\""));
+      return conflict(absl::StrCat("pod ", name, " is already assigned to node \"",
+                                   old->fields.node_name, "\""));
+    }
+    std::optional<absl::string_view> spec_text = FindMember(old->json, "spec");
+    std::optional<absl::string_view> gates =
+        spec_text.has_value() ? FindMember(*spec_text, "schedulingGates") : std::nullopt;
+    if (gates.has_value()) {
+      json parsed = json::parse(gates->begin(), gates->end(), nullptr, false);
+      if (parsed.is_array() && !parsed.empty()) {
+        return conflict(absl::StrCat("pod ", name, " has non-empty .spec.schedulingGates"));
+      }
     }
     ++resource_version_;
-    const std::vector<std::pair<absl::string_view, std::string>> metadata = {
-        {"resourceVersion", absl::StrCat("\"", resource_version_, "\"")}};
+    std::vector<std::pair<absl::string_view, std::string>> annotations;
+    for (const auto& [key, value] : request.annotations) {
+      annotations.emplace_back(key, JsonString(value));
+    }
+    const std::string resource_version = absl::StrCat("\"", resource_version_, "\"");
+    std::vector<MemberEdit> metadata_edits = {
+        {"resourceVersion", [&](std::optional<absl::string_view>) { return resource_version; }}};
+    if (!annotations.empty()) {
+      metadata_edits.push_back(Nested("annotations", annotations));
+    }
     const std::vector<std::pair<absl::string_view, std::string>> spec = {
-        {"nodeName", JsonString(node)}};
+        {"nodeName", JsonString(request.node)}};
     const std::vector<std::pair<absl::string_view, std::string>> status = {
         {"conditions", absl::StrCat("[{\"lastProbeTime\":null,\"lastTransitionTime\":\"",
                                     FormatTimestamp(options_.clock()),
                                     "\",\"status\":\"True\",\"type\":\"PodScheduled\"}]")}};
     ObjectFields fields = old->fields;
-    fields.node_name = std::string(node);
+    fields.node_name = request.node;
+    MemberEdit metadata = {"metadata", [&](std::optional<absl::string_view> current) {
+                             return EditMembers(current.value_or("{}"), metadata_edits);
+                           }};
     published = ReplacePodTextLocked(
-        old,
-        EditMembers(old->json,
-                    {Nested("metadata", metadata), Nested("spec", spec), Nested("status", status)}),
+        old, EditMembers(old->json, {metadata, Nested("spec", spec), Nested("status", status)}),
         std::move(fields));
     ++bindings_;
   }
@@ -441,7 +699,9 @@ std::optional<Admission> ClusterStore::AdmitPod(absl::string_view namespace_name
     const ObjectPtr old = it->second;
     const std::string& node = old->fields.node_name;
     const std::string& phase = old->fields.phase;
-    if (node.empty() || phase != "Pending" || !kubelet_.HasNode(node)) return std::nullopt;
+    if (node.empty() || phase != "Pending" || old->fields.deleting || !kubelet_.HasNode(node)) {
+      return std::nullopt;
+    }
     Admission admission = kubelet_.Admit(node, old->uid, old->requests);
     ++resource_version_;
     const absl::Time now = options_.clock();
@@ -451,9 +711,10 @@ std::optional<Admission> ClusterStore::AdmitPod(absl::string_view namespace_name
     ObjectFields fields = old->fields;
     if (admission.admitted) {
       const int index = node_index_[node];
-      status = RunningStatusMembers(NodeIp(index), PodIp(index, pods_started_[node]++),
-                                    FormatTimestamp(now), *old->containers);
+      const std::string pod_ip = PodIp(index, pods_started_[node]++);
+      status = RunningStatusMembers(NodeIp(index), pod_ip, FormatTimestamp(now), *old->containers);
       fields.phase = "Running";
+      fields.pod_ip = pod_ip;
     } else {
       status = {{"phase", "\"Failed\""},
                 {"reason", JsonString(admission.reason)},
@@ -508,59 +769,110 @@ absl::StatusOr<ObjectPtr> ClusterStore::SetPodPhase(absl::string_view namespace_
 
 absl::StatusOr<ListResult> ClusterStore::List(const ObjectFilter& filter, int64_t limit,
                                               absl::string_view continue_token) {
+  ListRequest request;
+  request.filter = filter;
+  request.limit = limit;
+  request.continue_token = std::string(continue_token);
+  return List(request);
+}
+
+std::shared_ptr<const ClusterStore::State> ClusterStore::StateAtLocked(Kind kind, uint64_t rv) {
+  auto cached = states_.find({kind, rv});
+  if (cached != states_.end()) return cached->second;
+  if (rv < resource_version_ && rv < OldestLocked()) return nullptr;
+  const ObjectMap& map = MapLocked(kind);
+  std::map<std::string, ObjectPtr, std::less<>> at(map.begin(), map.end());
+  // Undo the events after `rv`, newest first (etcd reads an older revision the same way it keeps
+  // them: every version within the compaction window).
+  for (auto it = history_.rbegin(); it != history_.rend(); ++it) {
+    if (it->object->resource_version <= rv) break;
+    if (it->object->kind != kind) continue;
+    const std::string key = Key(it->object->fields.namespace_name, it->object->fields.name);
+    if (it->type == EventType::kAdded) {
+      at.erase(key);
+    } else {
+      at[key] = it->previous;
+    }
+  }
+  auto state = std::make_shared<State>(at.begin(), at.end());
+  states_[{kind, rv}] = state;
+  state_order_.push_back({kind, rv});
+  while (state_order_.size() > kMaxStates) {
+    states_.erase(state_order_.front());
+    state_order_.pop_front();
+  }
+  return state;
+}
+
+absl::StatusOr<ListResult> ClusterStore::List(const ListRequest& request) {
+  const ObjectFilter& filter = request.filter;
+  std::string start;
+  std::optional<uint64_t> rv = request.exact;
+  if (!request.continue_token.empty()) {
+    auto token = DecodeContinue(request.continue_token);
+    if (!token.ok()) return token.status();
+    start = token->start;
+    // rv -1 (an inconsistent continuation): the latest state.
+    if (token->rv > 0) rv = static_cast<uint64_t>(token->rv);
+  }
+  const std::string prefix =
+      filter.namespace_name.empty() ? "" : absl::StrCat(filter.namespace_name, "/");
+  if (start < prefix) start = prefix;
   ListResult result;
   MutexLock lock(&mu_);
-  if (continue_token.empty()) {
+  const uint64_t at = std::min(rv.value_or(resource_version_), resource_version_);
+  result.resource_version = at;
+  if (at == resource_version_ && request.limit <= 0) {
+    // One page of the latest state: read in place.
     const ObjectMap& map = MapLocked(filter.kind);
-    auto begin = map.begin();
-    auto end = map.end();
-    std::string prefix;
-    if (!filter.namespace_name.empty()) {
-      prefix = absl::StrCat(filter.namespace_name, "/");
-      begin = map.lower_bound(prefix);
-    }
-    std::vector<ObjectPtr> items;
-    for (auto it = begin; it != end; ++it) {
+    for (auto it = map.lower_bound(start); it != map.end(); ++it) {
       if (!prefix.empty() && !absl::StartsWith(it->first, prefix)) break;
-      if (filter.Matches(*it->second)) items.push_back(it->second);
+      if (filter.Matches(*it->second)) result.items.push_back(it->second);
     }
-    result.resource_version = resource_version_;
-    if (limit <= 0 || static_cast<int64_t>(items.size()) <= limit) {
-      result.items = std::move(items);
-      return result;
-    }
-    result.items.assign(items.begin(), items.begin() + limit);
-    result.remaining_items = static_cast<int64_t>(items.size()) - limit;
-    uint64_t id = next_snapshot_id_++;
-    snapshots_[id] = Snapshot{resource_version_, std::move(items)};
-    while (snapshots_.size() > kMaxSnapshots) snapshots_.erase(snapshots_.begin());
-    result.continue_token = absl::WebSafeBase64Escape(absl::StrCat("sim:", id, ":", limit));
     return result;
   }
-  std::string decoded;
-  std::vector<std::string> parts;
-  uint64_t id = 0;
-  int64_t pos = 0;
-  if (!absl::WebSafeBase64Unescape(continue_token, &decoded) ||
-      (parts = absl::StrSplit(decoded, ':')).size() != 3 || parts[0] != "sim" ||
-      !absl::SimpleAtoi(parts[1], &id) || !absl::SimpleAtoi(parts[2], &pos) || pos < 0) {
-    return ContinueExpired();
+  // Pages (and exact reads) come from a sorted state of one version, kept for the next page.
+  std::shared_ptr<const State> state = StateAtLocked(filter.kind, at);
+  if (state == nullptr) {
+    if (request.continue_token.empty()) {
+      return absl::OutOfRangeError("The resourceVersion for the provided list is too old.");
+    }
+    result.continue_expired = true;
+    result.resource_version = resource_version_;
+    result.continue_token = EncodeContinue(-1, start);
+    return result;
   }
-  auto it = snapshots_.find(id);
-  if (it == snapshots_.end()) return ContinueExpired();
-  const std::vector<ObjectPtr>& all = it->second.items;
-  const int64_t total = static_cast<int64_t>(all.size());
-  pos = std::min(pos, total);
-  const int64_t end = limit <= 0 ? total : std::min(total, pos + limit);
-  result.items.assign(all.begin() + pos, all.begin() + end);
-  result.resource_version = it->second.resource_version;
-  if (end < total) {
-    result.remaining_items = total - end;
-    result.continue_token = absl::WebSafeBase64Escape(absl::StrCat("sim:", id, ":", end));
-  } else {
-    snapshots_.erase(it);
+  auto before = [](const std::pair<std::string, ObjectPtr>& entry, const std::string& key) {
+    return entry.first < key;
+  };
+  auto it = std::lower_bound(state->begin(), state->end(), start, before);
+  auto end =
+      prefix.empty() ? state->end() : std::lower_bound(it, state->end(), prefix + '\xff', before);
+  std::string last_key;
+  for (; it != end; ++it) {
+    if (request.limit > 0 && static_cast<int64_t>(result.items.size()) >= request.limit) break;
+    last_key = it->first;
+    if (filter.Matches(*it->second)) result.items.push_back(it->second);
+  }
+  if (it != end) {
+    result.continue_token = EncodeContinue(static_cast<int64_t>(at), last_key + '\0');
+    if (filter.fields.empty() && filter.labels.empty()) result.remaining_items = end - it;
   }
   return result;
+}
+
+bool ClusterStore::WaitForResourceVersion(uint64_t rv, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    const uint64_t generation = pod_signal_.generation();
+    {
+      ReaderMutexLock lock(&mu_);
+      if (resource_version_ >= rv) return true;
+    }
+    if (absl::Now() >= deadline) return false;
+    pod_signal_.WaitForChange(generation,
+                              std::min(deadline, absl::Now() + absl::Milliseconds(100)));
+  }
 }
 
 absl::StatusOr<uint64_t> ClusterStore::WatchStart(absl::string_view resource_version) const {
@@ -571,7 +883,7 @@ absl::StatusOr<uint64_t> ClusterStore::WatchStart(absl::string_view resource_ver
     return absl::InvalidArgumentError(
         absl::StrCat("resourceVersion: Invalid value: \"", resource_version, "\""));
   }
-  const uint64_t oldest = std::max(compacted_, min_watch_start_);
+  const uint64_t oldest = OldestLocked();
   if (rv < oldest) {
     return absl::OutOfRangeError(absl::StrCat("too old resource version: ", rv, " (", oldest, ")"));
   }
@@ -597,24 +909,21 @@ WatchBatch ClusterStore::Poll(const ObjectFilter& filter, uint64_t cursor, absl:
     }
     if (batch.events.size() >= max_events) break;
     batch.cursor = it->object->resource_version;
-    const bool now_matches = filter.Matches(*it->object);
-    const bool was_matching = it->previous != nullptr && filter.Matches(*it->previous);
-    switch (it->type) {
-      case EventType::kAdded:
-        if (now_matches) batch.events.push_back({EventType::kAdded, it->object});
-        break;
-      case EventType::kModified:
-        if (now_matches && was_matching) {
-          batch.events.push_back({EventType::kModified, it->object});
-        } else if (now_matches) {
-          batch.events.push_back({EventType::kAdded, it->object});
-        } else if (was_matching) {
-          batch.events.push_back({EventType::kDeleted, it->object});
-        }
-        break;
-      case EventType::kDeleted:
-        if (now_matches) batch.events.push_back({EventType::kDeleted, it->object});
-        break;
+    // The watch cache's rule (apiserver pkg/storage/cacher/cache_watcher.go, convertToWatchEvent):
+    // the object passes now (never for a deletion) and/or passed before the event.
+    const bool cur_passes = it->type != EventType::kDeleted && filter.Matches(*it->object);
+    const bool old_passes = it->previous != nullptr && filter.Matches(*it->previous);
+    if (cur_passes && !old_passes) {
+      batch.events.push_back({EventType::kAdded, it->object});
+    } else if (cur_passes && old_passes) {
+      batch.events.push_back({EventType::kModified, it->object});
+    } else if (old_passes) {
+      // DELETED with the previous content (the last state the watch matched) and the event's
+      // resourceVersion. A deletion's `object` is already exactly that.
+      batch.events.push_back(
+          {EventType::kDeleted, it->type == EventType::kDeleted
+                                    ? it->object
+                                    : PreviousAtVersion(*it->previous, *it->object)});
     }
   }
   return batch;
@@ -624,7 +933,8 @@ void ClusterStore::ExpireHistory() {
   {
     MutexLock lock(&mu_);
     min_watch_start_ = resource_version_;
-    snapshots_.clear();
+    states_.clear();
+    state_order_.clear();
   }
   NotifyAll();
 }
@@ -635,7 +945,8 @@ void ClusterStore::ForgetHistory() {
     history_.clear();
     compacted_ = resource_version_;
     min_watch_start_ = resource_version_;
-    snapshots_.clear();
+    states_.clear();
+    state_order_.clear();
   }
   NotifyAll();
 }

@@ -14,6 +14,7 @@
 #ifndef FITLEDGER_SIM_STORE_H_
 #define FITLEDGER_SIM_STORE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -68,11 +69,27 @@ struct ObjectFilter {
   bool Matches(const StoredObject& object) const;
 };
 
+// One LIST read. The HTTP layer maps resourceVersion / resourceVersionMatch / limit to it (see
+// sim/README.md for the upstream rules).
+struct ListRequest {
+  ObjectFilter filter;
+  int64_t limit = 0;           // 0: every matching object in one page
+  std::string continue_token;  // from the previous page; empty for the first
+  // Read the state at exactly this resourceVersion (resourceVersionMatch=Exact, or a legacy
+  // resourceVersion=N with a limit). Unset: the latest state.
+  std::optional<uint64_t> exact;
+};
+
 struct ListResult {
   std::vector<ObjectPtr> items;
-  uint64_t resource_version = 0;  // the snapshot's resourceVersion (same on every page)
+  uint64_t resource_version = 0;  // the state's resourceVersion (same on every page)
   std::string continue_token;     // empty on the last page
-  int64_t remaining_items = 0;
+  // Objects after this page, set only when the filter has no selector (as etcd3/store.go does).
+  std::optional<int64_t> remaining_items;
+  // The continue token's resourceVersion is no longer available (older than the history): the
+  // caller must answer 410 Expired with `continue_token`, which continues the list at the
+  // latest state (an inconsistent continuation, etcd3/store.go handleCompactedErrorForPaging).
+  bool continue_expired = false;
 };
 
 struct WatchEvent {
@@ -125,17 +142,54 @@ class ClusterStore {
   absl::StatusOr<ObjectPtr> Get(Kind kind, absl::string_view namespace_name,
                                 absl::string_view name) const;
 
-  // Removes the pod now (DELETED event carrying the deletion's resourceVersion) and frees its
-  // kubelet capacity. NotFound; Aborted if `uid_precondition` is set and differs.
+  // DELETE's options (DeleteOptions): preconditions and the grace period.
+  struct DeleteRequest {
+    std::string uid;                              // preconditions.uid; empty: none
+    std::string resource_version;                 // preconditions.resourceVersion; empty: none
+    std::optional<int64_t> grace_period_seconds;  // unset: spec.terminationGracePeriodSeconds
+  };
+  struct DeleteResult {
+    ObjectPtr object;      // the deleted object, or the pod with its deletion pending
+    bool deleted = false;  // gone now (a DELETED event); else a graceful deletion is pending
+  };
+  // A pod's deletion as the API server does it (generic registry store.go Delete, rest/delete.go
+  // BeforeDelete, the pod strategy's CheckGracefulDelete): the grace period is the request's, or
+  // spec.terminationGracePeriodSeconds, or 0 when unset; 0 for an unbound or terminal pod. 0
+  // deletes now (DELETED, the last content at the deletion's resourceVersion); more sets
+  // metadata.deletionTimestamp (now + period) and deletionGracePeriodSeconds (a MODIFIED event)
+  // and the pod stays until the kubelet (TerminatePod) or a later delete with a shorter period
+  // finishes it. A pending deletion is only shortened, never lengthened. NotFound; Aborted
+  // (409) for a failed precondition.
+  absl::StatusOr<DeleteResult> DeletePod(absl::string_view namespace_name, absl::string_view name,
+                                         const DeleteRequest& request);
+  // DeletePod with grace period 0 (a force delete) and an optional UID precondition.
   absl::StatusOr<ObjectPtr> DeletePod(absl::string_view namespace_name, absl::string_view name,
                                       absl::string_view uid_precondition);
+  // The end of a graceful deletion: the kubelet of the pod's node stops its containers (they
+  // exit 0: phase Succeeded) and deletes it with grace period 0 and its UID as precondition
+  // (kubelet status_manager). A pod whose node the sim does not have is deleted at once, as the
+  // pod garbage collector deletes orphans (pkg/controller/podgc, without its 40 s quarantine);
+  // so is every pod when `kubelet_enabled` is false and its node is unknown. Nothing if the pod
+  // is gone or not being deleted; a pod on a known node without a kubelet stays terminating.
+  void TerminatePod(absl::string_view namespace_name, absl::string_view name, bool kubelet_enabled);
 
-  // The binding subresource: sets spec.nodeName (the node need not exist) and the PodScheduled
-  // condition. NotFound; Aborted for a UID precondition mismatch or a pod already assigned
-  // (the API server's wording).
+  // The binding subresource's request: metadata.uid / resourceVersion preconditions, the
+  // target node, metadata.annotations to merge into the pod's.
+  struct BindRequest {
+    std::string uid;
+    std::string resource_version;
+    std::string node;
+    std::vector<std::pair<std::string, std::string>> annotations;
+  };
+  // The binding subresource (pkg/registry/core/pod/storage/storage.go setPodHostAndAnnotations):
+  // sets spec.nodeName (the node need not exist), merges the annotations, sets the PodScheduled
+  // condition. NotFound; Aborted (409) with the API server's wording for a failed precondition,
+  // a pod being deleted, a pod already assigned, or a pod with scheduling gates.
+  absl::StatusOr<ObjectPtr> Bind(absl::string_view namespace_name, absl::string_view name,
+                                 const BindRequest& request);
+  // Bind with only a UID precondition (empty: none) and the node.
   absl::StatusOr<ObjectPtr> Bind(absl::string_view namespace_name, absl::string_view name,
                                  absl::string_view uid_precondition, absl::string_view node);
-
   // The kubelet's admission of a bound pod: Running (podIP, hostIP, Ready) when it fits the
   // kubelet's accounting of `spec.nodeName`, else Failed with OutOf<resource>. Returns the
   // verdict, or nullopt (and changes nothing) when the pod is gone, unbound, terminal, already
@@ -147,11 +201,19 @@ class ClusterStore {
   absl::StatusOr<ObjectPtr> SetPodPhase(absl::string_view namespace_name, absl::string_view name,
                                         absl::string_view phase);
 
-  // A page of objects (sorted by namespace/name) from a consistent snapshot. `limit` 0: all.
-  // OutOfRange (410) for an unknown or forgotten continue token; InvalidArgument for a malformed
-  // one.
+  // A page of objects (sorted by namespace/name, as etcd keys sort) of one state: the latest, or
+  // `request.exact`'s, or the continue token's. Continue tokens are upstream's
+  // (storage.EncodeContinue: base64url of {"v":"meta.k8s.io/v1","rv":N,"start":KEY}) and stay
+  // valid while their resourceVersion is in the history window. InvalidArgument (400, "invalid
+  // continue token: ...") for a malformed token; OutOfRange (410, "The resourceVersion for the
+  // provided list is too old.") for an `exact` older than the history; an expired token gives
+  // continue_expired. REQUIRES: `exact` <= resource_version().
+  absl::StatusOr<ListResult> List(const ListRequest& request);
+  // The latest state, or a continuation: List({filter, limit, continue_token}).
   absl::StatusOr<ListResult> List(const ObjectFilter& filter, int64_t limit,
                                   absl::string_view continue_token);
+  // Waits up to `timeout` for the resourceVersion to reach `rv`; true if it has.
+  bool WaitForResourceVersion(uint64_t rv, absl::Duration timeout);
 
   // Where a watch from `resource_version` starts: "" and "0" start now (the caller sends the
   // current objects as ADDED first); a number N resumes after N. OutOfRange (410, "too old
@@ -159,8 +221,11 @@ class ClusterStore {
   absl::StatusOr<uint64_t> WatchStart(absl::string_view resource_version) const;
 
   // The events after `cursor` that are visible at `now` (mutation time + `lag` <= now), as
-  // `filter` sees them: an object that stops matching arrives as DELETED, one that starts
-  // matching as ADDED. At most `max_events` events.
+  // `filter` sees them, by the watch cache's rule (apiserver cacher/cache_watcher.go,
+  // convertToWatchEvent): an object that starts matching arrives as ADDED (its new content), one
+  // that matches before and after as MODIFIED, one that stops matching as DELETED carrying its
+  // previous content (the last state that matched) with the event's resourceVersion. At most
+  // `max_events` events.
   WatchBatch Poll(const ObjectFilter& filter, uint64_t cursor, absl::Time now, absl::Duration lag,
                   size_t max_events) const;
 
@@ -189,10 +254,8 @@ class ClusterStore {
     ObjectPtr previous;  // before the event; null for kAdded
     absl::Time time;
   };
-  struct Snapshot {
-    uint64_t resource_version;
-    std::vector<ObjectPtr> items;
-  };
+  // Every object of one kind at one resourceVersion, sorted by key.
+  using State = std::vector<std::pair<std::string, ObjectPtr>>;
 
   using ObjectMap = std::map<std::string, ObjectPtr, std::less<>>;
   ObjectMap& MapLocked(Kind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -213,6 +276,14 @@ class ClusterStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AddNodeLocked(const NodeSpec& spec, bool record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NextUidLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The state of `kind` at `rv` (<= resource_version_): the latest, a cached one, or the latest
+  // with the history after `rv` undone. Null if `rv` is older than the history keeps.
+  std::shared_ptr<const State> StateAtLocked(Kind kind, uint64_t rv)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The oldest resourceVersion a watch or an exact read may start from.
+  uint64_t OldestLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return std::max(compacted_, min_watch_start_);
+  }
 
   // Constant after construction.
   const Options options_;
@@ -232,8 +303,10 @@ class ClusterStore {
   uint64_t compacted_ ABSL_GUARDED_BY(mu_) = 0;
   // A watch may start from N only if N >= min_watch_start_.
   uint64_t min_watch_start_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<uint64_t, Snapshot> snapshots_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_snapshot_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // States that paged lists read, by (kind, resourceVersion); the oldest are dropped past a
+  // bound (they can be rebuilt from the history while it lasts).
+  std::map<std::pair<Kind, uint64_t>, std::shared_ptr<const State>> states_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<Kind, uint64_t>> state_order_ ABSL_GUARDED_BY(mu_);
   KubeletAccounting kubelet_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> rejections_ ABSL_GUARDED_BY(mu_);
   int64_t bindings_ ABSL_GUARDED_BY(mu_) = 0;

@@ -170,12 +170,12 @@ json TableRow(const StoredObject& object, absl::Time now) {
 }
 
 std::string TableJson(Kind kind, const std::vector<ObjectPtr>& items, uint64_t resource_version,
-                      absl::string_view continue_token, int64_t remaining, bool with_columns,
-                      absl::Time now) {
+                      absl::string_view continue_token, std::optional<int64_t> remaining,
+                      bool with_columns, absl::Time now) {
   json metadata = {{"resourceVersion", absl::StrCat(resource_version)}};
   if (!continue_token.empty()) {
     metadata["continue"] = std::string(continue_token);
-    metadata["remainingItemCount"] = remaining;
+    if (remaining.has_value()) metadata["remainingItemCount"] = *remaining;
   }
   json table = {{"kind", "Table"}, {"apiVersion", "meta.k8s.io/v1"}, {"metadata", metadata}};
   if (with_columns) table["columnDefinitions"] = TableColumns(kind);

@@ -5,6 +5,7 @@
 #define FITLEDGER_SIM_TABLES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,8 @@ nlohmann::json TableRow(const StoredObject& object, absl::Time now);
 // A Table of `items`. `continue_token` / `remaining` as in a list; column definitions omitted
 // when `with_columns` is false (later events of a watch).
 std::string TableJson(Kind kind, const std::vector<ObjectPtr>& items, uint64_t resource_version,
-                      absl::string_view continue_token, int64_t remaining, bool with_columns,
-                      absl::Time now);
+                      absl::string_view continue_token, std::optional<int64_t> remaining,
+                      bool with_columns, absl::Time now);
 
 }  // namespace fitledger::sim
 

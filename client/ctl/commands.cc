@@ -236,9 +236,18 @@ absl::StatusOr<std::string> RejectionsTable(const ServerTarget& t) {
   grpc::Status s = stub->ListRejections(Context(t).get(), request, &response);
   if (!s.ok()) return FromGrpc(s, t);
   std::string out = absl::StrFormat("kubelet rejections seen: %d\n", response.total());
+  int before_start = 0;
   for (const v1::Rejection& r : response.rejections()) {
-    absl::StrAppendFormat(&out, "  %s/%s  node=%s  reason=%s\n    %s\n", r.namespace_(), r.name(),
-                          r.node(), r.reason(), r.message());
+    if (r.before_start()) ++before_start;
+    absl::StrAppendFormat(&out, "  %s/%s  node=%s  reason=%s%s\n    %s\n", r.namespace_(), r.name(),
+                          r.node(), r.reason(),
+                          r.before_start() ? "  (before the server started; not counted)" : "",
+                          r.message());
+  }
+  if (before_start > 0) {
+    absl::StrAppendFormat(
+        &out, "%d more already rejected when the server started (listed, not counted)\n",
+        before_start);
   }
   return out;
 }

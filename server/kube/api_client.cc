@@ -64,6 +64,8 @@ struct StreamState {
   // The exec plugin's client-certificate generation: the stream ends when it moves on.
   const ExecCredentialSource* exec = nullptr;
   uint64_t started_generation = 0;
+  // GetStreamed: the body of a 200 goes to `on_bytes` as it arrives, not split into lines.
+  const std::function<bool(absl::string_view)>* on_bytes = nullptr;
 };
 
 size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
@@ -73,6 +75,13 @@ size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
   curl_easy_getinfo(state->curl, CURLINFO_RESPONSE_CODE, &code);
   if (code != 200) {
     if (state->error_body->size() < (1 << 20)) state->error_body->append(data, len);
+    return len;
+  }
+  if (state->on_bytes != nullptr) {
+    if (!(*state->on_bytes)(absl::string_view(data, len))) {
+      state->stopped = true;
+      return 0;  // aborts the transfer
+    }
     return len;
   }
   state->buffer.append(data, len);
@@ -397,6 +406,53 @@ absl::StatusOr<long> ApiClient::Stream(const std::string& path,
       if (code == 200 && rc != CURLE_COULDNT_CONNECT) return code;  // dropped mid-stream: resume
       return TransportError(rc, error);
     }
+    if (code == 401 && attempt == 0 && RefreshAfterUnauthorized(*auth)) {
+      error_body->clear();
+      continue;
+    }
+    return code;
+  }
+}
+
+absl::StatusOr<long> ApiClient::GetStreamed(const std::string& path,
+                                            const std::function<bool(absl::string_view)>& on_bytes,
+                                            const std::atomic<bool>* cancel, absl::Duration timeout,
+                                            std::string* error_body) {
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<Auth> auth = CurrentAuth();
+    if (!auth.ok()) return auth.status();
+    CURL* curl = static_cast<CURL*>(Acquire());
+    if (curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
+    auto [headers, connect_to] = Configure(curl, path, *auth);
+    const std::function<bool(absl::string_view)> no_lines;
+    StreamState state{&no_lines, cancel, 0, {}, error_body, curl};
+    state.on_bytes = &on_bytes;
+    char error[CURL_ERROR_SIZE] = {0};
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(absl::ToInt64Milliseconds(timeout)));
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, StreamWrite);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &state);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, StreamProgress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &state);
+    CURLcode rc = curl_easy_perform(curl);
+    long code = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
+    curl_slist_free_all(static_cast<curl_slist*>(headers));
+    curl_slist_free_all(static_cast<curl_slist*>(connect_to));
+    if (state.stopped) {
+      curl_easy_cleanup(curl);  // aborted mid-body: don't pool it
+      return absl::CancelledError("kubernetes API: the response was abandoned");
+    }
+    if (rc != CURLE_OK) {
+      absl::Status status = TransportError(rc, error);
+      curl_easy_cleanup(curl);
+      return status;
+    }
+    Release(curl);
+    // As Request: a 401 refreshes an exec credential and the read is made once more.
     if (code == 401 && attempt == 0 && RefreshAfterUnauthorized(*auth)) {
       error_body->clear();
       continue;

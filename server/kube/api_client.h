@@ -64,6 +64,15 @@ class ApiClient {
                               const std::atomic<bool>* cancel, absl::Duration max_duration,
                               size_t max_line_bytes, std::string* error_body);
 
+  // A GET whose 200 body is handed to `on_bytes` in fragments as it arrives (for a LIST too big
+  // to hold twice); stops when it returns false (Cancelled) or `*cancel` becomes true. Returns
+  // the HTTP status (the first MiB of a non-200 answer goes to `*error_body`), or a transport
+  // error as Request's; a body cut short is a transport error. `timeout` caps the whole request.
+  absl::StatusOr<long> GetStreamed(const std::string& path,
+                                   const std::function<bool(absl::string_view bytes)>& on_bytes,
+                                   const std::atomic<bool>* cancel, absl::Duration timeout,
+                                   std::string* error_body);
+
   const Connection& connection() const { return connection_; }
   // The exec plugin's credential source; null unless the connection uses one.
   ExecCredentialSource* exec_credentials() const { return exec_.get(); }

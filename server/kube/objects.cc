@@ -318,3 +318,164 @@ absl::StatusOr<PodRecord> ToPodRecord(const Pod& pod) {
 }
 
 }  // namespace fitledger::kube
+
+namespace fitledger::kube {
+
+ListSplitter::ListSplitter(std::function<bool(absl::string_view item)> on_item)
+    : on_item_(std::move(on_item)) {}
+
+void ListSplitter::Fail(std::string why) {
+  if (error_.empty()) error_ = std::move(why);
+}
+
+bool ListSplitter::Feed(absl::string_view fragment) {
+  if (!error_.empty() || stopped_) return false;
+  // Where the capture (an item, or the metadata) started in this fragment; npos: not capturing,
+  // or the capture began in an earlier fragment and continues from the start of this one.
+  const size_t kNone = absl::string_view::npos;
+  size_t mark = in_item_ || value_ == Value::kMetadata ? 0 : kNone;
+  auto capture_buffer = [&]() -> std::string& { return in_item_ ? item_ : metadata_; };
+  for (size_t i = 0; i < fragment.size(); ++i) {
+    const char c = fragment[i];
+    if (done_) {
+      if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+      Fail("data after the list's closing brace");
+      return false;
+    }
+    if (in_string_) {
+      if (escaped_) {
+        escaped_ = false;
+      } else if (c == '\\') {
+        escaped_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+        if (in_key_) {
+          in_key_ = false;
+          continue;
+        }
+        if (depth_ == 1 && value_ != Value::kNone) {  // a top-level string value ended
+          if (value_ == Value::kMetadata) {
+            absl::StrAppend(&capture_buffer(), fragment.substr(mark, i + 1 - mark));
+            mark = kNone;
+          }
+          value_ = Value::kNone;
+        }
+      } else if (in_key_) {
+        key_.push_back(c);
+      }
+      continue;
+    }
+    const bool space = c == ' ' || c == '\n' || c == '\r' || c == '\t';
+    if (depth_ == 0) {
+      if (space) continue;
+      if (c != '{') {
+        Fail("the body is not a JSON object");
+        return false;
+      }
+      depth_ = 1;
+      expect_key_ = true;
+      continue;
+    }
+    if (depth_ == 1 && value_ == Value::kNone) {
+      // Between the top-level members: a key, ':', a value, ',' or '}'.
+      if (space) continue;
+      if (expect_key_) {
+        if (c == '"') {
+          in_string_ = true;
+          in_key_ = true;
+          key_.clear();
+          expect_key_ = false;
+        } else if (c == '}' || c == ',') {
+          if (c == '}') done_ = true;
+        } else {
+          Fail("malformed list object");
+          return false;
+        }
+        continue;
+      }
+      if (c == ':') continue;
+      if (c == ',' || c == '}') {  // after a value
+        expect_key_ = true;
+        if (c == '}') done_ = true;
+        continue;
+      }
+      // A value begins.
+      value_ = key_ == "metadata" ? Value::kMetadata
+               : key_ == "items"  ? Value::kItems
+                                  : Value::kSkip;
+      if (value_ == Value::kItems && c != '[') value_ = Value::kSkip;  // e.g. "items": null
+      if (value_ == Value::kMetadata) {
+        metadata_.clear();
+        mark = i;
+      }
+      if (c == '{' || c == '[') {
+        ++depth_;
+      } else if (c == '"') {
+        in_string_ = true;
+      } else {
+        // A literal (number, true, false, null) runs to the next ',' or '}'.
+        size_t end = fragment.find_first_of(",} \n\r\t", i);
+        if (end == kNone) end = fragment.size();
+        if (value_ == Value::kMetadata) {
+          absl::StrAppend(&metadata_, fragment.substr(i, end - i));
+          mark = kNone;
+        }
+        value_ = Value::kNone;
+        i = end - 1;
+      }
+      continue;
+    }
+    // Inside a container value (depth >= 2). (A literal at depth 1 is consumed where it
+    // begins; one cut by the fragment's end is taken up again as a new literal: still skipped.)
+    if (value_ == Value::kItems && depth_ == 2 && !in_item_) {
+      if (space || c == ',') continue;
+      if (c == ']') {
+        depth_ = 1;
+        value_ = Value::kNone;
+        continue;
+      }
+      if (c != '{') {
+        Fail("a list item is not a JSON object");
+        return false;
+      }
+      in_item_ = true;
+      item_.clear();
+      mark = i;
+      depth_ = 3;
+      continue;
+    }
+    if (c == '"') {
+      in_string_ = true;
+    } else if (c == '{' || c == '[') {
+      ++depth_;
+    } else if (c == '}' || c == ']') {
+      --depth_;
+      if (in_item_ && depth_ == 2) {
+        absl::StrAppend(&item_, fragment.substr(mark, i + 1 - mark));
+        mark = kNone;
+        in_item_ = false;
+        if (!on_item_(item_)) {
+          stopped_ = true;
+          return false;
+        }
+      } else if (depth_ == 1) {
+        if (value_ == Value::kMetadata) {
+          absl::StrAppend(&metadata_, fragment.substr(mark, i + 1 - mark));
+          mark = kNone;
+        }
+        value_ = Value::kNone;
+      }
+    }
+  }
+  if (mark != kNone) absl::StrAppend(&capture_buffer(), fragment.substr(mark));
+  return true;
+}
+
+absl::Status ListSplitter::Finish() const {
+  if (!error_.empty()) return absl::InvalidArgumentError(error_);
+  if (stopped_) return absl::CancelledError("the list was abandoned");
+  if (!done_) return absl::InvalidArgumentError("the list body ends before its closing brace");
+  return absl::OkStatus();
+}
+
+}  // namespace fitledger::kube

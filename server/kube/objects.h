@@ -3,6 +3,7 @@
 #ifndef FITLEDGER_SERVER_KUBE_OBJECTS_H_
 #define FITLEDGER_SERVER_KUBE_OBJECTS_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,46 @@ absl::StatusOr<QuantityList> DecodeResourceList(simdjson::ondemand::value value,
 
 // The ledger's view of a pod already in the cluster (requests per RequestBasis::kSpecAndStatus).
 absl::StatusOr<PodRecord> ToPodRecord(const Pod& pod);
+
+// Splits a LIST response body (a JSON object with "metadata" and "items") as it arrives, in
+// fragments of any size, into each item's JSON text and the metadata's, so a list of 150,000
+// pods is never held whole: memory is one item at a time. Keys other than "metadata" and "items"
+// are skipped; the items must be JSON objects. Thread-compatible.
+class ListSplitter {
+ public:
+  // `on_item` gets each item's text (valid during the call); returning false stops the split.
+  explicit ListSplitter(std::function<bool(absl::string_view item)> on_item);
+
+  // Feeds the next fragment. False once the body is malformed (see Finish) or `on_item` stopped.
+  bool Feed(absl::string_view fragment);
+  // After the last fragment: OK if the body was one whole JSON object; InvalidArgument naming
+  // what was wrong (truncated, not an object, an item that is not an object) otherwise.
+  absl::Status Finish() const;
+  // The text of the top-level "metadata" value (ListMeta), once Feed has passed it.
+  const std::string& metadata() const { return metadata_; }
+
+ private:
+  void Fail(std::string why);
+
+  // Constant after construction.
+  const std::function<bool(absl::string_view)> on_item_;
+
+  std::string error_;
+  bool stopped_ = false;
+  int depth_ = 0;  // nesting of objects and arrays; the top-level object is depth 1
+  bool in_string_ = false;
+  bool escaped_ = false;
+  bool done_ = false;  // the top-level object closed
+  // At depth 1: reading a key, and the last key read.
+  bool expect_key_ = true;
+  bool in_key_ = false;
+  std::string key_;
+  // What the current top-level value is: skipped, the metadata (captured), or the items.
+  enum class Value { kNone, kSkip, kMetadata, kItems } value_ = Value::kNone;
+  std::string metadata_;
+  std::string item_;  // the item being captured (depth >= 3 inside "items")
+  bool in_item_ = false;
+};
 
 }  // namespace fitledger::kube
 

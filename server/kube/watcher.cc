@@ -1,7 +1,9 @@
 #include "server/kube/watcher.h"
 
 #include <random>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -16,6 +18,8 @@ using simdjson::ondemand::value;
 
 const char* KindName(bool nodes) { return nodes ? "nodes" : "pods"; }
 
+constexpr size_t kMaxRejectionsKept = 1000;
+
 std::string UrlEncode(absl::string_view s) {
   std::string out;
   for (char c : s) {
@@ -26,15 +30,6 @@ std::string UrlEncode(absl::string_view s) {
     }
   }
   return out;
-}
-
-// metadata.resourceVersion of an object value (consumes the value).
-std::string ResourceVersionOf(value v) {
-  std::string_view rv;
-  value metadata;
-  if (v.find_field_unordered("metadata").get(metadata)) return "";
-  if (metadata.find_field_unordered("resourceVersion").get_string().get(rv)) return "";
-  return std::string(rv);
 }
 
 // Calls `on_field(key, value)` for each field of `object` until it returns false; stops at the
@@ -72,6 +67,50 @@ void ObjectKeys(simdjson::ondemand::parser& parser, const simdjson::padded_strin
     *out = std::string(text);
     return true;
   });
+}
+
+// A WatchList's initial state as it streams: objects by key, in arrival order, where a later
+// event for the same key replaces or removes the earlier one. A vector and an index (not a
+// node-based map): the state of 150,000 pods is held once, as a LIST's would be.
+template <typename T>
+class StreamedState {
+ public:
+  void Put(const std::string& key, T value) {
+    auto [it, added] = index_.try_emplace(key, items_.size());
+    if (added) {
+      items_.push_back(std::move(value));
+      present_.push_back(true);
+    } else {
+      items_[it->second] = std::move(value);
+      present_[it->second] = true;
+    }
+  }
+  void Remove(const std::string& key) {
+    auto it = index_.find(key);
+    if (it != index_.end()) present_[it->second] = false;
+  }
+  // The objects present, moved out (compacted in place: no second copy of the state).
+  std::vector<T> Take() {
+    absl::flat_hash_map<std::string, size_t>().swap(index_);
+    size_t kept = 0;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      if (!present_[i]) continue;
+      if (kept != i) items_[kept] = std::move(items_[i]);
+      ++kept;
+    }
+    items_.resize(kept);
+    std::vector<bool>().swap(present_);
+    return std::move(items_);
+  }
+
+ private:
+  std::vector<T> items_;
+  std::vector<bool> present_;
+  absl::flat_hash_map<std::string, size_t> index_;
+};
+
+const char* StreamName(bool nodes, bool failed) {
+  return nodes ? "nodes" : failed ? "failed pods" : "pods";
 }
 
 }  // namespace
@@ -127,9 +166,32 @@ absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
       });
       return event;
     }
-    case WatchEvent::Type::kBookmark:
-      event.resource_version = ResourceVersionOf(object);
+    case WatchEvent::Type::kBookmark: {
+      // metadata.resourceVersion, and the WatchList end marker: the annotation
+      // k8s.io/initial-events-end: "true" (apimachinery metav1.InitialEventsAnnotationKey).
+      simdjson::ondemand::object bookmark, metadata;
+      if (object.get_object().get(bookmark)) return event;
+      if (bookmark.find_field_unordered("metadata").get_object().get(metadata)) return event;
+      ForEachField(metadata, [&](const std::string& key, value v) {
+        if (key == "resourceVersion") {
+          std::string_view rv;
+          if (v.get_string().get(rv)) return false;
+          event.resource_version = std::string(rv);
+        } else if (key == "annotations") {
+          simdjson::ondemand::object annotations;
+          if (v.get_object().get(annotations)) return false;
+          ForEachField(annotations, [&](const std::string& name, value a) {
+            std::string_view text;
+            if (name == "k8s.io/initial-events-end" && !a.get_string().get(text)) {
+              event.initial_events_end = text == "true";
+            }
+            return true;
+          });
+        }
+        return true;
+      });
       return event;
+    }
     default:
       break;
   }
@@ -165,14 +227,19 @@ absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
                                                  " event: ", decoded.message()));
 }
 
+bool IsKubeletRejection(const Pod& pod) {
+  return pod.phase == "Failed" && absl::StartsWith(pod.status_reason, "OutOf");
+}
+
 Watcher::Watcher(ApiClient* client, Ledger* ledger, WatcherOptions options)
     : client_(client), ledger_(ledger), options_(std::move(options)) {}
 
 Watcher::~Watcher() { Stop(); }
 
 void Watcher::Start() {
-  nodes_thread_ = std::thread([this] { Run(Kind::kNodes); });
-  pods_thread_ = std::thread([this] { Run(Kind::kPods); });
+  nodes_thread_ = std::thread([this] { Run(Stream::kNodes); });
+  pods_thread_ = std::thread([this] { Run(Stream::kPods); });
+  failed_pods_thread_ = std::thread([this] { Run(Stream::kFailedPods); });
 }
 
 void Watcher::Stop() {
@@ -183,6 +250,7 @@ void Watcher::Stop() {
   stop_cv_.notify_all();
   if (nodes_thread_.joinable()) nodes_thread_.join();
   if (pods_thread_.joinable()) pods_thread_.join();
+  if (failed_pods_thread_.joinable()) failed_pods_thread_.join();
 }
 
 bool Watcher::WaitOrStop(absl::Duration d) {
@@ -206,208 +274,478 @@ std::deque<KubeletRejection> Watcher::rejections() const {
   return rejections_;
 }
 
-void Watcher::Run(Kind kind) {
-  const bool nodes = kind == Kind::kNodes;
+std::string Watcher::BasePath(Stream stream, absl::string_view query) const {
+  std::string path =
+      absl::StrCat(stream == Stream::kNodes ? "/api/v1/nodes" : "/api/v1/pods", "?", query);
+  const std::string& selector = stream == Stream::kNodes        ? std::string()
+                                : stream == Stream::kFailedPods ? options_.failed_pod_field_selector
+                                                                : options_.pod_field_selector;
+  if (!selector.empty()) absl::StrAppend(&path, "&fieldSelector=", UrlEncode(selector));
+  return path;
+}
+
+void Watcher::Run(Stream stream) {
+  const bool nodes = stream == Stream::kNodes;
+  const bool failed = stream == Stream::kFailedPods;
   std::mt19937 rng(std::random_device{}());
   absl::Duration backoff = options_.initial_backoff;
   auto fail_wait = [&](const absl::Status& status) {
     // Capped exponential backoff with jitter in [backoff/2, backoff].
     std::uniform_real_distribution<double> jitter(0.5, 1.0);
     absl::Duration d = backoff * jitter(rng);
-    LogWarn("kubernetes API error", {{"resource", KindName(nodes)},
+    LogWarn("kubernetes API error", {{"resource", StreamName(nodes, failed)},
                                      {"error", std::string(status.message())},
                                      {"retry_in", absl::FormatDuration(d)}});
     backoff = std::min(backoff * 2, options_.max_backoff);
     return WaitOrStop(d);
   };
-  std::string resource_version;
+  // After a watch stream ended: back off on errors, and on streams that end at once repeatedly.
+  auto after_stream = [&](const absl::Status& status, absl::Time started) {
+    {
+      MutexLock lock(&mu_);
+      ++stats_.watch_restarts;
+    }
+    if (!status.ok()) return fail_wait(status);
+    if (absl::Now() - started < absl::Seconds(1)) {
+      return fail_wait(absl::UnavailableError("watch ended immediately"));
+    }
+    backoff = options_.initial_backoff;
+    return false;
+  };
+  Cursor cursor;
   while (!stop_) {
-    if (resource_version.empty()) {
-      absl::Status listed = List(kind, &resource_version);
+    const absl::Time started = absl::Now();
+    if (cursor.need_state && options_.watch_list && !cursor.list_only && !watch_list_refused_) {
+      absl::Status streamed = WatchList(stream, &cursor);
+      if (stop_) return;
+      if (absl::IsUnimplemented(streamed)) {
+        if (!watch_list_refused_.exchange(true)) {
+          LogWarn("the API server refused a WatchList; listing instead",
+                  {{"resource", StreamName(nodes, failed)},
+                   {"error", std::string(streamed.message())}});
+        }
+        MutexLock lock(&mu_);
+        stats_.watch_list_supported = false;
+        continue;
+      }
+      if (absl::IsOutOfRange(streamed)) {  // the resourceVersion asked for: gone, or ahead
+        cursor.version_unavailable = true;
+        continue;
+      }
+      if (!cursor.need_state) {
+        if (after_stream(streamed, started)) return;
+        continue;
+      }
+      // No state came: a LIST now (client-go: "making progress is better than deadlocking").
+      LogWarn("WatchList failed; listing", {{"resource", StreamName(nodes, failed)},
+                                            {"error", std::string(streamed.message())}});
+    }
+    if (cursor.need_state) {
+      // client-go reflector.go relistResourceVersion: "0" at first, the last resourceVersion
+      // after a watch's 410, "" once a version was refused (and for a list forced by overflow).
+      const std::string version = cursor.version_unavailable || cursor.list_only ? ""
+                                  : cursor.resource_version.empty()              ? "0"
+                                                                    : cursor.resource_version;
+      absl::Status listed = List(stream, version, &cursor);
+      if (stop_) return;
+      if (absl::IsOutOfRange(listed) && !version.empty()) {
+        cursor.version_unavailable = true;  // retry at once, consistently
+        continue;
+      }
       if (!listed.ok()) {
         if (fail_wait(listed)) return;
         continue;
       }
       backoff = options_.initial_backoff;
     }
-    absl::Time started = absl::Now();
-    absl::Status watched = Watch(kind, &resource_version);
+    const absl::Time watch_started = absl::Now();
+    absl::Status watched = Watch(stream, &cursor);
     if (stop_) return;
-    {
-      MutexLock lock(&mu_);
-      ++stats_.watch_restarts;
-    }
-    if (!watched.ok()) {
-      if (fail_wait(watched)) return;
-    } else if (absl::Now() - started < absl::Seconds(1)) {
-      // A stream that ends at once repeatedly must not spin.
-      if (fail_wait(absl::UnavailableError("watch ended immediately"))) return;
-    } else {
-      backoff = options_.initial_backoff;
-    }
+    if (after_stream(watched, watch_started)) return;
   }
 }
 
-absl::Status Watcher::List(Kind kind, std::string* resource_version) {
-  const bool nodes = kind == Kind::kNodes;
-  std::string base = nodes ? "/api/v1/nodes" : "/api/v1/pods";
-  std::vector<NodeRecord> node_records;
-  std::vector<PodRecord> pod_records;
+void Watcher::AddDecodeErrors(uint64_t n) {
+  if (n == 0) return;
+  MutexLock lock(&mu_);
+  stats_.decode_errors += n;
+}
+
+void Watcher::ReplaceState(Stream stream, State* state, uint64_t list_started) {
+  switch (stream) {
+    case Stream::kNodes:
+      ledger_->ReplaceNodes(state->nodes);
+      break;
+    case Stream::kPods:
+      ledger_->ReplacePods(state->pods, list_started);
+      break;
+    case Stream::kFailedPods:
+      ReplaceRejections(state->rejected);
+      break;
+  }
+  MutexLock lock(&mu_);
+  switch (stream) {
+    case Stream::kNodes:
+      stats_.nodes_synced = true;
+      break;
+    case Stream::kPods:
+      stats_.pods_synced = true;
+      break;
+    case Stream::kFailedPods:
+      stats_.rejections_synced = true;
+      break;
+  }
+}
+
+absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cursor) {
+  const bool nodes = stream == Stream::kNodes;
+  const bool failed = stream == Stream::kFailedPods;
+  // resourceVersion "" (consistent) and "0" ask for pages; N does not, so the API server answers
+  // from its watch cache (a limit with N would make it an exact read from etcd).
+  const std::string first_query =
+      version.empty()  ? absl::StrCat("limit=", options_.page_size)
+      : version == "0" ? absl::StrCat("limit=", options_.page_size, "&resourceVersion=0")
+                       : absl::StrCat("resourceVersion=", UrlEncode(version));
+  State state;
   std::string continue_token;
   std::string list_rv;
   simdjson::ondemand::parser parser;
   uint64_t decode_errors = 0;
-  // Before the first page is sent: bindings the ledger knew of by now are in this LIST's snapshot.
-  const uint64_t list_started = nodes ? 0 : ledger_->BeginPodList();
-  do {
-    std::string path = absl::StrCat(base, "?limit=", options_.page_size);
-    if (!nodes && !options_.pod_field_selector.empty()) {
-      absl::StrAppend(&path, "&fieldSelector=", UrlEncode(options_.pod_field_selector));
+  // A consistent read ("") sent after a bind was known holds it, so a bound pod it lacks is
+  // gone (Ledger::ReplacePods); a read from the watch cache ("0", N) may predate the bind.
+  const uint64_t list_started =
+      stream == Stream::kPods && version.empty() ? ledger_->BeginPodList() : 0;
+  // Decodes one item as it arrives: a LIST served from the watch cache at "0" or N comes in one
+  // piece (150,000 pods are ~300 MB), so the body is never held whole.
+  auto on_item = [&](absl::string_view text) {
+    simdjson::padded_string padded(text.data(), text.size());
+    simdjson::ondemand::document doc;
+    value v;
+    if (parser.iterate(padded).get(doc) || doc.get_value().get(v)) {
+      ++decode_errors;
+      return !stop_;
     }
-    if (!continue_token.empty()) absl::StrAppend(&path, "&continue=", UrlEncode(continue_token));
-    absl::StatusOr<HttpResponse> response =
-        client_->Request("GET", path, "", options_.request_timeout);
-    if (!response.ok()) return response.status();
-    if (response->code == 410 && !continue_token.empty()) {
+    if (nodes) {
+      absl::StatusOr<DecodedNode> node = DecodeNode(v);
+      if (node.ok()) {
+        state.nodes.push_back(std::move(node->node));
+      } else {
+        ++decode_errors;
+      }
+      return !stop_;
+    }
+    absl::StatusOr<Pod> pod = DecodePod(v, nullptr);
+    if (!pod.ok()) {
+      ++decode_errors;
+      return !stop_;
+    }
+    if (failed) {
+      if (IsKubeletRejection(*pod)) state.rejected.push_back(*std::move(pod));
+      return !stop_;
+    }
+    absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
+    if (record.ok()) {
+      state.pods.push_back(std::move(*record));
+    } else {
+      ++decode_errors;
+    }
+    return !stop_;
+  };
+  do {
+    // Later pages: the token alone (a resourceVersion with continue is refused, etcd3/store.go).
+    std::string path =
+        continue_token.empty()
+            ? BasePath(stream, first_query)
+            : BasePath(stream, absl::StrCat("limit=", options_.page_size,
+                                            "&continue=", UrlEncode(continue_token)));
+    ListSplitter splitter(on_item);
+    std::string error_body;
+    absl::StatusOr<long> code = client_->GetStreamed(
+        path, [&](absl::string_view bytes) { return splitter.Feed(bytes); }, &stop_,
+        options_.request_timeout, &error_body);
+    if (stop_) return absl::CancelledError("stopping");
+    if (!code.ok()) {
+      if (absl::IsCancelled(code.status())) {  // the splitter gave up: a malformed body
+        return absl::UnavailableError(
+            absl::StrCat("LIST ", StreamName(nodes, failed), ": ", splitter.Finish().message()));
+      }
+      return code.status();
+    }
+    if (*code == 410 && !continue_token.empty()) {
       // The continue token expired: start the list again.
       continue_token.clear();
-      node_records.clear();
-      pod_records.clear();
+      state = State();
+      decode_errors = 0;
       continue;
     }
-    if (response->code != 200) {
-      return absl::UnavailableError(absl::StrCat("LIST ", base, ": HTTP ", response->code, ": ",
-                                                 response->body.substr(0, 300)));
+    if (*code == 410 ||
+        (*code == 504 && absl::StrContains(error_body, "Too large resource version"))) {
+      return absl::OutOfRangeError(absl::StrCat("LIST ", StreamName(nodes, failed),
+                                                " at resourceVersion \"", version, "\": HTTP ",
+                                                *code, ": ", error_body.substr(0, 300)));
     }
-    simdjson::padded_string padded(response->body);
-    response->body.clear();
-    response->body.shrink_to_fit();
-    simdjson::ondemand::document doc;
-    if (auto err = parser.iterate(padded).get(doc)) {
+    if (*code != 200) {
+      return absl::UnavailableError(absl::StrCat("LIST ", StreamName(nodes, failed), ": HTTP ",
+                                                 *code, ": ", error_body.substr(0, 300)));
+    }
+    if (absl::Status finished = splitter.Finish(); !finished.ok()) {
       return absl::UnavailableError(
-          absl::StrCat("LIST ", base, ": ", simdjson::error_message(err)));
+          absl::StrCat("LIST ", StreamName(nodes, failed), ": ", finished.message()));
     }
+    // ListMeta: the state's resourceVersion and the next page's token.
     continue_token.clear();
-    simdjson::ondemand::object obj;
-    if (auto err = doc.get_object().get(obj)) {
-      return absl::UnavailableError(
-          absl::StrCat("LIST ", base, ": ", simdjson::error_message(err)));
-    }
-    for (auto field : obj) {
-      std::string_view key;
-      if (field.unescaped_key().get(key)) break;
-      if (key == "metadata") {
-        value meta;
-        if (field.value().get(meta)) continue;
-        simdjson::ondemand::object meta_obj;
-        if (meta.get_object().get(meta_obj)) continue;
-        for (auto m : meta_obj) {
-          std::string_view mk, mv;
-          if (m.unescaped_key().get(mk)) break;
-          if (mk == "resourceVersion" && !m.value().get_string().get(mv)) list_rv = std::string(mv);
-          if (mk == "continue" && !m.value().get_string().get(mv)) continue_token = std::string(mv);
-        }
-      } else if (key == "items") {
-        simdjson::ondemand::array items;
-        if (field.value().get_array().get(items)) continue;
-        for (auto item : items) {
-          value v;
-          if (item.get(v)) {
-            ++decode_errors;
-            continue;
-          }
-          if (nodes) {
-            absl::StatusOr<DecodedNode> node = DecodeNode(v);
-            if (node.ok()) {
-              node_records.push_back(std::move(node->node));
-            } else {
-              ++decode_errors;
-            }
-          } else {
-            absl::StatusOr<Pod> pod = DecodePod(v, nullptr);
-            if (!pod.ok()) {
-              ++decode_errors;
-              continue;
-            }
-            absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
-            if (record.ok()) {
-              pod_records.push_back(std::move(*record));
-            } else {
-              ++decode_errors;
-            }
-          }
-        }
-      }
+    simdjson::padded_string meta_text(splitter.metadata());
+    simdjson::ondemand::document meta_doc;
+    simdjson::ondemand::object meta;
+    if (!parser.iterate(meta_text).get(meta_doc) && !meta_doc.get_object().get(meta)) {
+      ForEachField(meta, [&](const std::string& key, value v) {
+        std::string_view text;
+        if (key == "resourceVersion" && !v.get_string().get(text)) list_rv = std::string(text);
+        if (key == "continue" && !v.get_string().get(text)) continue_token = std::string(text);
+        return true;
+      });
     }
   } while (!continue_token.empty() && !stop_);
   if (stop_) return absl::CancelledError("stopping");
-  if (nodes) {
-    ledger_->ReplaceNodes(node_records);
-  } else {
-    ledger_->ReplacePods(pod_records, list_started);
-  }
-  *resource_version = list_rv;
-  if (!nodes) NotePodsResourceVersion(list_rv);
+  const size_t count = nodes    ? state.nodes.size()
+                       : failed ? state.rejected.size()
+                                : state.pods.size();
+  ReplaceState(stream, &state, list_started);
+  cursor->resource_version = list_rv;
+  cursor->need_state = false;
+  cursor->version_unavailable = false;
+  cursor->list_only = false;
+  if (stream == Stream::kPods) NotePodsResourceVersion(list_rv);
+  AddDecodeErrors(decode_errors);
   {
     MutexLock lock(&mu_);
     ++stats_.lists;
-    stats_.decode_errors += decode_errors;
-    if (nodes) {
-      stats_.nodes_synced = true;
-    } else {
-      stats_.pods_synced = true;
-    }
   }
-  LogInfo("listed", {{"resource", KindName(nodes)},
-                     {"count", std::to_string(nodes ? node_records.size() : pod_records.size())},
+  LogInfo("listed", {{"resource", StreamName(nodes, failed)},
+                     {"count", std::to_string(count)},
+                     {"asked", version.empty() ? "\"\"" : version},
                      {"resourceVersion", list_rv}});
   return absl::OkStatus();
 }
 
-absl::Status Watcher::Watch(Kind kind, std::string* resource_version) {
-  const bool nodes = kind == Kind::kNodes;
-  std::string path = absl::StrCat(
-      nodes ? "/api/v1/nodes" : "/api/v1/pods",
-      "?watch=true&allowWatchBookmarks=true&resourceVersion=", UrlEncode(*resource_version),
-      "&timeoutSeconds=", options_.watch_timeout_seconds);
-  if (!nodes && !options_.pod_field_selector.empty()) {
-    absl::StrAppend(&path, "&fieldSelector=", UrlEncode(options_.pod_field_selector));
+absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
+  const bool nodes = stream == Stream::kNodes;
+  const bool failed = stream == Stream::kFailedPods;
+  // client-go reflector.go watchList: from the last resourceVersion ("" at first, or once it
+  // was refused), not older than it.
+  std::string query = absl::StrCat(
+      "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks="
+      "true&timeoutSeconds=",
+      options_.watch_timeout_seconds);
+  const bool consistent = cursor->version_unavailable || cursor->resource_version.empty();
+  if (!consistent) {
+    absl::StrAppend(&query, "&resourceVersion=", UrlEncode(cursor->resource_version));
   }
+  // Without a resourceVersion the state is the most recent (a consistent read), so it holds
+  // every bind known before now: see List.
+  const uint64_t list_started =
+      stream == Stream::kPods && consistent ? ledger_->BeginPodList() : 0;
+  // The initial state, as events apply to it until the end bookmark (changes after the state's
+  // version may come before it).
+  StreamedState<NodeRecord> node_state;
+  StreamedState<PodRecord> pod_state;
+  StreamedState<Pod> rejected_state;
+  bool initial = true;
+  bool gone = false;
+  bool too_large = false;
+  bool refused_by_bookmark = false;
+  uint64_t decode_errors = 0;
+  std::string error;
+  std::string error_body;
+  auto on_initial_line = [&](absl::string_view line) {
+    std::string object_rv;
+    absl::StatusOr<WatchEvent> event = DecodeWatchEvent(nodes, line, &object_rv);
+    if (!event.ok()) {
+      ++decode_errors;
+      if (absl::IsDataLoss(event.status())) {
+        error =
+            absl::StrCat("WatchList ", StreamName(nodes, failed), ": ", event.status().message());
+        return false;
+      }
+      return true;
+    }
+    switch (event->type) {
+      case WatchEvent::Type::kError:
+        if (event->error_code == 410) {
+          gone = true;
+        } else if (event->error_code == 504 &&
+                   absl::StrContains(event->error_message, "Too large resource version")) {
+          too_large = true;
+        } else {
+          error = absl::StrCat("WatchList ", StreamName(nodes, failed),
+                               ": ERROR event: ", event->error_message);
+        }
+        return false;
+      case WatchEvent::Type::kBookmark: {
+        if (!event->initial_events_end) {
+          // A server that speaks WatchList sends no bookmark before the annotated one (the
+          // cacher holds them back until the state is sent, cacher/cache_watcher.go); one that
+          // ignores sendInitialEvents would never send the end.
+          refused_by_bookmark = true;
+          return false;
+        }
+        State state;
+        state.nodes = node_state.Take();
+        state.pods = pod_state.Take();
+        state.rejected = rejected_state.Take();
+        const size_t count = nodes    ? state.nodes.size()
+                             : failed ? state.rejected.size()
+                                      : state.pods.size();
+        ReplaceState(stream, &state, list_started);
+        cursor->resource_version = event->resource_version;
+        cursor->need_state = false;
+        cursor->version_unavailable = false;
+        if (stream == Stream::kPods) NotePodsResourceVersion(event->resource_version);
+        {
+          MutexLock lock(&mu_);
+          ++stats_.watch_lists;
+          ++stats_.bookmarks;
+          stats_.last_event = absl::Now();
+        }
+        LogInfo("streamed the state (WatchList)", {{"resource", StreamName(nodes, failed)},
+                                                   {"count", std::to_string(count)},
+                                                   {"resourceVersion", event->resource_version}});
+        initial = false;
+        return true;
+      }
+      default:
+        break;
+    }
+    const bool deleted = event->type == WatchEvent::Type::kDeleted;
+    if (nodes) {
+      const std::string name = event->node.has_value() ? event->node->name : event->deleted_key;
+      if (deleted) {
+        node_state.Remove(name);
+      } else {
+        node_state.Put(name, *std::move(event->node));
+      }
+      return true;
+    }
+    const std::string uid = event->pod.has_value() ? event->pod->uid : event->deleted_key;
+    if (failed) {
+      if (!deleted && IsKubeletRejection(*event->pod)) {
+        rejected_state.Put(uid, *std::move(event->pod));
+      } else {
+        rejected_state.Remove(uid);
+      }
+      return true;
+    }
+    if (deleted) {
+      pod_state.Remove(uid);
+      return true;
+    }
+    absl::StatusOr<PodRecord> record = ToPodRecord(*event->pod);
+    if (record.ok()) {
+      pod_state.Put(uid, *std::move(record));
+    } else {
+      ++decode_errors;
+    }
+    return true;
+  };
+  absl::StatusOr<long> code = client_->Stream(
+      BasePath(stream, query),
+      [&](absl::string_view line) {
+        if (initial) return on_initial_line(line);
+        bool go_on = ApplyEvent(stream, std::string_view(line.data(), line.size()),
+                                &cursor->resource_version, &gone, &error);
+        if (stream == Stream::kPods) NotePodsResourceVersion(cursor->resource_version);
+        return go_on;
+      },
+      &stop_, absl::Seconds(options_.watch_timeout_seconds + 30), options_.max_event_bytes,
+      &error_body);
+  AddDecodeErrors(decode_errors);
+  if (absl::IsResourceExhausted(code.status())) {
+    cursor->need_state = true;
+    cursor->list_only = true;  // a paged LIST makes progress where the stream cannot
+    return code.status();
+  }
+  if (!code.ok()) return code.status();
+  const std::string what = absl::StrCat("WatchList ", StreamName(nodes, failed));
+  if (refused_by_bookmark) {
+    return absl::UnimplementedError(absl::StrCat(
+        what,
+        ": a bookmark without k8s.io/initial-events-end before the state's end (the server "
+        "ignores sendInitialEvents)"));
+  }
+  if (*code == 410 || gone || too_large) {
+    if (initial) {
+      return absl::OutOfRangeError(
+          absl::StrCat(what, ": the resourceVersion asked for is not available"));
+    }
+    cursor->need_state = true;
+    MutexLock lock(&mu_);
+    ++stats_.relists_gone;
+    return absl::OkStatus();
+  }
+  if (*code != 200) {
+    const std::string message =
+        absl::StrCat(what, ": HTTP ", *code, ": ", error_body.substr(0, 300));
+    // Refused: the WatchList feature gate off (422 Invalid, "sendInitialEvents is forbidden"),
+    // or a server that does not know the parameters (400 / 422). Not: expired, throttled,
+    // unauthenticated, timed out, or a server error.
+    if (*code >= 400 && *code < 500 && *code != 401 && *code != 408 && *code != 429) {
+      return absl::UnimplementedError(message);
+    }
+    return absl::UnavailableError(message);
+  }
+  if (!error.empty()) return absl::UnavailableError(error);
+  if (initial) {
+    return absl::UnavailableError(absl::StrCat(what, ": the stream ended before the state did"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Watcher::Watch(Stream stream, Cursor* cursor) {
+  const bool nodes = stream == Stream::kNodes;
+  const bool failed = stream == Stream::kFailedPods;
+  const std::string path =
+      BasePath(stream, absl::StrCat("watch=true&allowWatchBookmarks=true&resourceVersion=",
+                                    UrlEncode(cursor->resource_version),
+                                    "&timeoutSeconds=", options_.watch_timeout_seconds));
   bool gone = false;
   std::string error;
   std::string error_body;
   absl::StatusOr<long> code = client_->Stream(
       path,
       [&](absl::string_view line) {
-        bool go_on = ApplyEvent(kind, std::string_view(line.data(), line.size()), resource_version,
-                                &gone, &error);
-        if (!nodes) NotePodsResourceVersion(*resource_version);
+        bool go_on = ApplyEvent(stream, std::string_view(line.data(), line.size()),
+                                &cursor->resource_version, &gone, &error);
+        if (stream == Stream::kPods) NotePodsResourceVersion(cursor->resource_version);
         return go_on;
       },
       &stop_, absl::Seconds(options_.watch_timeout_seconds + 30), options_.max_event_bytes,
       &error_body);
   if (absl::IsResourceExhausted(code.status())) {
-    resource_version->clear();  // a paged LIST makes progress where the stream cannot
+    cursor->need_state = true;
+    cursor->list_only = true;  // a paged LIST makes progress where the stream cannot
     return code.status();
   }
   if (!code.ok()) return code.status();
   if (*code == 410 || gone) {
-    resource_version->clear();  // relist
+    // A new state, not older than the last resourceVersion (client-go keeps it for the relist).
+    cursor->need_state = true;
     MutexLock lock(&mu_);
     ++stats_.relists_gone;
     return absl::OkStatus();
   }
   if (*code != 200) {
-    return absl::UnavailableError(
-        absl::StrCat("WATCH ", KindName(nodes), ": HTTP ", *code, ": ", error_body.substr(0, 300)));
+    return absl::UnavailableError(absl::StrCat("WATCH ", StreamName(nodes, failed), ": HTTP ",
+                                               *code, ": ", error_body.substr(0, 300)));
   }
   if (!error.empty()) return absl::UnavailableError(error);
   return absl::OkStatus();
 }
 
-bool Watcher::ApplyEvent(Kind kind, std::string_view line, std::string* resource_version,
+bool Watcher::ApplyEvent(Stream stream, std::string_view line, std::string* resource_version,
                          bool* gone, std::string* error) {
-  const bool nodes = kind == Kind::kNodes;
+  const bool nodes = stream == Stream::kNodes;
+  const bool failed = stream == Stream::kFailedPods;
+  const char* name = StreamName(nodes, failed);
   std::string object_rv;
   absl::StatusOr<WatchEvent> event =
       DecodeWatchEvent(nodes, absl::string_view(line.data(), line.size()), &object_rv);
@@ -417,11 +755,11 @@ bool Watcher::ApplyEvent(Kind kind, std::string_view line, std::string* resource
       ++stats_.decode_errors;
     }
     if (absl::IsDataLoss(event.status())) {
-      *error = absl::StrCat("watch ", KindName(nodes), ": ", event.status().message());
+      *error = absl::StrCat("watch ", name, ": ", event.status().message());
       return false;  // resume from the last good resourceVersion
     }
     LogWarn("skipping an undecodable watch event",
-            {{"resource", KindName(nodes)}, {"error", std::string(event.status().message())}});
+            {{"resource", name}, {"error", std::string(event.status().message())}});
     if (!object_rv.empty()) *resource_version = object_rv;
     return true;
   }
@@ -430,7 +768,7 @@ bool Watcher::ApplyEvent(Kind kind, std::string_view line, std::string* resource
       if (event->error_code == 410) {
         *gone = true;
       } else {
-        *error = absl::StrCat("watch ", KindName(nodes), ": ERROR event: ", event->error_message);
+        *error = absl::StrCat("watch ", name, ": ERROR event: ", event->error_message);
       }
       return false;
     case WatchEvent::Type::kBookmark: {
@@ -450,25 +788,28 @@ bool Watcher::ApplyEvent(Kind kind, std::string_view line, std::string* resource
     } else {
       ledger_->UpsertNode(*event->node);
     }
-  } else if (!event->pod.has_value()) {
-    ledger_->DeletePod(event->deleted_key);  // a DELETED pod known only by its UID
-  } else {
-    const Pod& pod = *event->pod;
-    if (pod.phase == "Failed" && absl::StartsWith(pod.status_reason, "OutOf")) NoteRejection(pod);
+  } else if (failed) {
+    // Failed is terminal: a pod leaves this watch only by being deleted.
     if (deleted) {
-      ledger_->DeletePod(pod.uid);
-    } else {
-      absl::StatusOr<PodRecord> record = ToPodRecord(pod);
-      if (!record.ok()) {
-        {
-          MutexLock lock(&mu_);
-          ++stats_.decode_errors;
-        }
-        LogWarn("skipping an undecodable watch event",
-                {{"resource", KindName(nodes)}, {"error", std::string(record.status().message())}});
-      } else {
-        ledger_->UpsertPod(*record);
+      ForgetRejection(event->pod.has_value() ? event->pod->uid : event->deleted_key);
+    } else if (IsKubeletRejection(*event->pod)) {
+      NoteRejection(*event->pod);
+    }
+  } else if (deleted) {
+    // Removal whatever the event carries: the API server sends a pod that finished (left the
+    // selector) with its previous, non-terminal content.
+    ledger_->DeletePod(event->pod.has_value() ? event->pod->uid : event->deleted_key);
+  } else {
+    absl::StatusOr<PodRecord> record = ToPodRecord(*event->pod);
+    if (!record.ok()) {
+      {
+        MutexLock lock(&mu_);
+        ++stats_.decode_errors;
       }
+      LogWarn("skipping an undecodable watch event",
+              {{"resource", name}, {"error", std::string(record.status().message())}});
+    } else {
+      ledger_->UpsertPod(*record);
     }
   }
   if (!event->resource_version.empty()) *resource_version = event->resource_version;
@@ -486,23 +827,74 @@ void Watcher::NotePodsResourceVersion(const std::string& resource_version) {
   }
 }
 
+bool Watcher::AddRejectionLocked(const Pod& pod, bool before_start) {
+  if (!rejected_uids_.insert(pod.uid).second) return false;
+  if (!before_start) {
+    ++stats_.rejections_total;
+    ++stats_.rejections_by_reason_node[{pod.status_reason, pod.node_name}];
+  }
+  rejections_.push_back({pod.uid, pod.namespace_name, pod.name, pod.node_name, pod.status_reason,
+                         pod.status_message, absl::Now(), before_start});
+  if (rejections_.size() > kMaxRejectionsKept) rejections_.pop_front();
+  stats_.rejected_pods_in_api = rejected_uids_.size();
+  return true;
+}
+
+void Watcher::ReplaceRejections(const std::vector<Pod>& rejected) {
+  std::vector<const Pod*> counted;
+  size_t before_start = 0;
+  {
+    MutexLock lock(&mu_);
+    // The first list after start finds what happened before it; later lists (after a 410 or a
+    // dropped stream) find what happened while the watch was away: that is counted.
+    const bool first = !stats_.rejections_synced;
+    absl::flat_hash_set<std::string> listed;
+    for (const Pod& pod : rejected) listed.insert(pod.uid);
+    // Rejected pods deleted meanwhile: forget them (a UID is never reused).
+    for (auto it = rejected_uids_.begin(); it != rejected_uids_.end();) {
+      if (!listed.contains(*it)) {
+        rejected_uids_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    for (const Pod& pod : rejected) {
+      if (!AddRejectionLocked(pod, first)) continue;
+      if (first) {
+        ++before_start;
+      } else {
+        counted.push_back(&pod);
+      }
+    }
+    stats_.rejected_pods_in_api = rejected_uids_.size();
+  }
+  if (before_start > 0) {
+    LogInfo("kubelet rejections already in the API at start (listed, not counted)",
+            {{"count", std::to_string(before_start)}});
+  }
+  for (const Pod* pod : counted) {
+    LogWarn("kubelet rejected a pod", {{"pod", pod->namespace_name + "/" + pod->name},
+                                       {"node", pod->node_name},
+                                       {"reason", pod->status_reason},
+                                       {"message", pod->status_message}});
+  }
+}
+
 void Watcher::NoteRejection(const Pod& pod) {
   {
     MutexLock lock(&mu_);
-    if (!rejected_uids_.insert(pod.uid).second) return;
-    ++stats_.rejections_total;
-    ++stats_.rejections_by_reason_node[{pod.status_reason, pod.node_name}];
-    rejections_.push_back({pod.uid, pod.namespace_name, pod.name, pod.node_name, pod.status_reason,
-                           pod.status_message, absl::Now()});
-    if (rejections_.size() > 1000) {
-      rejected_uids_.erase(rejections_.front().uid);
-      rejections_.pop_front();
-    }
+    if (!AddRejectionLocked(pod, /*before_start=*/false)) return;
   }
   LogWarn("kubelet rejected a pod", {{"pod", pod.namespace_name + "/" + pod.name},
                                      {"node", pod.node_name},
                                      {"reason", pod.status_reason},
                                      {"message", pod.status_message}});
+}
+
+void Watcher::ForgetRejection(const std::string& uid) {
+  MutexLock lock(&mu_);
+  rejected_uids_.erase(uid);
+  stats_.rejected_pods_in_api = rejected_uids_.size();
 }
 
 }  // namespace fitledger::kube

@@ -263,6 +263,7 @@ absl::Status IntrospectionService::DoListRejections(v1::ListRejectionsResponse* 
     out->set_node(r.node);
     out->set_reason(r.reason);
     out->set_message(r.message);
+    out->set_before_start(r.before_start);
   }
   response->set_total(static_cast<int64_t>(total));
   return absl::OkStatus();

@@ -340,6 +340,7 @@ class ServerAppImpl : public ServerApp {
         "fitledger_watch_total", "Watch activity since start, by kind.", {"kind"}, [this] {
           kube::WatcherStats s = watcher_.stats();
           return std::vector<GaugeSample>{{{"lists"}, double(s.lists)},
+                                          {{"watch_lists"}, double(s.watch_lists)},
                                           {{"relists_gone"}, double(s.relists_gone)},
                                           {{"watch_restarts"}, double(s.watch_restarts)},
                                           {{"events"}, double(s.events)},

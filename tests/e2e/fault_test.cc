@@ -441,14 +441,29 @@ std::string PodEvent(const std::string& type, const std::string& name, const std
                       "\n");
 }
 
+// A WatchList refused as by an API server with the WatchList feature gate off.
+bool RefuseWatchList(const httplib::Request& req, httplib::Response& res) {
+  if (!req.has_param("sendInitialEvents")) return false;
+  res.status = 422;
+  res.set_content(
+      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":)"
+      R"("ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents )"
+      R"(is forbidden for watch unless the WatchList feature gate is enabled","reason":"Invalid",)"
+      R"("code":422})",
+      "application/json");
+  return true;
+}
+
 // Serves LISTs from fixed bodies and each pods WATCH from the next script entry (then idles until
-// the client goes away); a nodes WATCH runs `node_watch` (default: idle). Records the
-// resourceVersion each WATCH asked for.
+// the client goes away); a nodes WATCH runs `node_watch` (default: idle); the rejection
+// detector's Failed-pods WATCH idles. Refuses WatchLists. Records the resourceVersion each
+// scripted pods WATCH asked for.
 class FakeApi {
  public:
   FakeApi(std::vector<std::string> pod_watches, std::function<bool(httplib::DataSink&)> node_watch)
       : pod_watches_(std::move(pod_watches)), node_watch_(std::move(node_watch)) {
     server_.Get("/api/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
+      if (RefuseWatchList(req, res)) return;
       if (req.get_param_value("watch") != "true") {
         ++node_lists_;
         return res.set_content(kNodeList, "application/json");
@@ -459,9 +474,15 @@ class FakeApi {
       });
     });
     server_.Get("/api/v1/pods", [this](const httplib::Request& req, httplib::Response& res) {
+      if (RefuseWatchList(req, res)) return;
       if (req.get_param_value("watch") != "true") {
         ++pod_lists_;
         return res.set_content(kEmptyPodList, "application/json");
+      }
+      if (req.get_param_value("fieldSelector") == "status.phase=Failed") {
+        // The rejection detector's stream: no Failed pods, a quiet watch.
+        return res.set_chunked_content_provider(
+            kStreamType, [this](size_t, httplib::DataSink& sink) { return Idle(sink); });
       }
       std::string body;
       {
@@ -577,6 +598,55 @@ TEST(WatcherFaultTest, ARunawayWatchLineIsCutOffAndTheWatcherRelists) {
   ASSERT_TRUE(E2eCluster::WaitFor([&] { return api.node_lists() >= 2; }, kConverge));
   EXPECT_TRUE(watcher.synced());
   watcher.Stop();
+}
+
+// A server (or proxy) that ignores sendInitialEvents answers a WatchList as a plain watch. It
+// sends a bookmark without the initial-events-end annotation, which a WatchList never sees before
+// its end: the watcher must recognise it and list, not wait for an end that never comes.
+TEST(WatcherFaultTest, AServerThatIgnoresWatchListIsRecognisedByItsPlainBookmark) {
+  httplib::Server server;
+  std::atomic<bool> stopping{false};
+  std::atomic<int> lists{0};
+  auto handler = [&](const httplib::Request& req, httplib::Response& res) {
+    const bool nodes = req.path == "/api/v1/nodes";
+    if (req.get_param_value("watch") != "true") {
+      ++lists;
+      return res.set_content(nodes ? kNodeList : kEmptyPodList, "application/json");
+    }
+    res.set_chunked_content_provider(
+        kStreamType, [&, nodes, sent = false](size_t, httplib::DataSink& sink) mutable {
+          if (!sent) {
+            sent = true;
+            std::string bookmark =
+                absl::StrCat(R"({"type":"BOOKMARK","object":{"kind":")", nodes ? "Node" : "Pod",
+                             R"(","apiVersion":"v1","metadata":{"resourceVersion":"1"}}})", "\n");
+            return sink.write(bookmark.data(), bookmark.size());
+          }
+          if (stopping || !sink.is_writable()) return false;
+          usleep(20 * 1000);
+          return true;
+        });
+  };
+  server.Get("/api/v1/nodes", handler);
+  server.Get("/api/v1/pods", handler);
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread thread([&] { server.listen_after_bind(); });
+  {
+    kube::Connection connection;
+    connection.server = absl::StrCat("http://127.0.0.1:", port);
+    kube::ApiClient client(connection);
+    Ledger ledger(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
+    kube::Watcher watcher(&client, &ledger, FastWatcher());
+    watcher.Start();
+    EXPECT_TRUE(E2eCluster::WaitFor([&] { return watcher.synced(); }, absl::Seconds(10)));
+    EXPECT_FALSE(watcher.stats().watch_list_supported);
+    EXPECT_EQ(watcher.stats().watch_lists, 0u);
+    EXPECT_GE(lists.load(), 3);
+    watcher.Stop();
+  }
+  stopping = true;
+  server.stop();
+  thread.join();
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, FaultE2eTest, ::testing::Values(Layout::kInServer, Layout::kShim),

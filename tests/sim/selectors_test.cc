@@ -50,12 +50,58 @@ TEST(FieldSelectorTest, SchedulerSelectors) {
   }
 }
 
+// The rest of the pod fields the API server converts (pkg/apis/core/v1/conversion.go) and selects
+// on (pkg/registry/core/pod/strategy.go ToSelectableFields), and the node's.
+TEST(FieldSelectorTest, EveryFieldTheApiServerSupports) {
+  ObjectFields pod = Pod("n1", "Running");
+  pod.restart_policy = "Always";
+  pod.service_account_name = "default";
+  pod.pod_ip = "10.64.0.5";
+  pod.nominated_node_name = "";
+  ObjectFields node;
+  node.name = "n1";
+  node.unschedulable = true;
+  struct Case {
+    const char* selector;
+    Kind kind;
+    bool matches;
+  };
+  const Case cases[] = {
+      {"spec.restartPolicy=Always", Kind::kPod, true},
+      {"spec.restartPolicy=Never", Kind::kPod, false},
+      {"spec.serviceAccountName=default", Kind::kPod, true},
+      {"spec.hostNetwork=false", Kind::kPod, true},
+      {"spec.hostNetwork=true", Kind::kPod, false},
+      {"status.podIP=10.64.0.5", Kind::kPod, true},
+      {"status.nominatedNodeName=", Kind::kPod, true},
+      {"status.nominatedNodeName!=", Kind::kPod, false},
+      {"spec.host=n1", Kind::kPod, true},  // the old spelling of spec.nodeName
+      // Converted but not a selectable field: always "".
+      {"status.podIPs=", Kind::kPod, true},
+      {"status.podIPs=10.64.0.5", Kind::kPod, false},
+      {"metadata.name=n1,spec.unschedulable=true", Kind::kNode, true},
+      {"spec.unschedulable=false", Kind::kNode, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.selector);
+    auto s = FieldSelector::Parse(c.selector, c.kind);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->Matches(c.kind == Kind::kPod ? pod : node), c.matches);
+  }
+}
+
 TEST(FieldSelectorTest, UnknownFieldsAreBadRequests) {
-  EXPECT_THAT(FieldSelector::Parse("spec.restartPolicy=Always", Kind::kPod),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "field label not supported: spec.restartPolicy"));
+  EXPECT_THAT(
+      FieldSelector::Parse("spec.priority=0", Kind::kPod),
+      StatusIs(absl::StatusCode::kInvalidArgument, "field label not supported: spec.priority"));
+  EXPECT_THAT(
+      FieldSelector::Parse("status.hostIP=10.0.0.1", Kind::kPod),
+      StatusIs(absl::StatusCode::kInvalidArgument, "field label not supported: status.hostIP"));
   EXPECT_THAT(FieldSelector::Parse("spec.nodeName=x", Kind::kNode),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not supported")));
+  EXPECT_THAT(FieldSelector::Parse("metadata.namespace=x", Kind::kNode),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "field label not supported: metadata.namespace"));
   EXPECT_THAT(FieldSelector::Parse("garbage", Kind::kPod),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("invalid selector")));
 }

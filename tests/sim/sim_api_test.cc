@@ -155,8 +155,176 @@ TEST_F(SimApiTest, PagedListKeepsOneResourceVersion) {
   ASSERT_EQ(names.size(), 25u);
   EXPECT_EQ(names.front(), "p10");
   EXPECT_EQ(names.back(), "p34");
-  HttpResult gone = Call(*client_, "GET", "/api/v1/pods?limit=10&continue=bogus");
+  // A token that does not decode is a bad request (etcd3/store.go GetList); one whose version
+  // the history no longer has is 410 Expired, with a token that continues at the latest version.
+  HttpResult bogus = Call(*client_, "GET", "/api/v1/pods?limit=10&continue=bogus");
+  ExpectStatus(bogus, 400, "BadRequest");
+  EXPECT_THAT(bogus.body["message"].get<std::string>(), StartsWith("invalid continue token: "));
+  ASSERT_EQ(Admin("/sim/faults/expire").status, 200);
+  HttpResult gone = Call(*client_, "GET",
+                         "/api/v1/namespaces/default/pods?limit=10&continue=" +
+                             page1.body["metadata"]["continue"].get<std::string>());
   ExpectStatus(gone, 410, "Expired");
+  EXPECT_THAT(gone.body["message"].get<std::string>(),
+              StartsWith("The provided continue parameter is too old to display a consistent list "
+                         "result. You can start a new list without the continue parameter, or use "
+                         "the continue token in this response"));
+  HttpResult rest = Call(*client_, "GET",
+                         "/api/v1/namespaces/default/pods?limit=100&continue=" +
+                             gone.body["metadata"]["continue"].get<std::string>());
+  ASSERT_EQ(rest.status, 200) << rest.raw;
+  EXPECT_EQ(rest.body["items"].size(), 15u);  // p20..p34, after the last key of page 1
+  EXPECT_EQ(rest.body["metadata"]["resourceVersion"], Rv());
+  ExpectStatus(Call(*client_, "GET",
+                    "/api/v1/pods?limit=10&resourceVersion=5&continue=" +
+                        page1.body["metadata"]["continue"].get<std::string>()),
+               400, "BadRequest");
+}
+
+// The resourceVersion semantics of LIST (kubernetes.io "Semantics for get and list"; apiserver
+// storage/cacher/delegator.go shouldDelegateList, cacher.go, etcd3/store.go GetList).
+TEST_F(SimApiTest, ListResourceVersionSemantics) {
+  ASSERT_EQ(Create("a").status, 201);
+  const std::string first = Rv();
+  ASSERT_EQ(Create("b").status, 201);
+  ASSERT_EQ(Create("c").status, 201);
+  const std::string latest = Rv();
+  auto list = [&](const std::string& query) {
+    return Call(*client_, "GET", "/api/v1/namespaces/default/pods?" + query);
+  };
+  auto names = [](const HttpResult& r) {
+    std::vector<std::string> out;
+    for (const json& item : r.body["items"]) out.push_back(item["metadata"]["name"]);
+    return out;
+  };
+  // "0": any version, from the watch cache, which ignores limit.
+  HttpResult any = list("resourceVersion=0&limit=1");
+  ASSERT_EQ(any.status, 200) << any.raw;
+  EXPECT_EQ(names(any).size(), 3u);
+  EXPECT_FALSE(any.body["metadata"].contains("continue"));
+  // "": the latest, paged.
+  HttpResult consistent = list("limit=1");
+  EXPECT_EQ(names(consistent).size(), 1u);
+  EXPECT_TRUE(consistent.body["metadata"].contains("continue"));
+  // N with Exact, or N with a limit and no match (the legacy exact read): as it was at N.
+  for (const std::string& query : {"resourceVersion=" + first + "&resourceVersionMatch=Exact",
+                                   "resourceVersion=" + first + "&limit=10"}) {
+    HttpResult exact = list(query);
+    ASSERT_EQ(exact.status, 200) << query << exact.raw;
+    EXPECT_EQ(names(exact), std::vector<std::string>{"a"}) << query;
+    EXPECT_EQ(exact.body["metadata"]["resourceVersion"], first) << query;
+  }
+  // N with NotOlderThan, or N without a limit: the latest.
+  for (const std::string& query :
+       {"resourceVersion=" + first + "&resourceVersionMatch=NotOlderThan",
+        "resourceVersion=" + first}) {
+    HttpResult newer = list(query);
+    ASSERT_EQ(newer.status, 200) << query << newer.raw;
+    EXPECT_EQ(names(newer).size(), 3u) << query;
+    EXPECT_EQ(newer.body["metadata"]["resourceVersion"], latest) << query;
+  }
+  // Invalid options: 422 from ValidateListOptions.
+  HttpResult no_rv = list("resourceVersionMatch=NotOlderThan");
+  ExpectStatus(no_rv, 422, "Invalid");
+  EXPECT_EQ(no_rv.body["message"],
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: "
+            "resourceVersionMatch is forbidden unless resourceVersion is provided");
+  EXPECT_EQ(no_rv.body["details"]["causes"][0]["field"], "resourceVersionMatch");
+  ExpectStatus(list("resourceVersion=0&resourceVersionMatch=Exact"), 422, "Invalid");
+  ExpectStatus(list("resourceVersion=1&resourceVersionMatch=Newest"), 422, "Invalid");
+  ExpectStatus(list("sendInitialEvents=true"), 422, "Invalid");
+  // An exact version the history no longer has: 410.
+  ASSERT_EQ(Admin("/sim/faults/expire").status, 200);
+  HttpResult expired = list("resourceVersion=" + first + "&resourceVersionMatch=Exact");
+  ExpectStatus(expired, 410, "Expired");
+  EXPECT_EQ(expired.body["message"], "The resourceVersion for the provided list is too old.");
+  // A version from the future: the watch cache waits 3 s, then 504 with cause
+  // ResourceVersionTooLarge (storage.NewTooLargeResourceVersionError).
+  const std::string future = std::to_string(std::stoull(latest) + 1000);
+  const absl::Time asked = absl::Now();
+  HttpResult too_large = list("resourceVersion=" + future);
+  EXPECT_GE(absl::Now() - asked, absl::Seconds(3));
+  ExpectStatus(too_large, 504, "Timeout");
+  EXPECT_EQ(too_large.body["message"],
+            absl::StrCat("Timeout: Too large resource version: ", future, ", current: ", latest));
+  EXPECT_EQ(too_large.body["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
+}
+
+// WatchList (KEP-3157; client-go reflector.go watchList): the state as ADDED events, then a
+// BOOKMARK annotated k8s.io/initial-events-end at the state's resourceVersion, then changes.
+TEST_F(SimApiTest, WatchListStreamsTheStateThenTheEndBookmarkThenChanges) {
+  ASSERT_EQ(Create("a").status, 201);
+  ASSERT_EQ(Create("b").status, 201);
+  const std::string rv = Rv();
+  WatchStream watch(sim_->port(),
+                    "/api/v1/namespaces/default/pods?watch=true&sendInitialEvents=true&"
+                    "resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10");
+  ASSERT_TRUE(watch.WaitForLines(3, absl::Seconds(10)));
+  ASSERT_EQ(Create("c").status, 201);
+  ASSERT_TRUE(watch.WaitForLines(4, absl::Seconds(10)));
+  std::vector<WatchStream::Line> lines = watch.lines();
+  EXPECT_EQ(lines[0].event["type"], "ADDED");
+  EXPECT_EQ(lines[0].event["object"]["metadata"]["name"], "a");
+  EXPECT_EQ(lines[1].event["type"], "ADDED");
+  EXPECT_EQ(lines[2].event,
+            json::parse(absl::StrCat(
+                R"({"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{)",
+                R"("resourceVersion":")", rv,
+                R"(","annotations":{"k8s.io/initial-events-end":"true"}}}})")));
+  EXPECT_EQ(lines[3].event["type"], "ADDED");
+  EXPECT_EQ(lines[3].event["object"]["metadata"]["name"], "c");
+  // Without allowWatchBookmarks there is no end marker.
+  WatchStream quiet(sim_->port(),
+                    "/api/v1/namespaces/default/pods?watch=true&sendInitialEvents=true&"
+                    "resourceVersionMatch=NotOlderThan&timeoutSeconds=1");
+  ASSERT_TRUE(quiet.WaitForEnd(absl::Seconds(10)));
+  EXPECT_EQ(quiet.lines().size(), 3u);
+  for (const WatchStream::Line& line : quiet.lines()) EXPECT_EQ(line.event["type"], "ADDED");
+  // sendInitialEvents needs resourceVersionMatch=NotOlderThan.
+  ExpectStatus(Call(*client_, "GET", "/api/v1/pods?watch=true&sendInitialEvents=true"), 422,
+               "Invalid");
+}
+
+TEST_F(SimApiTest, WatchListSwitchedOffIsRefusedAsWithTheFeatureGateOff) {
+  ASSERT_EQ(Admin("/sim/features/watch-list", R"({"on":false})").status, 200);
+  HttpResult refused = Call(*client_, "GET",
+                            "/api/v1/pods?watch=true&sendInitialEvents=true&"
+                            "resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true");
+  ExpectStatus(refused, 422, "Invalid");
+  EXPECT_EQ(refused.body["message"],
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: "
+            "sendInitialEvents is forbidden for watch unless the WatchList feature gate is "
+            "enabled");
+  // Plain watches still work.
+  WatchStream watch(sim_->port(), "/api/v1/pods?watch=true&timeoutSeconds=1");
+  ASSERT_TRUE(watch.WaitForEnd(absl::Seconds(10)));
+  EXPECT_EQ(watch.status(), 200);
+}
+
+TEST_F(SimApiTest, RequestsAndResponseBytesAreCountedByKind) {
+  ASSERT_EQ(Create("a").status, 201);
+  ASSERT_EQ(Call(*client_, "DELETE", "/sim/requests").status, 200);
+  HttpResult list = Call(*client_, "GET", "/api/v1/pods?fieldSelector=status.phase%3DFailed");
+  ASSERT_EQ(list.status, 200);
+  HttpResult cached = Call(*client_, "GET", "/api/v1/pods?resourceVersion=0&limit=500");
+  ASSERT_EQ(cached.status, 200);
+  ASSERT_EQ(GetPod("a").status, 200);
+  {
+    WatchStream watch(sim_->port(), "/api/v1/nodes?watch=true&timeoutSeconds=1");
+    ASSERT_TRUE(watch.WaitForEnd(absl::Seconds(10)));
+  }
+  HttpResult counts = Call(*client_, "GET", "/sim/requests");
+  ASSERT_EQ(counts.status, 200);
+  const json& by = counts.body["byRequest"];
+  EXPECT_EQ(by["LIST pods fieldSelector=status.phase=Failed resourceVersion=\"\""]["requests"], 1)
+      << counts.raw;
+  EXPECT_EQ(by["LIST pods fieldSelector=status.phase=Failed resourceVersion=\"\""]["bytes"],
+            list.raw.size());
+  EXPECT_EQ(by["LIST pods resourceVersion=0"]["bytes"], cached.raw.size());
+  EXPECT_EQ(by["GET pods"]["requests"], 1);
+  EXPECT_EQ(by["WATCH nodes"]["requests"], 1);
+  EXPECT_GT(by["WATCH nodes"]["bytes"], 0);  // the two nodes as ADDED events
+  EXPECT_EQ(counts.body["requests"], 4);
 }
 
 TEST_F(SimApiTest, WatchDeliversEventsAndResumesFromAResourceVersion) {
@@ -169,8 +337,9 @@ TEST_F(SimApiTest, WatchDeliversEventsAndResumesFromAResourceVersion) {
   ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
   ASSERT_EQ(Bind("after", "worker-1").status, 201);
   ASSERT_EQ(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/after").status, 200);
-  // ADDED, MODIFIED (bound), MODIFIED (Running), DELETED
-  ASSERT_TRUE(watch.WaitForLines(4, absl::Seconds(10)));
+  // ADDED, MODIFIED (bound), MODIFIED (Running), then the graceful deletion: MODIFIED
+  // (deletionTimestamp), MODIFIED (the kubelet stopped it: Succeeded), DELETED.
+  ASSERT_TRUE(watch.WaitForLines(6, absl::Seconds(10)));
   auto lines = watch.lines();
   EXPECT_EQ(lines[0].event["type"], "ADDED");
   EXPECT_EQ(lines[0].event["object"]["metadata"]["name"], "after");
@@ -178,10 +347,14 @@ TEST_F(SimApiTest, WatchDeliversEventsAndResumesFromAResourceVersion) {
   EXPECT_EQ(lines[1].event["object"]["spec"]["nodeName"], "worker-1");
   EXPECT_EQ(lines[2].event["type"], "MODIFIED");
   EXPECT_EQ(lines[2].event["object"]["status"]["phase"], "Running");
-  EXPECT_EQ(lines[3].event["type"], "DELETED");
+  EXPECT_EQ(lines[3].event["type"], "MODIFIED");
+  EXPECT_TRUE(lines[3].event["object"]["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(lines[4].event["type"], "MODIFIED");
+  EXPECT_EQ(lines[4].event["object"]["status"]["phase"], "Succeeded");
+  EXPECT_EQ(lines[5].event["type"], "DELETED");
   EXPECT_GT(
-      std::stoull(lines[3].event["object"]["metadata"]["resourceVersion"].get<std::string>()),
-      std::stoull(lines[2].event["object"]["metadata"]["resourceVersion"].get<std::string>()));
+      std::stoull(lines[5].event["object"]["metadata"]["resourceVersion"].get<std::string>()),
+      std::stoull(lines[4].event["object"]["metadata"]["resourceVersion"].get<std::string>()));
 }
 
 TEST_F(SimApiTest, WatchFromZeroStartsWithTheCurrentObjects) {
@@ -205,10 +378,41 @@ TEST_F(SimApiTest, FieldSelectedWatchSeesFinishedPodsAsDeleted) {
   WatchStream watch(sim_->port(),
                     "/api/v1/pods?watch=true&timeoutSeconds=10&resourceVersion=" + Rv() +
                         "&fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed");
-  ASSERT_EQ(Admin("/sim/pods/default/job/phase", R"({"phase":"Succeeded"})").status, 200);
+  HttpResult done = Admin("/sim/pods/default/job/phase", R"({"phase":"Succeeded"})");
+  ASSERT_EQ(done.status, 200);
   ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
+  // As the API server's watch cache sends it (cacher/cache_watcher.go, convertToWatchEvent): the
+  // previous content, the new resourceVersion.
   EXPECT_EQ(watch.lines()[0].event["type"], "DELETED");
-  EXPECT_EQ(watch.lines()[0].event["object"]["status"]["phase"], "Succeeded");
+  EXPECT_EQ(watch.lines()[0].event["object"]["status"]["phase"], "Running");
+  EXPECT_EQ(watch.lines()[0].event["object"]["metadata"]["resourceVersion"],
+            done.body["metadata"]["resourceVersion"]);
+}
+
+TEST_F(SimApiTest, KubeletRejectionIsDeletedForTheSchedulersWatchAndAddedForFailedPods) {
+  ASSERT_EQ(Create("big", "3800m").status, 201);
+  ASSERT_EQ(Create("small", "400m").status, 201);
+  ASSERT_EQ(Bind("big", "worker-1").status, 201);
+  const std::string rv = Rv();
+  WatchStream running(sim_->port(),
+                      "/api/v1/pods?watch=true&timeoutSeconds=10&resourceVersion=" + rv +
+                          "&fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed");
+  WatchStream failed(sim_->port(), "/api/v1/pods?watch=true&timeoutSeconds=10&resourceVersion=" +
+                                       rv + "&fieldSelector=status.phase%3DFailed");
+  ASSERT_EQ(Bind("small", "worker-1").status, 201);
+  HttpResult small = GetPod("small");
+  ASSERT_EQ(small.body["status"]["phase"], "Failed");
+  const std::string rejected_rv = small.body["metadata"]["resourceVersion"];
+  ASSERT_TRUE(running.WaitForLines(2, absl::Seconds(10)));
+  std::vector<WatchStream::Line> lines = running.lines();
+  EXPECT_EQ(lines[0].event["type"], "MODIFIED");  // the binding
+  EXPECT_EQ(lines[1].event["type"], "DELETED");   // the rejection
+  EXPECT_EQ(lines[1].event["object"]["status"]["phase"], "Pending");
+  EXPECT_FALSE(lines[1].event["object"]["status"].contains("reason"));
+  EXPECT_EQ(lines[1].event["object"]["metadata"]["resourceVersion"], rejected_rv);
+  ASSERT_TRUE(failed.WaitForLines(1, absl::Seconds(10)));
+  EXPECT_EQ(failed.lines()[0].event["type"], "ADDED");
+  EXPECT_EQ(failed.lines()[0].event["object"], small.body);
 }
 
 TEST_F(SimApiTest, BookmarksCarryTheResourceVersion) {
@@ -274,6 +478,95 @@ TEST_F(SimApiTest, BindingCreatedConflictsAndPreconditions) {
   EXPECT_EQ(GetPod("ghost").body["status"]["phase"], "Pending");
 }
 
+// Pods are ReturnDeletedObject (pkg/registry/core/pod/storage/storage.go): DELETE answers 200 with
+// the object, the deleted one for an unbound pod, the one with its deletion pending for a bound
+// one (graceful deletion, which the simulated kubelet then finishes).
+TEST_F(SimApiTest, DeleteAnswersTheObjectAndBoundPodsEndGracefully) {
+  ASSERT_EQ(Create("unbound").status, 201);
+  HttpResult gone = Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/unbound");
+  ASSERT_EQ(gone.status, 200) << gone.raw;
+  EXPECT_EQ(gone.body["kind"], "Pod");
+  EXPECT_FALSE(gone.body["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(GetPod("unbound").status, 404);
+
+  ASSERT_EQ(Create("web").status, 201);
+  ASSERT_EQ(Bind("web", "worker-1").status, 201);
+  const std::string rv = Rv();
+  WatchStream watch(sim_->port(),
+                    "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=10&"
+                    "resourceVersion=" +
+                        rv);
+  HttpResult deleting = Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/web");
+  ASSERT_EQ(deleting.status, 200) << deleting.raw;
+  EXPECT_EQ(deleting.body["metadata"]["deletionGracePeriodSeconds"], 30);
+  EXPECT_TRUE(deleting.body["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(deleting.body["status"]["phase"], "Running");
+  // The kubelet stops it (Succeeded) and deletes it with grace period 0.
+  ASSERT_TRUE(watch.WaitForLines(3, absl::Seconds(10)));
+  std::vector<WatchStream::Line> lines = watch.lines();
+  EXPECT_EQ(lines[0].event["type"], "MODIFIED");
+  EXPECT_TRUE(lines[0].event["object"]["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(lines[1].event["type"], "MODIFIED");
+  EXPECT_EQ(lines[1].event["object"]["status"]["phase"], "Succeeded");
+  EXPECT_EQ(lines[2].event["type"], "DELETED");
+  EXPECT_EQ(GetPod("web").status, 404);
+  // Preconditions are checked.
+  ASSERT_EQ(Create("p").status, 201);
+  ExpectStatus(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/p",
+                    R"({"preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}})"),
+               409, "Conflict");
+  ExpectStatus(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/p",
+                    R"({"preconditions":{"resourceVersion":"1"}})"),
+               409, "Conflict");
+}
+
+// The binding subresource's checks before the pod (storage.go BindingREST.Create and
+// validation.ValidatePodBinding, whose error list is no Status: 500 with reason "").
+TEST_F(SimApiTest, BindingRequestChecksAsTheApiServer) {
+  ASSERT_EQ(Create("p").status, 201);
+  auto post = [&](const json& binding) {
+    return Call(*client_, "POST", "/api/v1/namespaces/default/pods/p/binding", binding.dump());
+  };
+  json unnamed = {{"target", {{"kind", "Node"}, {"name", "worker-1"}}}};
+  HttpResult r = post(unnamed);
+  ExpectStatus(r, 400, "BadRequest");
+  EXPECT_EQ(r.body["message"], "name in URL does not match name in Binding object");
+  r = post(
+      {{"metadata", {{"name", "p"}, {"namespace", "other"}}}, {"target", {{"name", "worker-1"}}}});
+  ExpectStatus(r, 400, "BadRequest");
+  r = post({{"metadata", {{"name", "p"}}}, {"target", {{"kind", "Pod"}}}});
+  EXPECT_EQ(r.status, 500) << r.raw;
+  EXPECT_EQ(r.body["message"],
+            "[target.kind: Unsupported value: \"Pod\": supported values: \"Node\", \"<empty>\", "
+            "target.name: Required value]");
+  EXPECT_FALSE(r.body.contains("reason"));
+  EXPECT_EQ(GetPod("p").body["spec"].value("nodeName", ""), "");
+  r = post({{"metadata", {{"name", "p"}, {"annotations", {{"example.com/by", "test"}}}}},
+            {"target", {{"name", "worker-1"}}}});
+  ASSERT_EQ(r.status, 201) << r.raw;
+  EXPECT_EQ(GetPod("p").body["metadata"]["annotations"]["example.com/by"], "test");
+}
+
+TEST_F(SimApiTest, FieldSelectorsOnEverySupportedPodFieldAndA400ForOthers) {
+  ASSERT_EQ(Create("a").status, 201);
+  ASSERT_EQ(Bind("a", "worker-1").status, 201);
+  const std::string ip = GetPod("a").body["status"]["podIP"];
+  HttpResult by_ip = Call(*client_, "GET", "/api/v1/pods?fieldSelector=status.podIP%3D" + ip);
+  ASSERT_EQ(by_ip.status, 200) << by_ip.raw;
+  ASSERT_EQ(by_ip.body["items"].size(), 1u);
+  EXPECT_EQ(by_ip.body["items"][0]["status"]["podIPs"][0]["ip"], ip);
+  HttpResult restart = Call(*client_, "GET",
+                            "/api/v1/pods?fieldSelector=spec.restartPolicy%3DAlways%2C"
+                            "spec.serviceAccountName%3Ddefault%2Cspec.hostNetwork%3Dfalse");
+  EXPECT_EQ(restart.body["items"].size(), 1u) << restart.raw;
+  HttpResult bad = Call(*client_, "GET", "/api/v1/pods?fieldSelector=status.hostIP%3D10.0.0.1");
+  ExpectStatus(bad, 400, "BadRequest");
+  EXPECT_EQ(bad.body["message"], "field label not supported: status.hostIP");
+  HttpResult nodes =
+      Call(*client_, "GET", "/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse");
+  EXPECT_EQ(nodes.body["items"].size(), 2u) << nodes.raw;
+}
+
 TEST_F(SimApiTest, KubeletRejectsWhatDoesNotFitWithTheExactMessage) {
   ASSERT_EQ(Create("big", "3800m").status, 201);
   ASSERT_EQ(Create("small", "400m").status, 201);
@@ -286,6 +579,12 @@ TEST_F(SimApiTest, KubeletRejectsWhatDoesNotFitWithTheExactMessage) {
   EXPECT_EQ(status["message"],
             "Pod was rejected: Node didn't have enough resource: cpu, requested: 400, used: 3800, "
             "capacity: 4000");
+  // kubelet.go rejectPod keeps the QoS class; the status manager keeps the conditions the kubelet
+  // does not own (PodScheduled) and sets startTime.
+  EXPECT_EQ(status["qosClass"], "Burstable");
+  EXPECT_EQ(status["conditions"][0]["type"], "PodScheduled");
+  EXPECT_TRUE(status.contains("startTime"));
+  EXPECT_FALSE(status.contains("podIP"));
   HttpResult stats = Call(*client_, "GET", "/sim/stats");
   EXPECT_EQ(stats.body["rejections"]["OutOfcpu"], 1);
   EXPECT_EQ(stats.body["bindings"], 2);

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -138,6 +139,140 @@ TEST_F(StoreTest, BindConflicts) {
               StatusIs(absl::StatusCode::kNotFound, "pods \"missing\" not found"));
 }
 
+// pkg/registry/core/pod/storage/storage.go setPodHostAndAnnotations: preconditions, a pod being
+// deleted, scheduling gates; the binding's annotations are merged into the pod's.
+TEST_F(StoreTest, BindChecksAndAnnotationsAsTheApiServer) {
+  auto pod = store_.CreatePod(PodJson("p"), "default");
+  ASSERT_TRUE(pod.ok());
+  ClusterStore::BindRequest stale;
+  stale.resource_version = "1";
+  stale.node = "worker-1";
+  EXPECT_THAT(store_.Bind("default", "p", stale),
+              StatusIs(absl::StatusCode::kAborted,
+                       absl::StrCat("Operation cannot be fulfilled on pods \"p\": StorageError: "
+                                    "invalid object, Code: 4, Key: /registry/pods/default/p, "
+                                    "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: "
+                                    "ResourceVersion in precondition: 1, ResourceVersion in object "
+                                    "meta: ",
+                                    (*pod)->resource_version)));
+  ClusterStore::BindRequest ok;
+  ok.resource_version = absl::StrCat((*pod)->resource_version);
+  ok.node = "worker-1";
+  ok.annotations = {{"example.com/decided-by", "fitledger"}};
+  auto bound = store_.Bind("default", "p", ok);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  json p = json::parse((*bound)->json);
+  EXPECT_EQ(p["metadata"]["annotations"]["example.com/decided-by"], "fitledger");
+  EXPECT_EQ(p["spec"]["nodeName"], "worker-1");
+  EXPECT_EQ(p["status"]["conditions"][0]["type"], "PodScheduled");
+
+  json gated = json::parse(PodJson("gated"));
+  gated["spec"]["schedulingGates"] = json::array({{{"name", "example.com/wait"}}});
+  ASSERT_TRUE(store_.CreatePod(gated.dump(), "default").ok());
+  EXPECT_THAT(store_.Bind("default", "gated", "", "worker-1"),
+              StatusIs(absl::StatusCode::kAborted,
+                       "Operation cannot be fulfilled on pods/binding \"gated\": pod gated has "
+                       "non-empty .spec.schedulingGates"));
+
+  // A pod being deleted (a graceful deletion pending) is checked before its node.
+  ASSERT_TRUE(store_.CreatePod(PodJson("bound", "100m", "elsewhere"), "default").ok());
+  auto pending = store_.DeletePod("default", "bound", ClusterStore::DeleteRequest());
+  ASSERT_TRUE(pending.ok());
+  ASSERT_FALSE(pending->deleted);
+  EXPECT_THAT(store_.Bind("default", "bound", "", "worker-1"),
+              StatusIs(absl::StatusCode::kAborted,
+                       "Operation cannot be fulfilled on pods/binding \"bound\": pod bound is "
+                       "being deleted, cannot be assigned to a host"));
+}
+
+// Deletion as the API server does it for pods (generic registry store.go Delete, rest/delete.go
+// BeforeDelete, pod strategy CheckGracefulDelete).
+TEST_F(StoreTest, PodDeletionIsGracefulForBoundPodsAndImmediateOtherwise) {
+  ASSERT_TRUE(store_.CreatePod(PodJson("unbound"), "default").ok());
+  ClusterStore::DeleteRequest defaults;
+  auto gone = store_.DeletePod("default", "unbound", defaults);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_TRUE(gone->deleted);  // not scheduled: no grace period
+  EXPECT_THAT(store_.Get(Kind::kPod, "default", "unbound"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("not found")));
+
+  ASSERT_TRUE(store_.CreatePod(PodJson("web", "1"), "default").ok());
+  ASSERT_TRUE(store_.Bind("default", "web", "", "worker-1").ok());
+  ASSERT_TRUE(store_.AdmitPod("default", "web")->admitted);
+  const uint64_t before = store_.resource_version();
+  auto pending = store_.DeletePod("default", "web", defaults);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_FALSE(pending->deleted);
+  json web = json::parse(pending->object->json);
+  // terminationGracePeriodSeconds defaulted to 30 on create (defaults.go SetDefaults_PodSpec).
+  EXPECT_EQ(web["metadata"]["deletionGracePeriodSeconds"], 30);
+  EXPECT_EQ(web["metadata"]["deletionTimestamp"], FormatTimestamp(now_ + absl::Seconds(30)));
+  EXPECT_TRUE(pending->object->fields.deleting);
+  ObjectFilter all;
+  WatchBatch batch = store_.Poll(all, before, now_, absl::ZeroDuration(), 10);
+  ASSERT_EQ(batch.events.size(), 1u);
+  EXPECT_EQ(batch.events[0].type, EventType::kModified);
+  // A longer grace period does not extend it; a shorter one shortens it.
+  ClusterStore::DeleteRequest longer;
+  longer.grace_period_seconds = 60;
+  EXPECT_EQ(store_.DeletePod("default", "web", longer)->object, pending->object);
+  ClusterStore::DeleteRequest shorter;
+  shorter.grace_period_seconds = 10;
+  auto shortened = store_.DeletePod("default", "web", shorter);
+  ASSERT_TRUE(shortened.ok());
+  EXPECT_EQ(json::parse(shortened->object->json)["metadata"]["deletionTimestamp"],
+            FormatTimestamp(now_ + absl::Seconds(10)));
+  // The kubelet ends it: containers stopped (Succeeded), then deleted with grace 0.
+  store_.TerminatePod("default", "web", /*kubelet_enabled=*/true);
+  EXPECT_THAT(store_.Get(Kind::kPod, "default", "web"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("not found")));
+  batch = store_.Poll(all, shortened->object->resource_version, now_, absl::ZeroDuration(), 10);
+  ASSERT_EQ(batch.events.size(), 2u);
+  EXPECT_EQ(batch.events[0].type, EventType::kModified);
+  EXPECT_EQ(batch.events[0].object->fields.phase, "Succeeded");
+  EXPECT_EQ(batch.events[1].type, EventType::kDeleted);
+  // Its capacity is free again.
+  ASSERT_TRUE(store_.CreatePod(PodJson("next", "4"), "default").ok());
+  ASSERT_TRUE(store_.Bind("default", "next", "", "worker-1").ok());
+  EXPECT_TRUE(store_.AdmitPod("default", "next")->admitted);
+
+  // A terminal pod and an explicit gracePeriodSeconds=0 are deleted at once.
+  ASSERT_TRUE(store_.SetPodPhase("default", "next", "Succeeded").ok());
+  EXPECT_TRUE(store_.DeletePod("default", "next", defaults)->deleted);
+  // A pod on a node the sim does not have: the pod garbage collector's orphan.
+  ASSERT_TRUE(store_.CreatePod(PodJson("orphan", "100m", "gone-node"), "default").ok());
+  ASSERT_FALSE(store_.DeletePod("default", "orphan", defaults)->deleted);
+  store_.TerminatePod("default", "orphan", /*kubelet_enabled=*/false);
+  EXPECT_THAT(store_.Get(Kind::kPod, "default", "orphan"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("not found")));
+}
+
+// Create-time defaults and status.qosClass (pkg/apis/core/helper/qos ComputePodQOS).
+TEST_F(StoreTest, CreateDefaultsAndQosClass) {
+  auto best = store_.CreatePod(json({{"metadata", {{"name", "best"}}},
+                                     {"spec", {{"containers", json::array({{{"name", "c"}}})}}}})
+                                   .dump(),
+                               "default");
+  ASSERT_TRUE(best.ok());
+  json b = json::parse((*best)->json);
+  EXPECT_EQ(b["status"]["qosClass"], "BestEffort");
+  EXPECT_EQ(b["spec"]["restartPolicy"], "Always");
+  EXPECT_EQ(b["spec"]["serviceAccountName"], "default");
+  EXPECT_EQ(b["spec"]["terminationGracePeriodSeconds"], 30);
+  EXPECT_EQ((*best)->fields.restart_policy, "Always");
+  auto burstable = store_.CreatePod(PodJson("burstable"), "default");
+  EXPECT_EQ(json::parse((*burstable)->json)["status"]["qosClass"], "Burstable");
+  json g = {{"metadata", {{"name", "guaranteed"}}},
+            {"spec",
+             {{"containers", json::array({{{"name", "c"},
+                                           {"resources",
+                                            {{"limits", {{"cpu", "1"}, {"memory", "1Gi"}}},
+                                             {"requests", {{"cpu", "1000m"}}}}}}})}}}};
+  auto guaranteed = store_.CreatePod(g.dump(), "default");
+  ASSERT_TRUE(guaranteed.ok()) << guaranteed.status();
+  EXPECT_EQ(json::parse((*guaranteed)->json)["status"]["qosClass"], "Guaranteed");
+}
+
 TEST_F(StoreTest, PagedListIsASnapshot) {
   for (int i = 0; i < 25; ++i) {
     ASSERT_TRUE(store_.CreatePod(PodJson(absl::StrCat("p", 100 + i)), "default").ok());
@@ -159,7 +294,58 @@ TEST_F(StoreTest, PagedListIsASnapshot) {
   EXPECT_EQ(page3->items.back()->fields.name, "p124");
   EXPECT_EQ(page1->items.front()->fields.name, "p100");
   EXPECT_THAT(store_.List(filter, 10, "bm90LWEtdG9rZW4"),
-              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("continue parameter is too old")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("invalid continue token")));
+}
+
+// Continue tokens are the API server's (apiserver pkg/storage/continue.go): the resourceVersion
+// and the next key. They stay valid while that resourceVersion is in the history; after that the
+// list continues inconsistently at the latest state (etcd3/store.go
+// handleCompactedErrorForPaging).
+TEST_F(StoreTest, ContinueTokensReadTheirVersionUntilItIsForgotten) {
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(store_.CreatePod(PodJson(absl::StrCat("p", i)), "default").ok());
+  }
+  ObjectFilter filter;
+  auto page1 = store_.List(filter, 2, "");
+  ASSERT_TRUE(page1.ok());
+  std::string decoded;
+  ASSERT_TRUE(absl::WebSafeBase64Unescape(page1->continue_token, &decoded));
+  const json token = json::parse(decoded);
+  EXPECT_EQ(token["v"], "meta.k8s.io/v1");
+  EXPECT_EQ(token["rv"], page1->resource_version);
+  EXPECT_EQ(token["start"], std::string("default/p1") + '\0');
+  // Deleting p2 and changing p3 after page 1 does not change page 2: it reads page 1's version,
+  // rebuilt from the history.
+  ASSERT_TRUE(store_.DeletePod("default", "p2", "").ok());
+  ASSERT_TRUE(store_.SetPodPhase("default", "p3", "Succeeded").ok());
+  auto page2 = store_.List(filter, 2, page1->continue_token);
+  ASSERT_TRUE(page2.ok());
+  ASSERT_EQ(page2->items.size(), 2u);
+  EXPECT_EQ(page2->items[0]->fields.name, "p2");
+  EXPECT_EQ(page2->items[1]->fields.phase, "Pending");
+  EXPECT_EQ(page2->resource_version, page1->resource_version);
+  EXPECT_EQ(page2->remaining_items, 2);
+  // A selector hides remainingItemCount, as etcd3 does.
+  ObjectFilter selected;
+  selected.labels = *LabelSelector::Parse("app=web");
+  EXPECT_FALSE(store_.List(selected, 2, "")->remaining_items.has_value());
+  // Exact reads of an old version, and of a forgotten one.
+  ListRequest exact;
+  exact.exact = page1->resource_version;
+  EXPECT_EQ(store_.List(exact)->items.size(), 6u);
+  store_.ExpireHistory();
+  EXPECT_THAT(store_.List(exact),
+              StatusIs(absl::StatusCode::kOutOfRange,
+                       "The resourceVersion for the provided list is too old."));
+  auto expired = store_.List(filter, 2, page2->continue_token);
+  ASSERT_TRUE(expired.ok());
+  EXPECT_TRUE(expired->continue_expired);
+  // The token it offers continues after p3 at the latest version: p4, p5.
+  auto rest = store_.List(filter, 10, expired->continue_token);
+  ASSERT_TRUE(rest.ok());
+  ASSERT_EQ(rest->items.size(), 2u);
+  EXPECT_EQ(rest->items[0]->fields.name, "p4");
+  EXPECT_EQ(rest->resource_version, store_.resource_version());
 }
 
 TEST_F(StoreTest, ListFiltersByNamespaceAndSelectors) {
@@ -204,6 +390,69 @@ TEST_F(StoreTest, SelectorWatchSeesPodsLeaveAsDeleted) {
   WatchBatch batch = store_.Poll(filter, start, now_, absl::ZeroDuration(), 10);
   ASSERT_EQ(batch.events.size(), 1u);
   EXPECT_EQ(batch.events[0].type, EventType::kDeleted);
+}
+
+// The watch cache's convertToWatchEvent (apiserver pkg/storage/cacher/cache_watcher.go): leaving a
+// selector is DELETED with the previous content at the new resourceVersion; entering it is ADDED
+// with the new content.
+TEST_F(StoreTest, PodThatStopsMatchingArrivesAsDeletedWithItsPreviousContentAtTheNewVersion) {
+  ASSERT_TRUE(store_.CreatePod(PodJson("big", "3800m"), "default").ok());
+  ASSERT_TRUE(store_.CreatePod(PodJson("small", "400m"), "default").ok());
+  ASSERT_TRUE(store_.Bind("default", "big", "", "worker-1").ok());
+  ASSERT_TRUE(store_.AdmitPod("default", "big").has_value());
+  const uint64_t start = store_.resource_version();
+  ASSERT_TRUE(store_.Bind("default", "small", "", "worker-1").ok());
+  const uint64_t bound = store_.resource_version();
+  std::optional<Admission> verdict = store_.AdmitPod("default", "small");
+  ASSERT_TRUE(verdict.has_value());
+  ASSERT_FALSE(verdict->admitted);
+  const uint64_t rejected = store_.resource_version();
+
+  ObjectFilter running;
+  running.fields =
+      *FieldSelector::Parse("status.phase!=Succeeded,status.phase!=Failed", Kind::kPod);
+  WatchBatch batch = store_.Poll(running, start, now_, absl::ZeroDuration(), 10);
+  ASSERT_EQ(batch.events.size(), 2u);
+  EXPECT_EQ(batch.events[0].type, EventType::kModified);
+  EXPECT_EQ(batch.events[0].object->resource_version, bound);
+  EXPECT_EQ(batch.events[1].type, EventType::kDeleted);
+  const json gone = json::parse(batch.events[1].object->json);
+  EXPECT_EQ(batch.events[1].object->resource_version, rejected);
+  EXPECT_EQ(gone["metadata"]["resourceVersion"], absl::StrCat(rejected));
+  EXPECT_EQ(gone["status"]["phase"], "Pending");
+  EXPECT_FALSE(gone["status"].contains("reason"));
+  EXPECT_EQ(gone["spec"]["nodeName"], "worker-1");
+  EXPECT_EQ(batch.events[1].object->fields.phase, "Pending");
+  // The stored pod itself is untouched: Failed at `rejected`.
+  EXPECT_EQ((*store_.Get(Kind::kPod, "default", "small"))->fields.phase, "Failed");
+
+  ObjectFilter failed;
+  failed.fields = *FieldSelector::Parse("status.phase=Failed", Kind::kPod);
+  batch = store_.Poll(failed, start, now_, absl::ZeroDuration(), 10);
+  ASSERT_EQ(batch.events.size(), 1u);
+  EXPECT_EQ(batch.events[0].type, EventType::kAdded);
+  const json added = json::parse(batch.events[0].object->json);
+  EXPECT_EQ(added["status"]["phase"], "Failed");
+  EXPECT_EQ(added["status"]["reason"], "OutOfcpu");
+  EXPECT_EQ(added["metadata"]["resourceVersion"], absl::StrCat(rejected));
+
+  ObjectFilter on_node;
+  on_node.fields = *FieldSelector::Parse("spec.nodeName=worker-1", Kind::kPod);
+  batch = store_.Poll(on_node, start, now_, absl::ZeroDuration(), 10);
+  ASSERT_EQ(batch.events.size(), 2u);
+  EXPECT_EQ(batch.events[0].type, EventType::kAdded);
+  EXPECT_EQ(batch.events[1].type, EventType::kModified);
+
+  // A deletion is DELETED for the watches the pod matched before it, with the last content.
+  ASSERT_TRUE(store_.DeletePod("default", "small", "").ok());
+  const uint64_t deleted = store_.resource_version();
+  batch = store_.Poll(running, rejected, now_, absl::ZeroDuration(), 10);
+  EXPECT_TRUE(batch.events.empty());
+  batch = store_.Poll(failed, rejected, now_, absl::ZeroDuration(), 10);
+  ASSERT_EQ(batch.events.size(), 1u);
+  EXPECT_EQ(batch.events[0].type, EventType::kDeleted);
+  EXPECT_EQ(json::parse(batch.events[0].object->json)["status"]["phase"], "Failed");
+  EXPECT_EQ(batch.events[0].object->resource_version, deleted);
 }
 
 TEST_F(StoreTest, WatchStartRejectsForgottenVersions) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "server/kube/api_client.h"
 #include "server/kube/binder.h"
 #include "server/kube/objects.h"
@@ -186,6 +188,29 @@ class WatcherTest : public ::testing::Test {
     absl::StatusOr<HttpResponse> r = client_->Request("POST", path, body, absl::Seconds(5));
     ASSERT_TRUE(r.ok() && r->code == 200) << path;
   }
+  void AdminOk(const std::string& path, const std::string& body) { Admin(path, body); }
+  // The sim's request counts by kind (GET /sim/requests), e.g. counts["LIST pods ..."].
+  std::map<std::string, int64_t> Requests() {
+    std::map<std::string, int64_t> out;
+    absl::StatusOr<HttpResponse> r = client_->Request("GET", "/sim/requests", "", absl::Seconds(5));
+    if (!r.ok() || r->code != 200) return out;
+    nlohmann::json body = nlohmann::json::parse(r->body, nullptr, false);
+    for (const auto& [key, count] : body["byRequest"].items()) out[key] = count["requests"];
+    return out;
+  }
+  // Forces every stream to read a new state: their resourceVersions fall out of the history.
+  void ForceNewStates() {
+    Admin("/sim/faults/bookmarks-only", R"({"on":true})");
+    absl::StatusOr<HttpResponse> r = client_->Request(
+        "POST", "/api/v1/namespaces/default/pods",
+        absl::StrCat(
+            R"({"metadata":{"generateName":"churn-"},"spec":{"containers":[{"name":"c"}]}})"),
+        absl::Seconds(5));
+    ASSERT_TRUE(r.ok() && r->code == 201);
+    Admin("/sim/faults/expire");
+    Admin("/sim/faults/drop-watches");
+    Admin("/sim/faults/bookmarks-only", R"({"on":false})");
+  }
   int64_t ConfirmedCpu() {
     for (const NodeSummary& n : ledger_.Nodes()) {
       if (n.name == "n1") return n.confirmed.milli_cpu;
@@ -200,7 +225,7 @@ class WatcherTest : public ::testing::Test {
   std::unique_ptr<ApiBinder> binder_;
 };
 
-TEST_F(WatcherTest, ListsInPagesThenWatches) {
+TEST_F(WatcherTest, ReadsTheStateThenWatches) {
   for (int i = 0; i < 5; ++i) CreateBound("pre-" + std::to_string(i), "100m");
   watcher_->Start();
   ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
@@ -253,6 +278,177 @@ TEST_F(WatcherTest, ServerRestartRelistsAndConverges) {
   Admin("/sim/restart");
   CreateBound("b", "200m");
   EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 300; }));
+}
+
+// The API server sends a pod that leaves the ledger's watch (status.phase!=Failed) as DELETED with
+// its previous content; the ledger must release it, and the detector's own Failed-pods watch must
+// count it, once.
+TEST_F(WatcherTest, KubeletRejectionReleasesThePodAndIsCountedOnceAcrossRelists) {
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced() && watcher_->stats().rejections_synced; }));
+  CreateBound("big", "1500m");
+  CreateBound("small", "800m");  // 1500m + 800m > 2: the kubelet rejects it
+  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().rejections_total == 1; }));
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 1500 && ledger_.pod_count() == 1; }));
+  std::deque<KubeletRejection> seen = watcher_->rejections();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].name, "small");
+  EXPECT_EQ(seen[0].node, "n1");
+  EXPECT_EQ(seen[0].reason, "OutOfcpu");
+  EXPECT_EQ(seen[0].message,
+            "Pod was rejected: Node didn't have enough resource: cpu, requested: 800, used: 1500, "
+            "capacity: 2000");
+  EXPECT_FALSE(seen[0].before_start);
+  EXPECT_EQ(watcher_->stats().rejections_by_reason_node.at({"OutOfcpu", "n1"}), 1u);
+
+  // A relist (every stream's resourceVersion too old) finds the same pod: not counted again.
+  auto states = [&] { return watcher_->stats().lists + watcher_->stats().watch_lists; };
+  const uint64_t before = states();
+  Admin("/sim/faults/bookmarks-only", R"({"on":true})");
+  absl::StatusOr<HttpResponse> unbound = client_->Request(
+      "POST", "/api/v1/namespaces/default/pods",
+      R"({"metadata":{"name":"unbound"},"spec":{"containers":[{"name":"c"}]}})", absl::Seconds(5));
+  ASSERT_TRUE(unbound.ok() && unbound->code == 201);
+  Admin("/sim/faults/expire");
+  Admin("/sim/faults/drop-watches");
+  Admin("/sim/faults/bookmarks-only", R"({"on":false})");
+  ASSERT_TRUE(WaitUntil([&] { return states() >= before + 3; }));
+  EXPECT_EQ(watcher_->stats().rejections_total, 1u);
+
+  // A rejection the watch never delivered (held back, then the history expired) is counted by the
+  // relist that finds it.
+  Admin("/sim/faults/bookmarks-only", R"({"on":true})");
+  CreateBound("late", "900m");
+  Admin("/sim/faults/expire");
+  Admin("/sim/faults/drop-watches");
+  Admin("/sim/faults/bookmarks-only", R"({"on":false})");
+  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().rejections_total == 2; }));
+  EXPECT_EQ(watcher_->stats().rejected_pods_in_api, 2u);
+  EXPECT_EQ(watcher_->rejections().back().name, "late");
+
+  // Deleting a rejected pod forgets it; the counter never goes down.
+  Delete("small");
+  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().rejected_pods_in_api == 1; }));
+  EXPECT_EQ(watcher_->stats().rejections_total, 2u);
+  EXPECT_EQ(ConfirmedCpu(), 1500);
+}
+
+TEST_F(WatcherTest, RejectionsAlreadyInTheApiAtStartAreListedButNotCounted) {
+  CreateBound("big", "1500m");
+  CreateBound("old", "800m");
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->stats().rejections_synced; }));
+  std::deque<KubeletRejection> seen = watcher_->rejections();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].name, "old");
+  EXPECT_TRUE(seen[0].before_start);
+  EXPECT_EQ(watcher_->stats().rejections_total, 0u);
+  EXPECT_TRUE(watcher_->stats().rejections_by_reason_node.empty());
+  EXPECT_EQ(watcher_->stats().rejected_pods_in_api, 1u);
+  CreateBound("new", "900m");
+  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().rejections_total == 1; }));
+  EXPECT_EQ(watcher_->rejections().size(), 2u);
+  EXPECT_FALSE(watcher_->rejections().back().before_start);
+}
+
+// Kind to the API server (client-go reflector.go): the state of each stream comes as a WatchList
+// (served from the watch cache, streamed), and again after a 410, from the last version.
+TEST_F(WatcherTest, StatesComeAsWatchListsWhereTheServerSupportsThem) {
+  CreateBound("a", "100m");
+  ASSERT_EQ(client_->Request("DELETE", "/sim/requests", "", absl::Seconds(5))->code, 200);
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->stats().watch_lists == 3; }));
+  EXPECT_EQ(ConfirmedCpu(), 100);
+  EXPECT_EQ(watcher_->stats().lists, 0u);
+  EXPECT_TRUE(watcher_->stats().watch_list_supported);
+  std::map<std::string, int64_t> requests = Requests();
+  EXPECT_EQ(requests["WATCHLIST nodes resourceVersion=\"\""], 1);
+  EXPECT_EQ(requests["WATCHLIST pods fieldSelector=status.phase!=Succeeded,status.phase!=Failed "
+                     "resourceVersion=\"\""],
+            1);
+  EXPECT_EQ(requests["WATCHLIST pods fieldSelector=status.phase=Failed resourceVersion=\"\""], 1);
+  for (const auto& [key, n] : requests) EXPECT_FALSE(absl::StartsWith(key, "LIST")) << key;
+  // Events after the state arrive on the same stream.
+  CreateBound("b", "200m");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 300; }));
+  // After a 410: a WatchList again, not older than the last version.
+  ForceNewStates();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->stats().watch_lists == 6; }));
+  requests = Requests();
+  EXPECT_EQ(requests["WATCHLIST nodes resourceVersion=N"], 1);
+  EXPECT_EQ(watcher_->stats().lists, 0u);
+  CreateBound("c", "300m");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 600; }));
+}
+
+// A server that refuses WatchList (the feature gate off): LIST + WATCH, the first LIST from the
+// watch cache (resourceVersion=0), a relist after a 410 at the last version, unpaged.
+TEST_F(WatcherTest, WithoutWatchListTheFirstListIsServedFromTheCache) {
+  Admin("/sim/features/watch-list", R"({"on":false})");
+  for (int i = 0; i < 5; ++i) CreateBound("pre-" + std::to_string(i), "100m");
+  ASSERT_EQ(client_->Request("DELETE", "/sim/requests", "", absl::Seconds(5))->code, 200);
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced() && watcher_->stats().rejections_synced; }));
+  EXPECT_EQ(ConfirmedCpu(), 500);
+  EXPECT_FALSE(watcher_->stats().watch_list_supported);
+  EXPECT_EQ(watcher_->stats().watch_lists, 0u);
+  EXPECT_EQ(watcher_->stats().lists, 3u);
+  std::map<std::string, int64_t> requests = Requests();
+  // One page although page_size is 2: the cache ignores limit for resourceVersion=0.
+  EXPECT_EQ(requests["LIST pods fieldSelector=status.phase!=Succeeded,status.phase!=Failed "
+                     "resourceVersion=0"],
+            1);
+  EXPECT_EQ(requests["LIST nodes resourceVersion=0"], 1);
+  // Each stream asked once at most before it knew (the threads start together).
+  int64_t refused = 0;
+  for (const auto& [key, n] : requests) {
+    if (absl::StartsWith(key, "WATCHLIST")) refused += n;
+  }
+  EXPECT_GE(refused, 1);
+  EXPECT_LE(refused, 3);
+  ForceNewStates();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->stats().lists == 6; }));
+  requests = Requests();
+  EXPECT_EQ(requests["LIST nodes resourceVersion=N"], 1);
+  EXPECT_EQ(requests["LIST pods fieldSelector=status.phase=Failed resourceVersion=N"], 1);
+  CreateBound("live", "250m");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 750; }));
+}
+
+// A version the server cannot serve yet ("too large resource version", 504: its cache is
+// behind, e.g. just restarted) falls back to a consistent read (resourceVersion ""), as the
+// reflector's isTooLargeResourceVersionError handling does; paged again.
+TEST_F(WatcherTest, AVersionTheServerCannotServeFallsBackToAConsistentRead) {
+  for (bool watch_list : {true, false}) {
+    SCOPED_TRACE(watch_list ? "WatchList" : "LIST");
+    Admin("/sim/features/watch-list", watch_list ? R"({"on":true})" : R"({"on":false})");
+    WatcherOptions options;
+    options.page_size = 2;
+    options.initial_backoff = absl::Milliseconds(20);
+    watcher_ = std::make_unique<Watcher>(client_.get(), &ledger_, options);
+    watcher_->Start();
+    ASSERT_TRUE(
+        WaitUntil([&] { return watcher_->synced() && watcher_->stats().rejections_synced; }));
+    const uint64_t states = watcher_->stats().lists + watcher_->stats().watch_lists;
+    Admin("/sim/faults/too-large", R"({"times":3})");
+    ASSERT_EQ(client_->Request("DELETE", "/sim/requests", "", absl::Seconds(5))->code, 200);
+    ForceNewStates();
+    ASSERT_TRUE(WaitUntil(
+        [&] { return watcher_->stats().lists + watcher_->stats().watch_lists == states + 3; }));
+    std::map<std::string, int64_t> requests = Requests();
+    const std::string verb = watch_list ? "WATCHLIST" : "LIST";
+    EXPECT_EQ(requests[verb + " nodes resourceVersion=N"], 1);
+    EXPECT_EQ(requests[verb + " nodes resourceVersion=\"\""], 1);
+    if (!watch_list) {
+      // The consistent read is paged (page_size 2; three pods: x and two churn pods).
+      EXPECT_GE(requests["LIST pods fieldSelector=status.phase!=Succeeded,status.phase!=Failed "
+                         "resourceVersion=(continue)"],
+                1);
+    }
+    CreateBound(watch_list ? "x" : "y", "100m");
+    EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == (watch_list ? 100 : 200); }));
+    watcher_->Stop();
+  }
 }
 
 TEST_F(WatcherTest, BindingOutcomesAreClassified) {

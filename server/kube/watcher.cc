@@ -678,6 +678,7 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
           absl::StrCat(what, ": the resourceVersion asked for is not available"));
     }
     cursor->need_state = true;
+    if (stream == Stream::kPods) cursor->version_unavailable = true;  // as Watch: consistent
     MutexLock lock(&mu_);
     ++stats_.relists_gone;
     return absl::OkStatus();
@@ -727,8 +728,12 @@ absl::Status Watcher::Watch(Stream stream, Cursor* cursor) {
   }
   if (!code.ok()) return code.status();
   if (*code == 410 || gone) {
-    // A new state, not older than the last resourceVersion (client-go keeps it for the relist).
+    // A new state. client-go asks for one not older than the last resourceVersion (from the
+    // watch cache); for pods fitledger asks for the most recent (a consistent read), so that a
+    // pod known bound that the state lacks is known gone and its room comes back at once
+    // (Ledger::ReplacePods). A 410 is rare; the read is paged.
     cursor->need_state = true;
+    if (stream == Stream::kPods) cursor->version_unavailable = true;
     MutexLock lock(&mu_);
     ++stats_.relists_gone;
     return absl::OkStatus();

@@ -155,9 +155,10 @@ TEST(LedgerRulesE2eTest, ABoundPodDeletedWhileTheWatchWasDownGivesItsRoomBackAtT
   HangThenFail(c, "u", 3);
   EXPECT_THAT(c.FilterAndBind(u, "n2").value_or("?"), HasSubstr("binding outcome unknown"));
   EXPECT_EQ(AssumedCount(c), 2);
-  // Both are deleted while the watch is away.
-  ASSERT_EQ(c.Api("DELETE", "/api/v1/namespaces/default/pods/a").status, 200);
-  ASSERT_EQ(c.Api("DELETE", "/api/v1/namespaces/default/pods/u").status, 200);
+  // Both are deleted while the watch is away, at once (gracePeriodSeconds=0: a bound pod's
+  // graceful deletion would keep it, terminating and still counted, until its kubelet is done).
+  ASSERT_EQ(c.Api("DELETE", "/api/v1/namespaces/default/pods/a?gracePeriodSeconds=0").status, 200);
+  ASSERT_EQ(c.Api("DELETE", "/api/v1/namespaces/default/pods/u?gracePeriodSeconds=0").status, 200);
   EXPECT_EQ(AssumedCount(c), 2);
   EXPECT_EQ(Amount(NodeOf(c, "n1").assumed(), "cpu"), 1500);
 

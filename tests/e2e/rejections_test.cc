@@ -78,7 +78,7 @@ void BurstWithoutTheLedger(E2eCluster& c, int replicas) {
                                    "--no-ledger"};
   std::vector<std::string> env = {
       "FITLEDGER_SERVER_NO_LEDGER=" + c.extender().socket,
-      absl::StrCat("FITLEDGER_SHIM_NO_LEDGER=http://127.0.0.1:", c.extender().shim_port)};
+      absl::StrCat("FITLEDGER_WEBHOOK_NO_LEDGER=http://127.0.0.1:", c.extender().shim_port)};
   absl::StatusOr<CommandResult> r = RunCommand(argv, env, absl::Seconds(120));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->exit_code, 0) << r->output;

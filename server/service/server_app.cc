@@ -295,22 +295,27 @@ class ServerAppImpl : public ServerApp {
                                       : absl::ToDoubleSeconds(absl::Now() - all.front().assumed_at);
                      return std::vector<GaugeSample>{{{}, age}};
                    });
-    for (auto [name, server] :
-         {std::pair{"webhook", &webhook_server_}, std::pair{"monitor", &monitor_}}) {
-      metrics_.Gauge("fitledger_http_open_connections",
-                     "Open connections on the server's HTTP listeners.", {"listener"},
-                     [name = std::string(name), server] {
-                       const double open = *server != nullptr ? (*server)->open_connections() : 0;
-                       return std::vector<GaugeSample>{{{name}, open}};
-                     });
-      metrics_.CounterFunc("fitledger_http_refused_connections_total",
-                           "Connections closed at accept because maxConnections were open.",
-                           {"listener"}, [name = std::string(name), server] {
-                             const double n =
-                                 *server != nullptr ? (*server)->refused_connections() : 0;
-                             return std::vector<GaugeSample>{{{name}, n}};
-                           });
-    }
+    // One family each, a sample per listener: a family registered twice would be rendered with
+    // two HELP and TYPE lines, which Prometheus' text parser (expfmt) refuses.
+    const auto per_listener = [this](double (*read)(const webhook::HttpServer&)) {
+      return [this, read] {
+        std::vector<GaugeSample> samples;
+        for (auto [name, server] :
+             {std::pair{"webhook", &webhook_server_}, std::pair{"monitor", &monitor_}}) {
+          samples.push_back({{name}, *server != nullptr ? read(**server) : 0});
+        }
+        return samples;
+      };
+    };
+    metrics_.Gauge(
+        "fitledger_http_open_connections", "Open connections on the server's HTTP listeners.",
+        {"listener"},
+        per_listener([](const webhook::HttpServer& s) -> double { return s.open_connections(); }));
+    metrics_.CounterFunc("fitledger_http_refused_connections_total",
+                         "Connections closed at accept because maxConnections were open.",
+                         {"listener"}, per_listener([](const webhook::HttpServer& s) -> double {
+                           return s.refused_connections();
+                         }));
     metrics_.Gauge(
         "fitledger_counted_pods", "Pods counted on nodes (assumed + confirmed).", {}, [this] {
           return std::vector<GaugeSample>{{{}, static_cast<double>(ledger_.pod_count())}};

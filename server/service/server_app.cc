@@ -25,6 +25,7 @@
 #include "server/service/grpc_services.h"
 #include "server/service/reconciler.h"
 #include "webhook/http_server.h"
+#include "webhook/listener_options.h"
 #include "webhook/metrics.h"
 #include "webhook/webhook.h"
 
@@ -33,23 +34,6 @@ namespace {
 
 // The largest request message on the gRPC listeners.
 constexpr int kMaxMessageBytes = 64 << 20;
-
-// The options of an HTTP listener from its configuration.
-webhook::HttpServerOptions HttpOptions(const config::HttpListenerConfig& c) {
-  webhook::HttpServerOptions o;
-  o.io_threads = static_cast<int>(c.io_threads);
-  o.max_connections = static_cast<int>(c.max_connections);
-  o.max_body_bytes = c.max_body_bytes;
-  o.read_timeout = c.read_timeout;
-  o.write_timeout = c.write_timeout;
-  o.idle_timeout = c.idle_timeout;
-  o.handshake_timeout = c.handshake_timeout;
-  o.keep_alive_max_requests = static_cast<int>(c.keep_alive_max_requests);
-  o.cert_file = c.tls.cert_file;
-  o.key_file = c.tls.key_file;
-  o.client_ca_file = c.tls.client_ca_file;
-  return o;
-}
 
 class ServerAppImpl : public ServerApp {
  public:
@@ -153,9 +137,10 @@ class ServerAppImpl : public ServerApp {
     if (config_.ledger_enabled) reconciler_.Start();
     health_thread_ = std::thread([this] { HealthLoop(); });
     if (!config_.webhook.listen.empty()) {
-      absl::StatusOr<int> port = Listen(
-          &webhook_server_, "webhook.listen", config_.webhook.listen, HttpOptions(config_.webhook),
-          [this](webhook::HttpCall call) { webhook_.Serve(std::move(call)); });
+      absl::StatusOr<int> port =
+          Listen(&webhook_server_, "webhook.listen", config_.webhook.listen,
+                 webhook::ListenerOptions(config_.webhook),
+                 [this](webhook::HttpCall call) { webhook_.Serve(std::move(call)); });
       if (!port.ok()) return port.status();
     }
     LogInfo("fitledger-server started",
@@ -295,22 +280,27 @@ class ServerAppImpl : public ServerApp {
                                       : absl::ToDoubleSeconds(absl::Now() - all.front().assumed_at);
                      return std::vector<GaugeSample>{{{}, age}};
                    });
-    for (auto [name, server] :
-         {std::pair{"webhook", &webhook_server_}, std::pair{"monitor", &monitor_}}) {
-      metrics_.Gauge("fitledger_http_open_connections",
-                     "Open connections on the server's HTTP listeners.", {"listener"},
-                     [name = std::string(name), server] {
-                       const double open = *server != nullptr ? (*server)->open_connections() : 0;
-                       return std::vector<GaugeSample>{{{name}, open}};
-                     });
-      metrics_.CounterFunc("fitledger_http_refused_connections_total",
-                           "Connections closed at accept because maxConnections were open.",
-                           {"listener"}, [name = std::string(name), server] {
-                             const double n =
-                                 *server != nullptr ? (*server)->refused_connections() : 0;
-                             return std::vector<GaugeSample>{{{name}, n}};
-                           });
-    }
+    // One family each, a sample per listener: a family registered twice would be rendered with
+    // two HELP and TYPE lines, which Prometheus' text parser (expfmt) refuses.
+    const auto per_listener = [this](double (*read)(const webhook::HttpServer&)) {
+      return [this, read] {
+        std::vector<GaugeSample> samples;
+        for (auto [name, server] :
+             {std::pair{"webhook", &webhook_server_}, std::pair{"monitor", &monitor_}}) {
+          samples.push_back({{name}, *server != nullptr ? read(**server) : 0});
+        }
+        return samples;
+      };
+    };
+    metrics_.Gauge(
+        "fitledger_http_open_connections", "Open connections on the server's HTTP listeners.",
+        {"listener"},
+        per_listener([](const webhook::HttpServer& s) -> double { return s.open_connections(); }));
+    metrics_.CounterFunc("fitledger_http_refused_connections_total",
+                         "Connections closed at accept because maxConnections were open.",
+                         {"listener"}, per_listener([](const webhook::HttpServer& s) -> double {
+                           return s.refused_connections();
+                         }));
     metrics_.Gauge(
         "fitledger_counted_pods", "Pods counted on nodes (assumed + confirmed).", {}, [this] {
           return std::vector<GaugeSample>{{{}, static_cast<double>(ledger_.pod_count())}};

@@ -177,15 +177,11 @@ when the chart knows no release for it).
 
 {{/*
 Fixed paths inside the pod. The Unix socket lives in the emptyDir "socket",
-created by fitledger-server and shared with fitledger-shim (webhook.mode=shim).
+created by fitledger-server (the first of its grpc.listen, gRPC's own server)
+and shared with fitledger-shim, which dials it (webhook.mode=shim).
 */}}
 {{- define "fitledger.socketDir" -}}/run/fitledger{{- end }}
 {{- define "fitledger.socketAddress" -}}unix:///run/fitledger/server.sock{{- end }}
-{{/*
-With webhook.mode=shim, fitledger-server also serves the unary methods on its
-own HTTP/2 server (grpc.unaryListen) on this socket, and fitledger-shim dials it.
-*/}}
-{{- define "fitledger.unarySocketAddress" -}}unix:///run/fitledger/unary.sock{{- end }}
 {{- define "fitledger.configDir" -}}/etc/fitledger/config{{- end }}
 {{- define "fitledger.schedulerConfigDir" -}}/etc/fitledger/scheduler{{- end }}
 {{- define "fitledger.grpcTLSDir" -}}/etc/fitledger/tls/grpc{{- end }}
@@ -215,6 +211,21 @@ kube-scheduler, on all interfaces behind the extender Service.
 */}}
 {{- define "fitledger.webhookListen" -}}
 {{- printf "%s:%d" (ternary "127.0.0.1" "0.0.0.0" .Values.scheduler.enabled) (int .Values.shim.port) }}
+{{- end }}
+
+{{/*
+The webhook's I/O threads and connection cap, in either mode (fitledger-server's
+webhook.ioThreads / webhook.maxConnections, fitledger-shim's ioThreads /
+maxConnections). A missing or null value, as after `helm upgrade --reuse-values`
+from a chart without it (which drops the new defaults), is the binaries'
+default: 0 (one I/O thread per CPU) and 1024. fitledger.validateValues has
+checked them.
+*/}}
+{{- define "fitledger.webhookIOThreads" -}}
+{{- if kindIs "invalid" .Values.shim.ioThreads }}0{{ else }}{{ int64 .Values.shim.ioThreads }}{{ end }}
+{{- end }}
+{{- define "fitledger.webhookMaxConnections" -}}
+{{- if kindIs "invalid" .Values.shim.maxConnections }}1024{{ else }}{{ int64 .Values.shim.maxConnections }}{{ end }}
 {{- end }}
 
 {{/*
@@ -358,8 +369,26 @@ this check also holds with --skip-schema-validation.
 {{- if not (has $mode (list "server" "shim")) }}
 {{- fail (printf "webhook.mode must be \"server\" (fitledger-server serves the extender webhook) or \"shim\" (a fitledger-shim container serves it); got %q" $mode) }}
 {{- end }}
-{{- if and (eq $mode "server") (lt (int .Values.shim.threads) 2) }}
-{{- fail (printf "shim.threads must be at least 2 with webhook.mode=server (fitledger-server's webhook.threads is 2..4096); got %v" .Values.shim.threads) }}
+{{- /*
+Both binaries refuse their old threads key, naming what replaced it; so does
+the chart. A null is unset: Helm keeps a null only where no other source of
+values (the chart's defaults, the release's previous values) has the key.
+*/}}
+{{- if not (kindIs "invalid" .Values.shim.threads) }}
+{{- fail (printf "shim.threads was removed (set to %v): the webhook no longer holds a thread per request. Remove it from your values: the webhook now runs on shim.ioThreads I/O threads (default 0: one per CPU) and shim.maxConnections caps its open connections (default 1024). `helm upgrade --reuse-values` brings back an earlier chart's shim.threads (its default was 64): upgrade with --reset-then-reuse-values (Helm 3.14+) instead, adding --set shim.threads=null if you had set it yourself, or pass your values files again" .Values.shim.threads) }}
+{{- end }}
+{{- range $key, $bounds := dict "ioThreads" (list 0 256) "maxConnections" (list 1 1048576) }}
+{{- $v := index $.Values.shim $key }}
+{{- if not (kindIs "invalid" $v) }}
+{{- $lo := index $bounds 0 }}
+{{- $hi := index $bounds 1 }}
+{{- if not (or (kindIs "int64" $v) (kindIs "int" $v) (kindIs "float64" $v)) }}
+{{- fail (printf "shim.%s must be an integer in %d..%d; got %q" $key $lo $hi (toString $v)) }}
+{{- end }}
+{{- if or (ne (floor (float64 $v)) (float64 $v)) (lt (float64 $v) (float64 $lo)) (gt (float64 $v) (float64 $hi)) }}
+{{- fail (printf "shim.%s must be an integer in %d..%d (fitledger-server's webhook.%s and fitledger-shim's %s); got %v" $key $lo $hi $key $key $v) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- $ports := list (list "server.monitorPort" (int .Values.server.monitorPort)) (list "shim.port" (int .Values.shim.port)) }}
 {{- if .Values.grpc.tcp.enabled }}
@@ -459,10 +488,6 @@ grpc:
     {{- if .Values.grpc.tcp.enabled }}
     - {{ include "fitledger.grpcTCPAddress" . | quote }}
     {{- end }}
-  {{- if eq (include "fitledger.webhookMode" .) "shim" }}
-  unaryListen:
-    - {{ include "fitledger.unarySocketAddress" . | quote }}
-  {{- end }}
   {{- if .Values.grpc.tls.secretName }}
   tls:
     certFile: {{ include "fitledger.grpcTLSDir" . }}/tls.crt
@@ -478,7 +503,8 @@ webhook:
   listen: {{ include "fitledger.webhookListen" . | quote }}
   prefix: /
   maxBodyBytes: {{ int64 .Values.shim.maxBodyBytes }}
-  threads: {{ int .Values.shim.threads }}
+  ioThreads: {{ include "fitledger.webhookIOThreads" . }}
+  maxConnections: {{ include "fitledger.webhookMaxConnections" . }}
   {{- if .Values.shim.tls.secretName }}
   tls:
     certFile: {{ include "fitledger.webhookTLSDir" . }}/tls.crt
@@ -518,11 +544,13 @@ fitledger-shim's configuration file (shim.yaml), for webhook.mode=shim.
 {{- define "fitledger.shimConfig" -}}
 listen: {{ include "fitledger.webhookListen" . | quote }}
 prefix: /
-server: {{ include "fitledger.unarySocketAddress" . | quote }}
+# fitledger-server's gRPC Unix socket (its grpc.listen) in the shared emptyDir.
+server: {{ include "fitledger.socketAddress" . | quote }}
 # Under extender.httpTimeout, above the server's bind budget.
 serverTimeout: {{ include "fitledger.shimServerTimeout" . | quote }}
 maxBodyBytes: {{ int64 .Values.shim.maxBodyBytes }}
-threads: {{ int .Values.shim.threads }}
+ioThreads: {{ include "fitledger.webhookIOThreads" . }}
+maxConnections: {{ include "fitledger.webhookMaxConnections" . }}
 {{- if .Values.shim.tls.secretName }}
 tls:
   certFile: {{ include "fitledger.shimTLSDir" . }}/tls.crt

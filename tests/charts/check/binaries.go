@@ -30,13 +30,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"sigs.k8s.io/yaml"
 )
 
 // checkBinaries runs fitledger-server on the rendered server.yaml, and in
@@ -110,52 +109,19 @@ func runServer(bin string, r *rendered, w *Want) error {
 	inProcess := w.Webhook != "shim"
 	if inProcess {
 		args = append(args, "--webhook-listen", "127.0.0.1:0")
-	} else {
-		args = append(args, "--grpc-unary-listen", "unix://"+filepath.Join(dir, "unary.sock"))
 	}
-	start := func(doc string) (*process, []byte, error) {
-		if err := os.WriteFile(configPath, []byte(doc), 0o600); err != nil {
-			return nil, nil, err
-		}
-		p, err := startProcess(bin, args)
-		if err != nil {
-			return nil, nil, err
-		}
-		raw, err := p.waitForFile(readyPath)
-		if err != nil {
-			p.kill()
-			return nil, nil, err
-		}
-		return p, raw, nil
+	if err := os.WriteFile(configPath, []byte(doc), 0o600); err != nil {
+		return err
 	}
-	p, raw, err := start(doc)
-	// A binary built before issue 22's keys names the first one it refuses:
-	// load the file without it (the only tolerance) until it starts or
-	// refuses something else, and say so.
-	var stripped []string
-	for err != nil {
-		unknown := pendingServerKeysRefused(err.Error())
-		if len(unknown) == 0 {
-			return err
-		}
-		for _, k := range unknown {
-			for _, s := range stripped {
-				if s == k {
-					return err // refused again after being removed
-				}
-			}
-		}
-		stripped = append(stripped, unknown...)
-		smaller, serr := stripServerKeys(doc, stripped)
-		if serr != nil {
-			return serr
-		}
-		p, raw, err = start(smaller)
-	}
-	if len(stripped) > 0 {
-		fmt.Printf("NOTE fitledger-server (%s) does not know %v yet; checked server.yaml without them\n", bin, stripped)
+	p, err := startProcess(bin, args)
+	if err != nil {
+		return err
 	}
 	defer p.kill()
+	raw, err := p.waitForFile(readyPath)
+	if err != nil {
+		return err
+	}
 	var ready struct {
 		MonitorPort int `json:"monitor_port"`
 		WebhookPort int `json:"webhook_port"`
@@ -171,55 +137,119 @@ func runServer(bin string, r *rendered, w *Want) error {
 			return fmt.Errorf("fitledger-server's webhook: %v", err)
 		}
 	}
-	// The webhook's metrics are on the server's own monitor in server mode.
-	metrics, err := httpGet(newClient(nil), fmt.Sprintf("http://127.0.0.1:%d/metrics", ready.MonitorPort), 200)
+	// The chart's probes and Prometheus use the monitor, in either mode; the
+	// webhook's metrics are there too in server mode.
+	metrics, err := probeMonitor("fitledger-server", ready.MonitorPort)
 	if err != nil {
-		return fmt.Errorf("server monitor: %v", err)
+		return err
 	}
-	if has := strings.Contains(metrics, "fitledger_shim_requests_total"); has != inProcess {
-		return fmt.Errorf("server /metrics has the webhook's fitledger_shim_requests_total: %v, want %v", has, inProcess)
+	// In server mode the webhook's metrics are on the server's monitor. (The
+	// server declares the families in shim mode too, and counts its monitor's
+	// own requests there, as verb healthz, readyz or other.)
+	if inProcess && !strings.Contains(metrics, "\n# TYPE fitledger_webhook_requests_total ") {
+		return fmt.Errorf("server mode, but the server's /metrics has no fitledger_webhook_requests_total")
+	}
+	// The monitor's own connection (this scrape) is counted on its listener.
+	if !regexp.MustCompile(`(?m)^fitledger_http_open_connections\{listener="monitor"\} [1-9]`).MatchString(metrics) {
+		return fmt.Errorf("server /metrics: no fitledger_http_open_connections{listener=\"monitor\"} >= 1")
+	}
+	for _, gone := range []string{"fitledger_server_unary_connections", "fitledger_shim_"} {
+		if strings.Contains(metrics, gone) {
+			return fmt.Errorf("server /metrics still has %s (removed with the transport's rewrite)", gone)
+		}
 	}
 	return p.terminate()
 }
 
-// pendingServerKeys are server.yaml keys the chart writes for issue 22 (the
-// bind budget, the resources NodeResourcesFit ignores) that a fitledger-server
-// built from a branch without that work refuses as unknown. Remove this
-// tolerance once every branch's server knows them.
-var pendingServerKeys = []string{"kubernetes.bindBudget", "ledger.ignoredResources", "ledger.ignoredResourceGroups"}
-
-// pendingServerKeysRefused: the pending keys the server's error (its output)
-// names as unknown.
-func pendingServerKeysRefused(output string) []string {
-	var out []string
-	for _, k := range pendingServerKeys {
-		if strings.Contains(output, "unknown key "+k) {
-			out = append(out, k)
-		}
+// probeMonitor checks a binary's monitor listener as the chart's probes and a
+// Prometheus scrape use it: /healthz 200, /readyz 503 (the API server is
+// unreachable, so never synced), /metrics in the text exposition format with
+// one HELP and one TYPE line per metric family and each family's samples
+// together (Prometheus' expfmt parser refuses a scrape otherwise). Returns
+// the metrics.
+func probeMonitor(who string, port int) (string, error) {
+	client := newClient(nil)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if _, err := httpGet(client, base+"/healthz", 200); err != nil {
+		return "", fmt.Errorf("%s monitor: %v", who, err)
 	}
-	return out
+	if _, err := httpGet(client, base+"/readyz", 503); err != nil {
+		return "", fmt.Errorf("%s monitor: %v (not synced: not ready)", who, err)
+	}
+	metrics, err := httpGet(client, base+"/metrics", 200)
+	if err != nil {
+		return "", fmt.Errorf("%s monitor: %v", who, err)
+	}
+	if err := checkExposition(metrics); err != nil {
+		return "", fmt.Errorf("%s /metrics: %v", who, err)
+	}
+	return metrics, nil
 }
 
-// stripServerKeys removes the dotted `keys` from the YAML document (and a map
-// they leave empty).
-func stripServerKeys(doc string, keys []string) (string, error) {
-	var m map[string]interface{}
-	if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
-		return "", err
-	}
-	for _, k := range keys {
-		parts := strings.SplitN(k, ".", 2)
-		sub, ok := m[parts[0]].(map[string]interface{})
-		if !ok {
-			continue
+// checkExposition: each metric family has at most one HELP and one TYPE line,
+// both before its samples, and its samples (histogram series included) are
+// not interleaved with another family's.
+func checkExposition(text string) error {
+	help, typ, closed, sampled := map[string]bool{}, map[string]string{}, map[string]bool{}, map[string]bool{}
+	current := ""
+	enter := func(family string) error {
+		if family == current {
+			return nil
 		}
-		delete(sub, parts[1])
-		if len(sub) == 0 {
-			delete(m, parts[0])
+		if closed[family] {
+			return fmt.Errorf("metric family %s appears in two places", family)
+		}
+		if current != "" {
+			closed[current] = true
+		}
+		current = family
+		return nil
+	}
+	for i, line := range strings.Split(text, "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) == 0:
+		case fields[0] == "#" && len(fields) >= 3 && (fields[1] == "HELP" || fields[1] == "TYPE"):
+			name := fields[2]
+			if err := enter(name); err != nil {
+				return fmt.Errorf("line %d: %v", i+1, err)
+			}
+			if sampled[name] {
+				return fmt.Errorf("line %d: %s line for %s after its samples", i+1, fields[1], name)
+			}
+			if fields[1] == "HELP" {
+				if help[name] {
+					return fmt.Errorf("line %d: second HELP line for %s", i+1, name)
+				}
+				help[name] = true
+				continue
+			}
+			if _, dup := typ[name]; dup {
+				return fmt.Errorf("line %d: second TYPE line for %s", i+1, name)
+			}
+			if len(fields) < 4 {
+				return fmt.Errorf("line %d: TYPE line without a type", i+1)
+			}
+			typ[name] = fields[3]
+		case fields[0] == "#":
+		default:
+			name := fields[0]
+			if j := strings.IndexByte(name, '{'); j >= 0 {
+				name = name[:j]
+			}
+			family := name
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if base := strings.TrimSuffix(name, suffix); base != name && typ[base] == "histogram" {
+					family = base
+				}
+			}
+			if err := enter(family); err != nil {
+				return fmt.Errorf("line %d: %v", i+1, err)
+			}
+			sampled[family] = true
 		}
 	}
-	out, err := yaml.Marshal(m)
-	return string(out), err
+	return nil
 }
 
 func runShim(bin string, r *rendered, w *Want) error {
@@ -254,7 +284,46 @@ func runShim(bin string, r *rendered, w *Want) error {
 	if err := probeWebhook(port, w.ShimTLS, w.ShimClientAuth); err != nil {
 		return fmt.Errorf("fitledger-shim: %v", err)
 	}
+	monitorPort, err := p.shimMonitorPort()
+	if err != nil {
+		return err
+	}
+	metrics, err := probeMonitor("fitledger-shim", monitorPort)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(metrics, "\n# TYPE fitledger_webhook_requests_total ") {
+		return fmt.Errorf("shim /metrics has no fitledger_webhook_requests_total")
+	}
 	return p.terminate()
+}
+
+// shimMonitorPort reads the monitor's port from fitledger-shim's "serving"
+// log record ({"msg":"fitledger-shim serving",...,"monitor":"HOST:PORT (port
+// N)"}), which it writes right after its port file; waits up to 10 s.
+func (p *process) shimMonitorPort() (int, error) {
+	re := regexp.MustCompile(`\(port ([0-9]+)\)`)
+	deadline := time.After(10 * time.Second)
+	for {
+		for _, line := range p.out.lines() {
+			var rec struct{ Msg, Monitor string }
+			if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "fitledger-shim serving" {
+				continue
+			}
+			m := re.FindStringSubmatch(rec.Monitor)
+			if m == nil {
+				return 0, fmt.Errorf("fitledger-shim serves no monitor (%q)", rec.Monitor)
+			}
+			return strconv.Atoi(m[1])
+		}
+		select {
+		case <-p.done:
+			return 0, fmt.Errorf("fitledger-shim exited (%v): %s", p.err, p.out.tail())
+		case <-deadline:
+			return 0, fmt.Errorf("fitledger-shim logged no \"fitledger-shim serving\" record within 10 s")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // probeWebhook: /healthz answers (over TLS with a client certificate when the
@@ -433,15 +502,29 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
-// tail returns the last lines of the output that are not JSON log records
-// (the binaries print their fatal errors as plain "NAME: message" lines).
-func (s *syncBuffer) tail() string {
+func (s *syncBuffer) lines() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return strings.Split(strings.TrimSpace(s.b.String()), "\n")
+}
+
+// tail returns the last lines of the output that say why a binary stopped:
+// plain "NAME: message" lines (fitledger-server's fatal errors) and the
+// message and error of JSON log records at level error (fitledger-shim's);
+// other JSON log records are left out.
+func (s *syncBuffer) tail() string {
 	var plain []string
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
-		if l != "" && !strings.HasPrefix(l, "{") {
+	for _, l := range s.lines() {
+		if l == "" {
+			continue
+		}
+		if !strings.HasPrefix(l, "{") {
 			plain = append(plain, l)
+			continue
+		}
+		var rec struct{ Level, Msg, Error string }
+		if json.Unmarshal([]byte(l), &rec) == nil && rec.Level == "error" {
+			plain = append(plain, strings.TrimSuffix(rec.Msg+": "+rec.Error, ": "))
 		}
 	}
 	if len(plain) > 3 {

@@ -5,6 +5,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // ServerConfig mirrors fitledger-server's YAML configuration (camelCase keys).
@@ -16,11 +18,8 @@ type ServerConfig struct {
 		BindBudget string `json:"bindBudget"`
 	} `json:"kubernetes"`
 	GRPC struct {
-		Listen []string `json:"listen"`
-		// UnaryListen: the unary methods on the server's own HTTP/2 server
-		// (no TLS: Unix sockets or loopback only).
-		UnaryListen []string  `json:"unaryListen,omitempty"`
-		TLS         *TLSFiles `json:"tls,omitempty"`
+		Listen []string  `json:"listen"`
+		TLS    *TLSFiles `json:"tls,omitempty"`
 	} `json:"grpc"`
 	Monitor struct {
 		Listen string `json:"listen"`
@@ -47,25 +46,28 @@ type ServerConfig struct {
 	} `json:"log"`
 }
 
-// WebhookConfig mirrors the server's webhook block.
+// WebhookConfig mirrors the server's webhook block (the keys the chart
+// writes; the binary has more, with defaults).
 type WebhookConfig struct {
-	Listen       string    `json:"listen"`
-	Prefix       string    `json:"prefix"`
-	MaxBodyBytes int64     `json:"maxBodyBytes"`
-	Threads      int64     `json:"threads"`
-	TLS          *TLSFiles `json:"tls,omitempty"`
+	Listen         string    `json:"listen"`
+	Prefix         string    `json:"prefix"`
+	MaxBodyBytes   int64     `json:"maxBodyBytes"`
+	IOThreads      int64     `json:"ioThreads"`
+	MaxConnections int64     `json:"maxConnections"`
+	TLS            *TLSFiles `json:"tls,omitempty"`
 }
 
 // ShimConfig mirrors fitledger-shim's YAML configuration.
 type ShimConfig struct {
-	Listen        string    `json:"listen"`
-	Prefix        string    `json:"prefix"`
-	Server        string    `json:"server"`
-	ServerTimeout string    `json:"serverTimeout"`
-	MaxBodyBytes  int64     `json:"maxBodyBytes"`
-	Threads       int       `json:"threads"`
-	TLS           *TLSFiles `json:"tls,omitempty"`
-	Monitor       struct {
+	Listen         string    `json:"listen"`
+	Prefix         string    `json:"prefix"`
+	Server         string    `json:"server"`
+	ServerTimeout  string    `json:"serverTimeout"`
+	MaxBodyBytes   int64     `json:"maxBodyBytes"`
+	IOThreads      int64     `json:"ioThreads"`
+	MaxConnections int64     `json:"maxConnections"`
+	TLS            *TLSFiles `json:"tls,omitempty"`
+	Monitor        struct {
 		Listen string `json:"listen"`
 	} `json:"monitor"`
 }
@@ -110,17 +112,6 @@ func ValidateServerConfig(c *ServerConfig) error {
 			return fmt.Errorf("grpc.listen %q: a non-loopback TCP address requires grpc.tls", addr)
 		}
 	}
-	for _, addr := range c.GRPC.UnaryListen {
-		if strings.HasPrefix(addr, "unix://") {
-			if !strings.HasPrefix(addr, "unix:///") {
-				return fmt.Errorf("grpc.unaryListen %q: a unix address needs an absolute path (unix:///path)", addr)
-			}
-			continue
-		}
-		if !isLoopback(addr) {
-			return fmt.Errorf("grpc.unaryListen %q: not a Unix socket nor a loopback host:port (no TLS there)", addr)
-		}
-	}
 	if c.GRPC.TLS != nil && (c.GRPC.TLS.CertFile == "" || c.GRPC.TLS.KeyFile == "") {
 		return fmt.Errorf("grpc.tls needs certFile and keyFile")
 	}
@@ -137,8 +128,8 @@ func ValidateServerConfig(c *ServerConfig) error {
 		if wh.MaxBodyBytes < 1024 || wh.MaxBodyBytes > 1<<30 {
 			return fmt.Errorf("webhook.maxBodyBytes %d outside 1024..1 GiB", wh.MaxBodyBytes)
 		}
-		if wh.Threads < 2 || wh.Threads > 4096 {
-			return fmt.Errorf("webhook.threads %d outside 2..4096", wh.Threads)
+		if err := validateWebhookLimits("webhook.", wh.IOThreads, wh.MaxConnections); err != nil {
+			return err
 		}
 		if wh.TLS != nil && (wh.TLS.CertFile == "" || wh.TLS.KeyFile == "") {
 			return fmt.Errorf("webhook.tls needs certFile and keyFile")
@@ -207,8 +198,11 @@ func ValidateShimConfig(c *ShimConfig) error {
 	if x, err := time.ParseDuration(c.ServerTimeout); err != nil || x <= 0 {
 		return fmt.Errorf("serverTimeout %q is not a positive duration", c.ServerTimeout)
 	}
-	if c.MaxBodyBytes <= 0 || c.Threads <= 0 {
-		return fmt.Errorf("maxBodyBytes and threads must be positive")
+	if c.MaxBodyBytes < 1024 || c.MaxBodyBytes > 1<<30 {
+		return fmt.Errorf("maxBodyBytes %d outside 1024..1 GiB", c.MaxBodyBytes)
+	}
+	if err := validateWebhookLimits("", c.IOThreads, c.MaxConnections); err != nil {
+		return err
 	}
 	if c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == "") {
 		return fmt.Errorf("tls needs certFile and keyFile")
@@ -217,4 +211,60 @@ func ValidateShimConfig(c *ShimConfig) error {
 		return fmt.Errorf("monitor.listen %q: %v", c.Monitor.Listen, err)
 	}
 	return nil
+}
+
+// validateWebhookLimits applies config/http_listener.cc's ranges, which both
+// binaries share: ioThreads 0..256 (0: one per CPU), maxConnections 1..2^20.
+func validateWebhookLimits(prefix string, ioThreads, maxConnections int64) error {
+	if ioThreads < 0 || ioThreads > 256 {
+		return fmt.Errorf("%sioThreads %d outside 0..256", prefix, ioThreads)
+	}
+	if maxConnections < 1 || maxConnections > 1<<20 {
+		return fmt.Errorf("%smaxConnections %d outside 1..2^20", prefix, maxConnections)
+	}
+	return nil
+}
+
+// removedKeys are configuration keys the binaries refuse at start since the
+// transport's rewrite (issue 21), each with what replaced it.
+var removedKeys = map[string][]struct{ key, why string }{
+	"server.yaml": {
+		{"grpc.unaryListen", "removed with fitledger's own HTTP/2 server: fitledger-shim dials the server's grpc.listen socket"},
+		{"webhook.threads", "removed: webhook.ioThreads and webhook.maxConnections replaced it"},
+	},
+	"shim.yaml": {
+		{"threads", "removed: ioThreads and maxConnections replaced it"},
+	},
+}
+
+// checkNoRemovedKeys: the rendered file (server.yaml or shim.yaml) sets none
+// of the keys its binary refuses, whatever their value (an empty list or 0
+// included: a key is written only by a chart that still knows it).
+func checkNoRemovedKeys(file, doc string) error {
+	var m map[string]interface{}
+	if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+		return fmt.Errorf("%s: %v", file, err)
+	}
+	for _, r := range removedKeys[file] {
+		if v, found := lookupKey(m, r.key); found {
+			return fmt.Errorf("%s sets %s (%v), which its binary refuses: %s", file, r.key, v, r.why)
+		}
+	}
+	return nil
+}
+
+// lookupKey returns the value at the dotted key of a YAML document's map, and
+// whether the key is there (a null value counts as there).
+func lookupKey(m map[string]interface{}, dotted string) (interface{}, bool) {
+	var node interface{} = m
+	for _, part := range strings.Split(dotted, ".") {
+		sub, ok := node.(map[string]interface{})
+		if !ok {
+			return nil, false
+		}
+		if node, ok = sub[part]; !ok {
+			return nil, false
+		}
+	}
+	return node, true
 }

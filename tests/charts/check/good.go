@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 )
 
 // rendered holds what the checks of one good value set share.
@@ -47,17 +49,20 @@ func checkGoodSet(c *Checker, e *Env, s goodSet) {
 	c.Check(name("Deployment: replicas, strategy, selector, images"), checkDeployment(r, w))
 	c.Check(name("pod: containers and native-sidecar order"), checkContainerLayout(r, w))
 	c.Check(name("security contexts: non-root, read-only root, no escalation, drop ALL, RuntimeDefault"), checkSecurity(objs))
-	c.Check(name("probes on the health endpoints"), checkProbes(r, w))
+	c.Check(name("probes on the health endpoints of the monitor ports (never the webhook's)"), checkProbes(r, w))
 	c.Check(name("volumes, mounts and referenced ConfigMaps/Secrets"), checkVolumes(r, w))
 	c.Check(name("container resources come from the values"), checkResources(r, w))
 	c.Check(name("fitledger-server config (keys, rules, values)"), r.loadServerConfig(w))
+	c.Check(name("server.yaml sets no removed key (grpc.unaryListen, webhook.threads)"), checkNoRemovedKeys("server.yaml", r.serverYAML))
 	if w.Webhook == "shim" {
 		c.Check(name("fitledger-shim config (keys, rules, values)"), r.loadShimConfig(w))
-		c.Check(name("shim reaches the server's unary socket in the shared emptyDir"), checkSocketWiring(r))
+		c.Check(name("shim.yaml sets no removed key (threads)"), checkNoRemovedKeys("shim.yaml", r.shimYAML))
+		c.Check(name("shim dials the server's grpc.listen Unix socket in the shared emptyDir"), checkSocketWiring(r))
 	} else {
 		c.Check(name("server mode: no fitledger-shim container, config, port or volume"), checkNoShim(r, w))
 		c.Check(name("server's Unix socket is in the emptyDir"), checkSocketWiring(r))
 	}
+	c.Check(name("shim.ioThreads and shim.maxConnections reach the "+w.Webhook+"'s webhook config"), checkWebhookLimits(r, w))
 	c.Check(name("monitor, gRPC and webhook ports match container ports and probes"), checkPorts(r, w))
 	if w.Scheduler {
 		c.Check(name("KubeSchedulerConfiguration decodes strictly and passes kube-scheduler validation"), r.loadSchedulerConfig())
@@ -430,6 +435,9 @@ func expectProbe(c map[string]interface{}, kind, wantPath string, wantPort int64
 	return nil
 }
 
+// checkProbes: fitledger's probes go to the monitor port of each binary (its
+// listener has a thread of its own; the webhook's port can be busy with
+// connections, and a probe waiting behind them would restart a healthy pod).
 func checkProbes(r *rendered, w *Want) error {
 	monitors := []struct {
 		name string
@@ -684,9 +692,8 @@ func checkServerWebhook(c map[string]interface{}, cfg *ServerConfig, w *Want) er
 	if wh.Prefix != "/" {
 		return fmt.Errorf("webhook.prefix %q, want /", wh.Prefix)
 	}
-	if wh.Threads != w.ShimThreads || wh.MaxBodyBytes != w.ShimMaxBodyBytes {
-		return fmt.Errorf("webhook threads %d maxBodyBytes %d, want shim.threads %d and shim.maxBodyBytes %d",
-			wh.Threads, wh.MaxBodyBytes, w.ShimThreads, w.ShimMaxBodyBytes)
+	if wh.MaxBodyBytes != w.ShimMaxBodyBytes {
+		return fmt.Errorf("webhook.maxBodyBytes %d, want shim.maxBodyBytes %d", wh.MaxBodyBytes, w.ShimMaxBodyBytes)
 	}
 	if (wh.TLS != nil) != w.ShimTLS {
 		return fmt.Errorf("webhook.tls present %v, want %v", wh.TLS != nil, w.ShimTLS)
@@ -752,8 +759,8 @@ func (r *rendered) loadShimConfig(w *Want) error {
 	if cfg.ServerTimeout != w.ShimServerTimeout {
 		return fmt.Errorf("serverTimeout %q, want %q (extender.httpTimeout - 500ms)", cfg.ServerTimeout, w.ShimServerTimeout)
 	}
-	if int64(cfg.Threads) != w.ShimThreads || cfg.MaxBodyBytes != w.ShimMaxBodyBytes {
-		return fmt.Errorf("threads %d maxBodyBytes %d, want %d and %d", cfg.Threads, cfg.MaxBodyBytes, w.ShimThreads, w.ShimMaxBodyBytes)
+	if cfg.MaxBodyBytes != w.ShimMaxBodyBytes {
+		return fmt.Errorf("maxBodyBytes %d, want shim.maxBodyBytes %d", cfg.MaxBodyBytes, w.ShimMaxBodyBytes)
 	}
 	if (cfg.TLS != nil) != w.ShimTLS {
 		return fmt.Errorf("tls present %v, want %v", cfg.TLS != nil, w.ShimTLS)
@@ -772,41 +779,30 @@ func (r *rendered) loadShimConfig(w *Want) error {
 	return nil
 }
 
-// checkSocketWiring: the server's Unix socket lies in the emptyDir "socket"
-// (its root filesystem is read-only), and in shim mode the shim dials the
-// server's unary socket (grpc.unaryListen, the faster listener) there.
+// checkSocketWiring: the server's Unix socket (one of its grpc.listen, served
+// by gRPC's own server) lies in the emptyDir "socket" (its root filesystem is
+// read-only), and in shim mode the shim dials exactly that socket, with the
+// emptyDir mounted at the same path.
 func checkSocketWiring(r *rendered) error {
 	if r.server == nil {
 		return fmt.Errorf("server config missing")
 	}
-	var sock, unary string
+	var socks []string
 	for _, a := range r.server.GRPC.Listen {
 		if strings.HasPrefix(a, "unix://") {
-			sock = a
+			socks = append(socks, a)
 		}
 	}
-	for _, a := range r.server.GRPC.UnaryListen {
-		if strings.HasPrefix(a, "unix://") {
-			unary = a
-		}
+	if len(socks) != 1 {
+		return fmt.Errorf("the server listens on Unix sockets %v, want one (in the socket emptyDir)", socks)
 	}
-	if sock == "" {
-		return fmt.Errorf("the server does not listen on a Unix socket")
-	}
+	sock := socks[0]
 	users := []string{"fitledger-server"}
 	if r.shim != nil {
-		if unary == "" {
-			return fmt.Errorf("shim mode, but the server has no grpc.unaryListen Unix socket")
-		}
-		if r.shim.Server != unary {
-			return fmt.Errorf("the shim dials %q, the server's unary socket is %q", r.shim.Server, unary)
-		}
-		if path.Dir(unary) != path.Dir(sock) {
-			return fmt.Errorf("the unary socket %q is not beside %q in the socket emptyDir", unary, sock)
+		if r.shim.Server != sock {
+			return fmt.Errorf("the shim dials %q, the server's grpc.listen socket is %q", r.shim.Server, sock)
 		}
 		users = append(users, "fitledger-shim")
-	} else if unary != "" {
-		return fmt.Errorf("server mode, yet the server serves grpc.unaryListen %q (nothing dials it)", unary)
 	}
 	dir := path.Dir(strings.TrimPrefix(sock, "unix://"))
 	if v := volumes(r.podSpec)["socket"]; get(v, "emptyDir") == nil {
@@ -927,6 +923,34 @@ func checkNoShim(r *rendered, w *Want) error {
 	}
 	if _, ok := volumes(r.podSpec)["shim-tls"]; ok {
 		return fmt.Errorf("volume shim-tls without a shim")
+	}
+	return nil
+}
+
+// checkWebhookLimits: shim.ioThreads and shim.maxConnections are written, as
+// keys (a missing key would also read 0), into the configuration of the
+// process that serves the webhook: the server's webhook block in server mode,
+// shim.yaml in shim mode.
+func checkWebhookLimits(r *rendered, w *Want) error {
+	file, doc, prefix := "server.yaml", r.serverYAML, "webhook."
+	if w.Webhook == "shim" {
+		file, doc, prefix = "shim.yaml", r.shimYAML, ""
+	}
+	var m map[string]interface{}
+	if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+		return fmt.Errorf("%s: %v", file, err)
+	}
+	for _, k := range []struct {
+		key  string
+		want int64
+	}{{"ioThreads", w.ShimIOThreads}, {"maxConnections", w.ShimMaxConnections}} {
+		v, ok := lookupKey(m, prefix+k.key)
+		if !ok {
+			return fmt.Errorf("%s has no %s%s (shim.%s)", file, prefix, k.key, k.key)
+		}
+		if n, isNum := num(v); !isNum || n != k.want {
+			return fmt.Errorf("%s: %s%s is %v, want shim.%s = %d", file, prefix, k.key, v, k.key, k.want)
+		}
 	}
 	return nil
 }

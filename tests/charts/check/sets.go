@@ -25,11 +25,13 @@ type Want struct {
 	Webhook string
 
 	ShimPort, ShimMonitorPort, ServerMonitorPort int64
-	ShimThreads, ShimMaxBodyBytes                int64
-	GRPCTCP                                      bool
-	GRPCPort                                     int64
-	GRPCTLS, GRPCClientAuth                      bool
-	ShimTLS, ShimClientAuth                      bool
+	// The webhook's limits (shim.*), written into the server's webhook block
+	// or shim.yaml.
+	ShimIOThreads, ShimMaxConnections, ShimMaxBodyBytes int64
+	GRPCTCP                                             bool
+	GRPCPort                                            int64
+	GRPCTLS, GRPCClientAuth                             bool
+	ShimTLS, ShimClientAuth                             bool
 
 	Prioritize bool
 	Weight     int64
@@ -72,7 +74,7 @@ func defaults() Want {
 		BindBudget:     "4s", ShimServerTimeout: "4500ms",
 		Webhook:  "server",
 		ShimPort: 8888, ShimMonitorPort: 8082, ServerMonitorPort: 8081,
-		ShimThreads: 64, ShimMaxBodyBytes: 16777216,
+		ShimIOThreads: 0, ShimMaxConnections: 1024, ShimMaxBodyBytes: 16777216,
 		GRPCTCP: true, GRPCPort: 9090,
 		Prioritize: true, Weight: 1, Bind: true, Preempt: true, Extenders: 1,
 		AntiAffinity: "soft", PDB: true, Test: true,
@@ -124,11 +126,30 @@ func goodSets(e *Env) []goodSet {
 	// chart without it: the default, server.
 	sets = append(sets, goodSet{name: "webhook-mode-missing", want: defaults(),
 		args: []string{"--set", "webhook=null"}})
-	// The shim accepts one thread (fitledger-server's webhook needs two).
-	oneThread := inShim(defaults())
-	oneThread.ShimThreads = 1
-	sets = append(sets, goodSet{name: "shim-mode-one-thread", want: oneThread,
-		args: []string{"-f", shim, "--set", "shim.threads=1"}})
+	// The webhook's I/O threads and connection cap at the ends of their
+	// ranges (the binaries' 0..256 and 1..2^20), in either process.
+	low := defaults()
+	low.ShimIOThreads, low.ShimMaxConnections = 1, 1
+	sets = append(sets, goodSet{name: "webhook-one-io-thread-one-connection", want: low,
+		args: []string{"--set", "shim.ioThreads=1", "--set", "shim.maxConnections=1"}})
+	high := inShim(defaults())
+	high.ShimIOThreads, high.ShimMaxConnections = 256, 1<<20
+	sets = append(sets, goodSet{name: "shim-mode-most-io-threads-and-connections", want: high,
+		args: []string{"-f", shim, "--set", "shim.ioThreads=256", "--set", "shim.maxConnections=1048576"}})
+	// Missing, as after `helm upgrade --reuse-values` from a chart without
+	// them: the binaries' defaults.
+	sets = append(sets, goodSet{name: "webhook-limits-missing", want: defaults(),
+		args: []string{"--set", "shim.ioThreads=null", "--set", "shim.maxConnections=null"}})
+	sets = append(sets, goodSet{name: "webhook-limits-missing-shim-mode", want: inShim(defaults()),
+		args: []string{"-f", shim, "--set", "shim.ioThreads=null", "--set", "shim.maxConnections=null"}})
+	// That upgrade also brings back the earlier chart's shim.threads, which
+	// fails rendering (badSets); nulled, as the message says, it renders. Helm
+	// keeps a null for a key no other source of values has (this chart has no
+	// default shim.threads): the chart reads it as unset.
+	sets = append(sets, goodSet{name: "previous-chart-values-threads-null", want: defaults(),
+		args: []string{"-f", e.ValuesFile("previous-chart-threads.yaml"), "--set", "shim.threads=null"}})
+	sets = append(sets, goodSet{name: "shim-threads-null-shim-mode", want: inShim(defaults()),
+		args: []string{"-f", shim, "--set", "shim.threads=null"}})
 
 	// A GPU-memory scheduler: managed extended resources, TLS on every
 	// listener, one pod per node, a second (non-binding) extender.
@@ -141,7 +162,7 @@ func goodSets(e *Env) []goodSet {
 	full.SchedulerImage = "registry.k8s.io/kube-scheduler:v1.31.8"
 	full.KubectlImage = "registry.k8s.io/kubectl:v1.31.8"
 	full.ShimPort, full.GRPCPort = 18888, 19090
-	full.ShimMaxBodyBytes = 33554432
+	full.ShimIOThreads, full.ShimMaxConnections, full.ShimMaxBodyBytes = 2, 4096, 33554432
 	full.BindBudget, full.ShimServerTimeout = "9s", "9500ms" // httpTimeout: 10s
 	full.GRPCTLS, full.GRPCClientAuth = true, true
 	full.ShimTLS, full.ShimClientAuth = true, true
@@ -288,6 +309,13 @@ type badSet struct {
 	wantTemplate string
 }
 
+// The chart's refusal of shim.threads, as the binaries refuse threads: what
+// replaced it, and how to upgrade with --reuse-values.
+const (
+	threadsRemoved = "shim.threads was removed (set to 64): the webhook no longer holds a thread per request. Remove it from your values: the webhook now runs on shim.ioThreads I/O threads (default 0: one per CPU) and shim.maxConnections caps its open connections (default 1024)"
+	threadsReuse   = "`helm upgrade --reuse-values` brings back an earlier chart's shim.threads (its default was 64): upgrade with --reset-then-reuse-values (Helm 3.14+) instead, adding --set shim.threads=null if you had set it yourself, or pass your values files again"
+)
+
 func badSets(e *Env) []badSet {
 	notExtended := "is not an extended resource name"
 	skewPolicy := "version-skew policy, https://kubernetes.io/releases/version-skew-policy/"
@@ -352,8 +380,23 @@ func badSets(e *Env) []badSet {
 			want: "webhook.mode: webhook.mode must be one of the following", wantTemplate: `webhook.mode must be "server"`},
 		{name: "misspelled webhook value", args: []string{"--set", "webhook.mod=shim"},
 			want: "Additional property mod is not allowed"},
-		{name: "one webhook thread in server mode", args: []string{"--set", "shim.threads=1"},
-			want: "shim.threads: Must be greater than or equal to 2", wantTemplate: "shim.threads must be at least 2 with webhook.mode=server"},
+		// shim.threads was removed: refused (schema or not) with what replaced it, as the binaries refuse threads.
+		{name: "shim.threads (removed)", args: []string{"--set", "shim.threads=64"},
+			want: threadsRemoved, wantTemplate: threadsRemoved},
+		{name: "shim.threads (removed), shim mode", args: []string{"-f", e.ValuesFile("webhook-shim.yaml"), "--set", "shim.threads=8"},
+			want: strings.Replace(threadsRemoved, "(set to 64)", "(set to 8)", 1), wantTemplate: strings.Replace(threadsRemoved, "(set to 64)", "(set to 8)", 1)},
+		{name: "upgrade --reuse-values from a chart with shim.threads", args: []string{"-f", e.ValuesFile("previous-chart-threads.yaml")},
+			want: threadsReuse, wantTemplate: threadsReuse},
+		{name: "shim.ioThreads above 256", args: []string{"--set", "shim.ioThreads=257"},
+			want: "shim.ioThreads: Must be less than or equal to 256", wantTemplate: "shim.ioThreads must be an integer in 0..256 (fitledger-server's webhook.ioThreads and fitledger-shim's ioThreads); got 257"},
+		{name: "negative shim.ioThreads", args: []string{"--set", "shim.ioThreads=-1"},
+			want: "shim.ioThreads: Must be greater than or equal to 0", wantTemplate: "shim.ioThreads must be an integer in 0..256"},
+		{name: "shim.ioThreads not a number", args: []string{"--set", "shim.ioThreads=many"},
+			want: "shim.ioThreads: Invalid type", wantTemplate: `shim.ioThreads must be an integer in 0..256; got "many"`},
+		{name: "shim.maxConnections 0", args: []string{"--set", "shim.maxConnections=0"},
+			want: "shim.maxConnections: Must be greater than or equal to 1", wantTemplate: "shim.maxConnections must be an integer in 1..1048576"},
+		{name: "shim.maxConnections above 2^20", args: []string{"-f", e.ValuesFile("webhook-shim.yaml"), "--set", "shim.maxConnections=1048577"},
+			want: "shim.maxConnections: Must be less than or equal to", wantTemplate: "shim.maxConnections must be an integer in 1..1048576 (fitledger-server's webhook.maxConnections and fitledger-shim's maxConnections); got 1048577"},
 		{name: "webhook port on the server's monitor port", args: []string{"--set", "shim.port=8081"},
 			wantTemplate: "server.monitorPort and shim.port are both 8081"},
 		{name: "webhook port on kube-scheduler's port", args: []string{"--set", "shim.port=10259"},

@@ -86,7 +86,7 @@ record_load() {  # record_load WHEN
 if (( WAIT_QUIET )); then
   for minute in $(seq 0 30); do
     one="$(cut -d' ' -f1 /proc/loadavg)"
-    if python3 -c "import sys; sys.exit(0 if float('$one') < 0.5 else 1)"; then break; fi
+    if awk -v one="$one" 'BEGIN { exit !(one < 0.5) }'; then break; fi
     if (( minute == 30 )); then log "load average still $one after 30 min: running anyway"; break; fi
     log "load average $one (others' work): waiting for < 0.5 ($minute/30 min)"
     sleep 60
@@ -111,6 +111,10 @@ wait_file() {  # wait_file PATH SECONDS [PID]: the file exists and is not empty 
     if (( SECONDS > deadline )); then echo "timed out waiting for $1" >&2; return 1; fi
     sleep 0.02
   done
+}
+# No python3 between and around the timed runs: on a loaded 2-core machine one start took ~2 s.
+per_call() {  # per_call TICKS_BEFORE TICKS_AFTER COUNT: CPU us per call, one decimal
+  awk -v b="$1" -v a="$2" -v n="$3" -v t="$TICK_US" 'BEGIN { printf "%.1f", (a - b) * t / (n > 1 ? n : 1) }'
 }
 json_field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$@"; }
 
@@ -142,6 +146,7 @@ record_load start
 # --- The sim: 5,000 nodes, 150,000 realistic pods ---
 SIM_DIR="$OUT/sim"
 mkdir -p "$SIM_DIR"
+rm -f "$SIM_DIR/kubeconfig"  # an --out DIR of an earlier run: wait for this run's sim
 sed "s/^  nodeNames: .*/  nodeNames: $NAMES/" "$ROOT/config/sim/big-realistic.yaml" > "$SIM_DIR/sim.yaml"
 log "starting fitledger-sim (config/sim/big-realistic.yaml, nodeNames: $NAMES)"
 started_ns="$(date +%s%N)"
@@ -151,16 +156,18 @@ SIM_PID=$!
 PIDS+=("$SIM_PID")
 wait_file "$SIM_DIR/kubeconfig" 600 "$SIM_PID"
 SIM_PORT="$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$SIM_DIR/sim.log" | head -1)"
+[[ -n "$SIM_PORT" ]] || { echo "no port in $SIM_DIR/sim.log: $(head -3 "$SIM_DIR/sim.log")" >&2; exit 1; }
 SIM="http://127.0.0.1:$SIM_PORT"
 log "sim on port $SIM_PORT, generated in $(( ($(date +%s%N) - started_ns) / 1000000 )) ms"
 
-# The sim's own cost of serving the pods: one LIST from its watch cache (as client-go's first
-# LIST asks) read by curl into /dev/null. A floor under the server's sync, which reads as much.
+# The sim's own cost of the pods' initial state, as fitledger-server asks for it (a WatchList;
+# the server's requests are recorded at each sync), read by a client that does nothing with it:
+# a floor under the server's sync.
 selector='fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed'
-read -r list_s list_bytes < <(curl -sS -o /dev/null -w '%{time_total} %{size_download}\n' \
-  "$SIM/api/v1/pods?resourceVersion=0&$selector")
-record sim_list "{\"ms\":$(python3 -c "print(round($list_s * 1000, 1))"),\"bytes\":$list_bytes}"
-log "sim: LIST of the pods to curl: ${list_s}s, $list_bytes bytes"
+line="$(python3 "$PERF/initial_events.py" "$SIM_PORT" \
+  "/api/v1/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&$selector")"
+record sim_watchlist "$line"
+log "sim: the pods' WatchList to a reader that drops it: $line"
 
 # --- The bodies ---
 python3 "$PERF/make_body.py" --api "$SIM" --names-out "$OUT/body_names.json" \
@@ -207,6 +214,7 @@ done
 # --- The other systems ---
 SHIM_DIR="$OUT/shim"
 mkdir -p "$SHIM_DIR"
+rm -f "$SHIM_DIR/port"
 "$SHIM_BIN" --listen 127.0.0.1:0 --server "unix://$SERVER_SOCK" --monitor-listen 127.0.0.1:0 \
   --port-file "$SHIM_DIR/port" > "$SHIM_DIR/shim.log" 2>&1 &
 SHIM_PID=$!
@@ -216,6 +224,7 @@ SHIM_PORT="$(cat "$SHIM_DIR/port")"
 
 GO_DIR="$OUT/go"
 mkdir -p "$GO_DIR"
+rm -f "$GO_DIR/port"
 go_start_ns="$(date +%s%N)"
 "$OUT/go-baseline" --api "$SIM" --listen 127.0.0.1:0 --port-file "$GO_DIR/port" \
   > "$GO_DIR/go.log" 2>&1 &
@@ -344,12 +353,12 @@ wrk_run() {  # wrk_run SYSTEM BODY CONNECTIONS ROUND
   local cpu="" us
   for entry in ${PROCS[$system]}; do
     name="${entry%%=*}"
-    us="$(python3 -c "print(round(($(cpu_ticks "${entry#*=}") - ${before[$name]}) * $TICK_US / max(1, $requests), 1))")"
+    us="$(per_call "${before[$name]}" "$(cpu_ticks "${entry#*=}")" "$requests")"
     cpu="${cpu:+$cpu,}\"$name\":$us"
   done
   record wrk "{\"system\":\"$system\",\"body\":\"$body\",\"conns\":$conns,\"round\":$round,\"cpu_us_per_call\":{$cpu},${line#\{}"
   log "$system $body c$conns: $line cpu/call {$cpu}"
-  if ! python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r['requests'] > 0 and r['errors'] == 0 and r['non2xx'] == 0 else 1)" "$line"; then
+  if [[ ! "${requests:-0}" -gt 0 || "$line" != *'"errors":0,"non2xx":0,'* ]]; then
     echo "$system: wrk saw errors or non-2xx replies: $line" >&2
     exit 1
   fi
@@ -414,8 +423,7 @@ for r in $(seq 1 "$ROUNDS"); do
   a_server="$(cpu_ticks "$SERVER_PID")"
   line="$(sed -n 's/^CYCLE_JSON //p' "$OUT/cycle-$r.out")"
   bound="$(sed -n 's/.*"bound":\([0-9]*\).*/\1/p' <<< "$line")"
-  per_pod() { python3 -c "print(round(($2 - $1) * $TICK_US / max(1, $bound), 1))"; }
-  record cycle "{\"round\":$r,\"cpu_us_per_pod\":{\"server\":$(per_pod "$b_server" "$a_server"),\"sim\":$(per_pod "$b_sim" "$a_sim")},${line#\{}"
+  record cycle "{\"round\":$r,\"cpu_us_per_pod\":{\"server\":$(per_call "$b_server" "$a_server" "$bound"),\"sim\":$(per_call "$b_sim" "$a_sim" "$bound")},${line#\{}"
   log "cycle $r: $(tail -1 "$RESULTS")"
 done
 

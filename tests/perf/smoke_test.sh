@@ -4,6 +4,7 @@
 # 1. fitledger-sim generates a small realistic cluster (config/sim/big-realistic.yaml's options on
 #    60 nodes): make_body.py writes both Filter bodies from it, --check accepts them and refuses a
 #    broken one; a third of the nodes are full.
+#    initial_events.py times the pods' WatchList to its end bookmark and refuses a stream without.
 # 2. summarize.py --check-replies reads replies made up from the body (agreeing, then not).
 # 3. summarize.py turns made-up results of three rounds into the table: medians, per-round ratios,
 #    PASS and MISS.
@@ -70,6 +71,29 @@ if python3 "$here/make_body.py" --check "$work/broken.json" --candidates 20 2> "
   fail "make_body.py --check accepted a pod without ownerReferences"
 fi
 grep -q "no metadata.ownerReferences" "$work/check.err" || fail "unexpected: $(cat "$work/check.err")"
+# initial_events.py: the WatchList's initial state, then the bookmark that ends it (the floor
+# under the server's sync); a plain LIST has no such bookmark and is refused, and so is a 400.
+selector='fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed'
+watchlist="/api/v1/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&$selector"
+line="$(python3 "$here/initial_events.py" "$port" "$watchlist" --timeout 60)" ||
+  fail "initial_events.py on the WatchList"
+list_bytes="$(curl -sS -o /dev/null -w '%{size_download}' "http://127.0.0.1:$port/api/v1/pods?$selector")"
+python3 - "$line" "$list_bytes" <<'PY' || fail "initial_events.py printed $line (the LIST: $list_bytes bytes)"
+import json, sys
+r = json.loads(sys.argv[1])
+assert set(r) == {"ms", "bytes"} and r["ms"] >= 0, r
+assert r["bytes"] > int(sys.argv[2]), r  # every pod as an ADDED event, plus the framing
+PY
+if python3 "$here/initial_events.py" "$port" "/api/v1/pods?$selector" --timeout 60 2> "$work/ie.err"; then
+  fail "initial_events.py accepted a LIST, which has no initial-events-end bookmark"
+fi
+grep -q "the stream ended after" "$work/ie.err" || fail "unexpected: $(cat "$work/ie.err")"
+if python3 "$here/initial_events.py" "$port" "/api/v1/pods?watch=true&sendInitialEvents=true" \
+    --timeout 60 2> "$work/ie.err"; then
+  fail "initial_events.py accepted a refused WatchList (no resourceVersionMatch)"
+fi
+grep -q "not a 200" "$work/ie.err" || fail "unexpected: $(cat "$work/ie.err")"
+
 # A third of the nodes are full: 20 of 60 carry a filler pod.
 fillers="$(curl -sS "http://127.0.0.1:$port/api/v1/pods" | python3 -c '
 import json, sys
@@ -119,7 +143,8 @@ import json, sys
 rows = [{"kind": "meta", "date": "2026-01-01T00:00:00Z", "commit": "abc1234", "dirty": False,
          "command": "tests/perf/run.sh", "rounds": 3, "seconds": 8, "quick": 0, "names": "gke",
          "cpus": 2, "cpu_model": "test"},
-        {"kind": "load", "when": "start", "loadavg": "0.10 0.20 0.30"}]
+        {"kind": "load", "when": "start", "loadavg": "0.10 0.20 0.30"},
+        {"kind": "sim_watchlist", "ms": 812.4, "bytes": 913075369}]
 rps = {"floor": [10000, 12000, 11000], "server": [6000, 5000, 7000],
        "shim": [2100, 2500, 2300], "go": [1000, 1100, 1200]}
 p50 = {"floor": [100, 110, 90], "server": [150, 250, 200], "shim": [300, 300, 300],
@@ -164,4 +189,5 @@ expect "| server peak RSS (VmHWM) | <= 200 MiB | 190 MiB | PASS |"
 expect "| fitledger-shim -> fitledger-server (gRPC, Unix socket) | 2,300 | 21% | 2.10x | 300 us / 300 us | shim 20.0 + server 20.0 / shim 20.0 + server 20.0 |"
 expect "| 2 | names | server | 5,000 | 250 / 600 | server 20.0 / server 20.0 |"
 expect "at abc1234, 2026-01-01T00:00:00Z"
+expect "that drops it in 812 ms (913,075,369 bytes)"
 echo "perf harness smoke: OK"

@@ -19,8 +19,10 @@
 #   tests/perf/run.sh [--quick] [--rounds N] [--seconds S] [--names gke|eks|aks|mixed]
 #                     [--build-dir DIR] [--out DIR] [--no-build] [--perf] [--wait-for-quiet]
 #
-# Full: 3 rounds of 8 s runs (~15 min after the build). --quick: 1 round of 2 s runs and one
-# sync, a smoke run (~2-3 min after the build). --perf: also `perf record` the server and the shim
+# Full: 3 rounds of 8 s runs, 3 syncs, 3 cycles of 6,000 pods (about 10-12 min after the build,
+# estimated from --quick's steps; not yet timed on a quiet machine). --quick: 1 round of 2 s
+# runs, one sync, one cycle of 1,000 pods: a check that everything runs (2 min 43 s with --perf,
+# load average 6-8), not a measurement. --perf: also `perf record` the server and the shim
 # at 8 connections (linux-perf) and print their top entries. --wait-for-quiet: before starting,
 # wait (up to 30 min, polling each minute) for the 1-minute load average to drop below 0.5.
 # Needs: wrk, nginx (apt-get install wrk nginx-light), curl, python3, Go 1.19
@@ -54,7 +56,7 @@ while [[ $# -gt 0 ]]; do
     --no-build) BUILD_TOOLS=0 ;;
     --perf) PROFILE=1 ;;
     --wait-for-quiet) WAIT_QUIET=1 ;;
-    -h|--help) sed -n 2,32p "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift

@@ -272,7 +272,7 @@ def report(results, out_dir):
         for name in sorted(os.listdir(out_dir)):
             if name.startswith("perf-") and name.endswith(".txt"):
                 with open(os.path.join(out_dir, name)) as f:
-                    top = [l.rstrip()[:120] for l in f if l.strip()][:15]
+                    top = [l.rstrip()[:120].rstrip() for l in f if l.strip()][:15]
                 add(f"`perf` top entries, {name[5:-4]} (self time):")
                 add("")
                 add("```")

@@ -137,7 +137,7 @@ for bin in "$SIM_BIN" "$SERVER_BIN" "$SHIM_BIN" "$BENCH/cycle_load" "$BENCH/sync
   [[ -x "$bin" ]] || { echo "missing $bin (build the perf_tools target)" >&2; exit 2; }
 done
 log "building the Go baseline"
-(cd "$PERF/go-baseline" && GO111MODULE=off GOFLAGS= GOPATH="$OUT/gopath:/usr/share/gocode" \
+(cd "$PERF/go-baseline" && GO111MODULE=off GOFLAGS="" GOPATH="$OUT/gopath:/usr/share/gocode" \
    GOCACHE="${GOCACHE:-$OUT/gocache}" "$GO" build -o "$OUT/go-baseline" .)
 
 COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -344,7 +344,7 @@ declare -A PROCS=(
 declare -A PORTS=([floor]=$NGINX_PORT [server]=$SERVER_PORT [shim]=$SHIM_PORT [go]=$GO_PORT)
 
 wrk_run() {  # wrk_run SYSTEM BODY CONNECTIONS ROUND
-  local system="$1" body="$2" conns="$3" round="$4" path=/filter entry name pids line requests
+  local system="$1" body="$2" conns="$3" round="$4" path=/filter entry name line requests
   if [[ "$system" == floor && "$body" == nodes ]]; then path=/nodes/filter; fi
   declare -A before=()
   for entry in ${PROCS[$system]}; do before[${entry%%=*}]="$(cpu_ticks "${entry#*=}")"; done

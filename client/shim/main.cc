@@ -15,6 +15,7 @@
 #include "client/shim/grpc_backend.h"
 #include "common/file.h"
 #include "common/flags.h"
+#include "common/heap_trim.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "config/shim_config.h"
@@ -151,6 +152,10 @@ int Run(int argc, char** argv) {
            {"monitor", config.monitor_listen.empty()
                            ? std::string("off")
                            : absl::StrCat(config.monitor_listen, " (port ", monitor_port, ")")}});
+
+  // Full-Nodes requests' freed buffers go back to the kernel (common/heap_trim.h).
+  HeapTrimmer heap_trimmer(absl::Seconds(5), size_t{16} << 20);
+  heap_trimmer.Start();
 
   int signal = 0;
   sigwait(&stop_signals, &signal);

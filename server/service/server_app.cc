@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file.h"
+#include "common/heap_trim.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/worker_pool.h"
@@ -136,6 +137,7 @@ class ServerAppImpl : public ServerApp {
     watcher_.Start();
     if (config_.ledger_enabled) reconciler_.Start();
     health_thread_ = std::thread([this] { HealthLoop(); });
+    heap_trimmer_.Start();
     if (!config_.webhook.listen.empty()) {
       absl::StatusOr<int> port =
           Listen(&webhook_server_, "webhook.listen", config_.webhook.listen,
@@ -165,6 +167,7 @@ class ServerAppImpl : public ServerApp {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
     }
     bind_pool_.Stop();
+    heap_trimmer_.Stop();
     extender_.WaitForBinds();
     LogDebug("shutdown: gRPC stopped, binds finished");
     reconciler_.Stop();
@@ -387,6 +390,8 @@ class ServerAppImpl : public ServerApp {
   MetricsRegistry metrics_;
   RpcMetrics rpc_metrics_;
   WorkerPool bind_pool_;
+  // The relists' and full-Nodes requests' freed buffers go back to the kernel (common/heap_trim.h).
+  HeapTrimmer heap_trimmer_{absl::Seconds(5), size_t{16} << 20};
   ExtenderBackend backend_;
   ExtenderService extender_service_;
   IntrospectionService introspection_service_;

@@ -7,6 +7,11 @@
 
 namespace fitledger {
 
+void KeepFreedMemoryForReuse() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
 size_t FreeHeapBytes() { return mallinfo2().fordblks; }
 
 HeapTrimmer::HeapTrimmer(absl::Duration period, size_t min_free_bytes)

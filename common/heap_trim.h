@@ -21,6 +21,13 @@
 
 namespace fitledger {
 
+// Lets malloc keep what is freed for reuse instead of returning it at each free() (a fixed mmap
+// threshold of 32 MiB, the most glibc allows, and no trimming from free()): for a process whose
+// HeapTrimmer gives free memory back every few seconds. Without it, gRPC's read buffers (hundreds
+// of KB, allocated per read) were mapped and unmapped for every call, so each call faulted their
+// pages in again (about two page faults per Filter in fitledger-shim). Call once, at start.
+void KeepFreedMemoryForReuse();
+
 // Free heap bytes in all of glibc's arenas (mallinfo2's fordblks).
 size_t FreeHeapBytes();
 

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/file.h"
 #include "common/flags.h"
+#include "common/heap_trim.h"
 #include "config/server_config.h"
 #include "server/service/server_app.h"
 
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   fitledger::RaiseOpenFileLimit();
+  fitledger::KeepFreedMemoryForReuse();  // the app's HeapTrimmer gives it back
 
   absl::StatusOr<std::unique_ptr<fitledger::ServerApp>> app = fitledger::ServerApp::Create(config);
   if (!app.ok()) {

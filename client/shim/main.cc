@@ -86,6 +86,7 @@ int Run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
   RaiseOpenFileLimit();
+  KeepFreedMemoryForReuse();  // the HeapTrimmer below gives it back
 
   MetricsRegistry registry;
   webhook::Metrics metrics(&registry);

@@ -1,5 +1,6 @@
 #include "common/heap_trim.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -50,6 +51,15 @@ TEST(HeapTrimTest, FreedMemoryInTheMiddleOfTheHeapGoesBackToTheKernel) {
   EXPECT_FALSE(trimmer.TrimIfWorthIt());
   EXPECT_EQ(trimmer.trims(), 1);
   free(fence);
+}
+
+TEST(HeapTrimTest, KeptForReuseLargeBlocksComeFromTheHeapNotFromMmap) {
+  KeepFreedMemoryForReuse();
+  const size_t mapped_before = mallinfo2().hblkhd;
+  void* p = malloc(4 * kMiB);  // over glibc's default mmap threshold (128 KiB)
+  memset(p, 1, 4 * kMiB);
+  EXPECT_EQ(mallinfo2().hblkhd, mapped_before);
+  free(p);
 }
 
 TEST(HeapTrimTest, LittleFreeMemoryIsLeftAlone) {

@@ -119,6 +119,14 @@ absl::Status CallFailure(const std::string& target, const grpc::ClientContext& c
       code, absl::StrCat("fitledger-server at ", target, " unreachable: ", status.error_message()));
 }
 
+// The ExtenderArgs of a Filter or a Prioritize: the pod and the candidates' names, in order.
+void FillArgs(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+              v1::ExtenderArgs* request) {
+  *request->mutable_pod() = pod;
+  request->mutable_node_names()->Reserve(static_cast<int>(candidates.size()));
+  for (absl::string_view name : candidates) request->add_node_names(name.data(), name.size());
+}
+
 }  // namespace
 
 void GrpcBackend::Filter(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
@@ -126,11 +134,7 @@ void GrpcBackend::Filter(const v1::Pod& pod, absl::Span<const absl::string_view>
   using FilterCall = Call<v1::ExtenderArgs, v1::ExtenderFilterResult, FilterDone>;
   auto* call = new FilterCall;
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
-  *call->request.mutable_pod() = pod;
-  call->request.mutable_node_names()->Reserve(static_cast<int>(candidates.size()));
-  for (absl::string_view name : candidates) {
-    call->request.add_node_names(name.data(), name.size());
-  }
+  FillArgs(pod, candidates, &call->request);
   call->done = std::move(done);
   stubs_->extender->async()->Filter(
       &call->context, &call->request, &call->response, [this, call](grpc::Status status) {
@@ -172,11 +176,7 @@ void GrpcBackend::Prioritize(const v1::Pod& pod, absl::Span<const absl::string_v
   using PrioritizeCall = Call<v1::ExtenderArgs, v1::HostPriorityList, PrioritizeDone>;
   auto* call = new PrioritizeCall;
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
-  *call->request.mutable_pod() = pod;
-  call->request.mutable_node_names()->Reserve(static_cast<int>(candidates.size()));
-  for (absl::string_view name : candidates) {
-    call->request.add_node_names(name.data(), name.size());
-  }
+  FillArgs(pod, candidates, &call->request);
   call->done = std::move(done);
   stubs_->extender->async()->Prioritize(
       &call->context, &call->request, &call->response, [this, call](grpc::Status status) {

@@ -16,7 +16,7 @@ WORKDIR /src
 COPY scripts/install-deps scripts/install-deps
 RUN scripts/install-deps && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
  && cmake --build build --target fitledger-server fitledger-shim fitledgerctl fitledger-sim
 # Collect the executables wherever the CMake tree puts them, stripped.
 RUN mkdir -p /out \

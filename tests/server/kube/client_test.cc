@@ -8,8 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
+#include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -278,6 +281,65 @@ TEST_F(WatcherTest, ServerRestartRelistsAndConverges) {
   Admin("/sim/restart");
   CreateBound("b", "200m");
   EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 300; }));
+}
+
+// A new leader's resync (RequestConsistentPodList): a consistent LIST counts the binds the watch
+// has not shown, keeps this server's own assumption, releases one it knew bound that is gone, and
+// the watch goes on from the LIST: an event it held is not applied again, a new one once.
+TEST_F(WatcherTest, AConsistentPodListCountsWhatTheWatchHasNotShownAndKeepsAssumptions) {
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
+  Admin("/sim/faults/bookmarks-only", R"({"on":true})");  // the watch delivers nothing from now
+  CreateBound("theirs", "300m");                          // bound by the previous leader
+  Resources requests;
+  requests.milli_cpu = 200;
+  const std::string mine = CreateUnbound("mine");  // this server's bind, not posted yet
+  ASSERT_TRUE(ledger_.TryAssume(mine, "default", "mine", "n1", requests, absl::Now()).ok());
+  requests.milli_cpu = 100;
+  const std::string gone = CreateUnbound("gone");  // bound by this server, then deleted
+  ASSERT_TRUE(ledger_.TryAssume(gone, "default", "gone", "n1", requests, absl::Now()).ok());
+  ASSERT_EQ(binder_->Bind("default", "gone", gone, "n1", Deadline()).outcome, BindOutcome::kBound);
+  ledger_.MarkBound(gone, "n1");
+  Delete("gone");
+  ASSERT_TRUE(WaitUntil([&] {
+    absl::StatusOr<HttpResponse> r =
+        client_->Request("GET", "/api/v1/namespaces/default/pods/gone", "", absl::Seconds(5));
+    return r.ok() && r->code == 404;
+  }));
+  ASSERT_EQ(ConfirmedCpu(), 0);  // the watch showed none of it
+
+  const std::map<std::string, int64_t> before = Requests();
+  std::atomic<bool> done{false};
+  ConsistentPodList listed;
+  const absl::Time asked = absl::Now();
+  watcher_->RequestConsistentPodList([&](const ConsistentPodList& l) {
+    listed = l;
+    done = true;
+  });
+  ASSERT_TRUE(WaitUntil([&] { return done.load(); }));
+  std::cerr << "consistent pod LIST applied " << absl::FormatDuration(absl::Now() - asked)
+            << " after the request\n";
+  EXPECT_EQ(listed.pods, 2u);  // theirs (bound) and mine (unbound); gone is gone
+  EXPECT_FALSE(listed.resource_version.empty());
+  EXPECT_EQ(ConfirmedCpu(), 300);
+  std::optional<AssumedPod> kept = ledger_.AssumedEntry(mine);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->node_name, "n1");
+  EXPECT_FALSE(ledger_.AssumedEntry(gone).has_value());
+  EXPECT_EQ(ledger_.counters().released_at_relist, 1u);
+  const std::string consistent =
+      "LIST pods fieldSelector=status.phase!=Succeeded,status.phase!=Failed resourceVersion=\"\"";
+  const std::map<std::string, int64_t> after = Requests();
+  EXPECT_GE(after.count(consistent) ? after.at(consistent) : 0,
+            (before.count(consistent) ? before.at(consistent) : 0) + 1);
+
+  Admin("/sim/faults/bookmarks-only", R"({"on":false})");
+  CreateBound("later", "100m");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 400; }));
+  EXPECT_EQ(ledger_.pod_count(), 3u);  // theirs, later (confirmed), mine (assumed)
+  for (const NodeSummary& n : ledger_.Nodes()) {
+    if (n.name == "n1") EXPECT_EQ(n.assumed.milli_cpu, 200);
+  }
 }
 
 // The API server sends a pod that leaves the ledger's watch (status.phase!=Failed) as DELETED with

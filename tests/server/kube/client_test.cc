@@ -25,6 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "server/kube/api_client.h"
 #include "server/kube/binder.h"
+#include "server/kube/lease_watcher.h"
 #include "server/kube/objects.h"
 #include "server/kube/watcher.h"
 #include "tests/sim/sim_process.h"
@@ -340,6 +341,61 @@ TEST_F(WatcherTest, AConsistentPodListCountsWhatTheWatchHasNotShownAndKeepsAssum
   for (const NodeSummary& n : ledger_.Nodes()) {
     if (n.name == "n1") EXPECT_EQ(n.assumed.milli_cpu, 200);
   }
+}
+
+// The leader fence's view of the scheduler's Lease: one Lease by name (list and watch with
+// fieldSelector metadata.name, which RBAC's resourceNames can grant), and Refresh reads it again
+// at once when the watch lags.
+TEST_F(WatcherTest, TheLeaseWatcherFollowsOneLeaseAndRefreshReadsPastTheWatchLag) {
+  Admin("/sim/watch-lag", R"({"lag":"30s"})");
+  auto lease_body = [](const std::string& name, const std::string& holder, const std::string& rv) {
+    return absl::StrCat(R"({"metadata":{"name":")", name, R"(")",
+                        rv.empty() ? "" : absl::StrCat(R"(,"resourceVersion":")", rv, R"(")"),
+                        R"(},"spec":{"holderIdentity":")", holder,
+                        R"(","leaseDurationSeconds":15}})");
+  };
+  const std::string leases = "/apis/coordination.k8s.io/v1/namespaces/fitledger/leases";
+  absl::StatusOr<HttpResponse> r =
+      client_->Request("POST", leases, lease_body("sched", "pod-a_1", ""), absl::Seconds(5));
+  ASSERT_TRUE(r.ok() && r->code == 201) << (r.ok() ? r->body : r.status().ToString());
+  ASSERT_TRUE(
+      client_->Request("POST", leases, lease_body("other", "x_1", ""), absl::Seconds(5))->code ==
+      201);
+  const std::string rv = nlohmann::json::parse(r->body)["metadata"]["resourceVersion"];
+
+  Mutex mu;
+  std::vector<std::string> holders;  // one per state handed over; "-" for absent
+  LeaseWatcherOptions options;
+  options.namespace_name = "fitledger";
+  options.name = "sched";
+  LeaseWatcher leases_watcher(client_.get(), options, [&](const std::optional<LeaseRecord>& l) {
+    MutexLock lock(&mu);
+    holders.push_back(l.has_value() ? l->holder_identity : "-");
+  });
+  auto last = [&] {
+    MutexLock lock(&mu);
+    return holders.empty() ? std::string() : holders.back();
+  };
+  leases_watcher.Start();
+  ASSERT_TRUE(WaitUntil([&] { return leases_watcher.synced(); }));
+  EXPECT_EQ(last(), "pod-a_1");  // a LIST is not delayed by the watch lag
+
+  r = client_->Request("PUT", leases + "/sched", lease_body("sched", "pod-b_2", rv),
+                       absl::Seconds(5));
+  ASSERT_TRUE(r.ok() && r->code == 200) << (r.ok() ? r->body : r.status().ToString());
+  leases_watcher.Refresh();  // the watch would show it 30 s from now
+  EXPECT_TRUE(WaitUntil([&] { return last() == "pod-b_2"; }, absl::Seconds(10)));
+  leases_watcher.Stop();
+  {
+    MutexLock lock(&mu);
+    for (const std::string& h : holders) EXPECT_NE(h, "x_1");  // never the other Lease
+  }
+  const std::map<std::string, int64_t> requests = Requests();
+  EXPECT_GE(requests.count("LIST leases fieldSelector=metadata.name=sched resourceVersion=\"\"")
+                ? requests.at("LIST leases fieldSelector=metadata.name=sched resourceVersion=\"\"")
+                : 0,
+            2);
+  EXPECT_GE(requests.count("WATCH leases fieldSelector=metadata.name=sched"), 1u);
 }
 
 // The API server sends a pod that leaves the ledger's watch (status.phase!=Failed) as DELETED with

@@ -520,13 +520,10 @@ absl::StatusOr<long> ApiClient::GetStreamed(const std::string& path,
     curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, StreamProgress);
     curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &state);
-    StreamSockets::Opener opener{stream_sockets_.get(), cancel};
-    if (cancel != nullptr) {
-      curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, &StreamSockets::OpenSocket);
-      curl_easy_setopt(curl, CURLOPT_OPENSOCKETDATA, &opener);
-      curl_easy_setopt(curl, CURLOPT_CLOSESOCKETFUNCTION, &StreamSockets::CloseSocket);
-      curl_easy_setopt(curl, CURLOPT_CLOSESOCKETDATA, stream_sockets_.get());
-    }
+    // No socket callbacks here (InterruptStreams is for Streams): this handle, and the
+    // connection it opens, go back to the pool, where an interrupt of `cancel` would cut another
+    // request's connection (and libcurl would send that request again). The progress callback
+    // still ends this transfer within about a second of *cancel.
     CURLcode rc = curl_easy_perform(curl);
     long code = 0;
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);

@@ -69,7 +69,8 @@ class ApiClient {
 
   // Ends every Stream running with `cancel` (whose *cancel the caller has set) at once, by shutting
   // its connection down. Without this a stream notices *cancel within about a second (libcurl's
-  // progress callback). Thread-safe.
+  // progress callback). Never touches another request's connection: a GetStreamed with `cancel`
+  // notices it by the progress callback only (its connection is pooled). Thread-safe.
   void InterruptStreams(const std::atomic<bool>* cancel);
 
   // A GET whose 200 body is handed to `on_bytes` in fragments as it arrives (for a LIST too big

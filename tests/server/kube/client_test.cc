@@ -339,13 +339,63 @@ TEST_F(WatcherTest, AConsistentPodListCountsWhatTheWatchHasNotShownAndKeepsAssum
   EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 400; }));
   EXPECT_EQ(ledger_.pod_count(), 3u);  // theirs, later (confirmed), mine (assumed)
   for (const NodeSummary& n : ledger_.Nodes()) {
-    if (n.name == "n1") EXPECT_EQ(n.assumed.milli_cpu, 200);
+    if (n.name == "n1") {
+      EXPECT_EQ(n.assumed.milli_cpu, 200);
+    }
   }
 }
 
 // The leader fence's view of the scheduler's Lease: one Lease by name (list and watch with
 // fieldSelector metadata.name, which RBAC's resourceNames can grant), and Refresh reads it again
 // at once when the watch lags.
+// InterruptStreams cuts only the connections of Streams running with the flag. A GetStreamed
+// (the watcher's paged LISTs) runs with a flag too but returns its handle, and so its
+// connection, to the pool: a later Request on that connection must not be cut by an interrupt
+// of the flag. The sim holds the binding POST 3 s on the pooled connection while the flag is
+// interrupted over and over.
+TEST_F(WatcherTest, InterruptingAFlagNeverCutsAPooledConnectionAnotherRequestUses) {
+  const std::string uid = CreateUnbound("held");
+  ASSERT_FALSE(uid.empty());
+  // A client of its own, with nothing pooled: GetStreamed opens the connection itself.
+  absl::StatusOr<Connection> connection = LoadKubeconfig(sim_->kubeconfig_path());
+  ASSERT_TRUE(connection.ok());
+  ApiClient client(*connection);
+  std::atomic<bool> cancel{false};
+  std::string error_body;
+  absl::StatusOr<long> listed = client.GetStreamed(
+      "/api/v1/nodes", [](absl::string_view) { return true; }, &cancel, absl::Seconds(10),
+      &error_body);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(*listed, 200);
+  // Both requests below take the handle GetStreamed returned, and its connection.
+  absl::StatusOr<HttpResponse> fault = client.Request(
+      "POST", "/sim/faults/binding",
+      R"({"names":["default/held"],"mode":"hang","seconds":3,"thenBind":true})", absl::Seconds(5));
+  ASSERT_TRUE(fault.ok() && fault->code == 200);
+  std::atomic<bool> done{false};
+  std::thread interrupter([&] {
+    while (!done.load()) {
+      client.InterruptStreams(&cancel);
+      usleep(20 * 1000);
+    }
+  });
+  absl::StatusOr<HttpResponse> bound =
+      client.Request("POST", "/api/v1/namespaces/default/pods/held/binding",
+                     absl::StrCat(R"({"metadata":{"name":"held","uid":")", uid,
+                                  R"("},"target":{"kind":"Node","name":"n1"}})"),
+                     absl::Seconds(20));
+  done = true;
+  interrupter.join();
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  EXPECT_EQ(bound->code, 201) << bound->body;
+  // Sent once: a cut connection would have made libcurl send the POST again on a new one.
+  int64_t binds = 0;
+  for (const auto& [key, n] : Requests()) {
+    if (absl::StartsWith(key, "BIND")) binds += n;
+  }
+  EXPECT_EQ(binds, 1);
+}
+
 TEST_F(WatcherTest, TheLeaseWatcherFollowsOneLeaseAndRefreshReadsPastTheWatchLag) {
   Admin("/sim/watch-lag", R"({"lag":"30s"})");
   auto lease_body = [](const std::string& name, const std::string& holder, const std::string& rv) {

@@ -125,6 +125,11 @@ absl::Status Read(Fields& root, ServerConfig* c) {
     }
     return f.Duration("assumedReconcileAge", &c->assumed_reconcile_age);
   }));
+  RETURN_IF_ERROR(root.Map("leaderElection", [&](Fields& f) -> absl::Status {
+    RETURN_IF_ERROR(f.String("leaseName", &c->lease_name));
+    RETURN_IF_ERROR(f.String("leaseNamespace", &c->lease_namespace));
+    return f.String("identity", &c->leader_identity);
+  }));
   RETURN_IF_ERROR(root.Map("log", [&](Fields& f) -> absl::Status {
     RETURN_IF_ERROR(f.String("level", &c->log_level));
     if (c->log_level == "warning") c->log_level = "warn";
@@ -208,6 +213,20 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   if (c.bind_budget <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("kubernetes.bindBudget must be positive");
+  }
+  if (!c.lease_name.empty() && c.lease_namespace.empty()) {
+    return absl::InvalidArgumentError(
+        "leaderElection.leaseNamespace is required with leaderElection.leaseName");
+  }
+  if (c.lease_name.empty() && !c.lease_namespace.empty()) {
+    return absl::InvalidArgumentError(
+        "leaderElection.leaseName is required with leaderElection.leaseNamespace");
+  }
+  if (c.leader_identity.find('_') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "leaderElection.identity \"", c.leader_identity,
+        "\": give the hostname part of kube-scheduler's identity (\"<hostname>_<uuid>\"), "
+        "without \"_\""));
   }
   if (c.grpc_tls.enabled() && c.grpc_tls.key_file.empty()) {
     return absl::InvalidArgumentError("grpc.tls: certFile needs keyFile");

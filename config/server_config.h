@@ -57,6 +57,17 @@ struct ServerConfig {
   // server may still take to apply a binding the client gave up on (at least 2 x bind_timeout).
   absl::Duration assumed_reconcile_age = absl::Seconds(60);
 
+  // The scheduler's leader-election Lease (coordination.k8s.io/v1). Empty lease_name: off, the
+  // verbs are answered whenever the view is synced (one replica, the demo). Set: the verbs are
+  // answered only while this pod's kube-scheduler holds the Lease, after a consistent re-list of
+  // the pods each time it becomes the holder (server/service/leader_fence.h).
+  std::string lease_name;
+  std::string lease_namespace;
+  // kube-scheduler's identity is "<hostname>_<uuid>" (cmd/kube-scheduler/app/options/options.go,
+  // makeLeaderElectionConfig). Empty: this host's name (gethostname: in a pod, the pod's hostname,
+  // which its containers share).
+  std::string leader_identity;
+
   std::string log_level = "info";
 };
 

@@ -35,6 +35,9 @@ ABSL_FLAG(std::string, webhook_listen, "",
 ABSL_FLAG(bool, no_ledger, false,
           "decide from the watch alone, never assume (demonstrates the burst overcommit)");
 ABSL_FLAG(std::string, log_level, "", "debug, info, warn or error (overrides log.level)");
+ABSL_FLAG(std::string, leader_identity, "",
+          "the hostname part of this pod's kube-scheduler identity \"<hostname>_<uuid>\" in the "
+          "Lease (overrides leaderElection.identity; default: this host's name)");
 ABSL_FLAG(std::string, ready_file, "",
           "once listening, write {\"grpc_ports\":[..],\"monitor_port\":N,\"webhook_port\":N} "
           "to this file");
@@ -49,7 +52,7 @@ int main(int argc, char** argv) {
       "fitledger-server: the assumed-pod ledger behind kube-scheduler's extender.\n"
       "Usage: fitledger-server --config FILE [--kubeconfig PATH] [--grpc-listen ADDR] "
       "[--monitor-listen HOST:PORT] [--webhook-listen HOST:PORT] [--no-ledger] "
-      "[--log-level LEVEL] [--ready-file PATH]",
+      "[--log-level LEVEL] [--leader-identity HOSTNAME] [--ready-file PATH]",
       "server/main.cc");
 
   fitledger::config::ServerConfig config;
@@ -78,6 +81,9 @@ int main(int argc, char** argv) {
   }
   if (absl::GetFlag(FLAGS_no_ledger)) config.ledger_enabled = false;
   if (!absl::GetFlag(FLAGS_log_level).empty()) config.log_level = absl::GetFlag(FLAGS_log_level);
+  if (!absl::GetFlag(FLAGS_leader_identity).empty()) {
+    config.leader_identity = absl::GetFlag(FLAGS_leader_identity);
+  }
 
   // Block the stop signals in every thread; main waits for them below.
   sigset_t stop_signals;

@@ -28,6 +28,50 @@ std::string Dump(const json& j) {
   return out;
 }
 
+json StatusObject(int code, absl::string_view reason, absl::string_view message) {
+  return json{{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
+              {"status", "Failure"}, {"message", message}, {"reason", reason},
+              {"code", code}};
+}
+
+json ErrorStatusObject(const absl::Status& status) {
+  int code = 500;
+  const char* reason = "InternalError";
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      code = 400;
+      reason = "BadRequest";
+      break;
+    case absl::StatusCode::kFailedPrecondition:
+      code = 422;
+      reason = "Invalid";
+      break;
+    case absl::StatusCode::kNotFound:
+      code = 404;
+      reason = "NotFound";
+      break;
+    case absl::StatusCode::kAlreadyExists:
+      code = 409;
+      reason = "AlreadyExists";
+      break;
+    case absl::StatusCode::kAborted:
+      code = 409;
+      reason = "Conflict";
+      break;
+    case absl::StatusCode::kOutOfRange:
+      code = 410;
+      reason = "Expired";
+      break;
+    case absl::StatusCode::kUnavailable:
+      code = 503;
+      reason = "ServiceUnavailable";
+      break;
+    default:
+      break;
+  }
+  return StatusObject(code, reason, status.message());
+}
+
 std::string NodeIp(int index) {
   return absl::StrCat("10.0.", (index / 250) % 256, ".", index % 250 + 1);
 }

@@ -59,7 +59,15 @@ absl::StatusOr<FieldSelector> FieldSelector::Parse(absl::string_view text, Kind 
         {"metadata.name", Field::kName},
         {"spec.unschedulable", Field::kUnschedulable},
     };
-    const auto& known = kind == Kind::kPod ? kPodFields : kNodeFields;
+    // Leases: the fields every namespaced object has (apiserver pkg/registry/generic/matcher.go
+    // ObjectMetaFieldsSet, which the Lease strategy's attributes use).
+    static const std::vector<std::pair<absl::string_view, Field>> kLeaseFields = {
+        {"metadata.name", Field::kName},
+        {"metadata.namespace", Field::kNamespace},
+    };
+    const auto& known = kind == Kind::kPod    ? kPodFields
+                        : kind == Kind::kNode ? kNodeFields
+                                              : kLeaseFields;
     auto found = std::find_if(known.begin(), known.end(),
                               [&](const auto& entry) { return entry.first == name; });
     if (found == known.end()) {

@@ -12,7 +12,9 @@
 
 namespace fitledger::sim {
 
-enum class Kind { kPod, kNode };
+// kLease: coordination.k8s.io/v1 Leases, kept apart from pods and nodes (sim/leases.h); only
+// selectors know it.
+enum class Kind { kPod, kNode, kLease };
 
 // The indexed fields of a stored object that selectors can see (the API server's selectable
 // fields: pods pkg/registry/core/pod/strategy.go ToSelectableFields, nodes
@@ -39,7 +41,8 @@ struct ObjectFields {
 // metadata.name, metadata.namespace, spec.nodeName (and the old spelling spec.host),
 // spec.restartPolicy, spec.schedulerName, spec.serviceAccountName, spec.hostNetwork,
 // status.phase, status.podIP, status.podIPs (accepted, but not a selectable field: its value is
-// always ""), status.nominatedNodeName; nodes metadata.name and spec.unschedulable.
+// always ""), status.nominatedNodeName; nodes metadata.name and spec.unschedulable; leases
+// metadata.name and metadata.namespace.
 class FieldSelector {
  public:
   FieldSelector() = default;  // matches everything

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "sim/leases.h"
 #include "sim/objects.h"
 #include "sim/tables.h"
 
@@ -60,12 +61,6 @@ std::string ReasonForCode(int code) {
   }
 }
 
-json StatusObject(int code, absl::string_view reason, absl::string_view message) {
-  return json{{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
-              {"status", "Failure"}, {"message", message}, {"reason", reason},
-              {"code", code}};
-}
-
 void SendStatus(httplib::Response& res, int code, absl::string_view reason,
                 absl::string_view message) {
   res.status = code;
@@ -73,41 +68,9 @@ void SendStatus(httplib::Response& res, int code, absl::string_view reason,
 }
 
 void SendError(httplib::Response& res, const absl::Status& status) {
-  int code = 500;
-  std::string reason = "InternalError";
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-      code = 400;
-      reason = "BadRequest";
-      break;
-    case absl::StatusCode::kFailedPrecondition:
-      code = 422;
-      reason = "Invalid";
-      break;
-    case absl::StatusCode::kNotFound:
-      code = 404;
-      reason = "NotFound";
-      break;
-    case absl::StatusCode::kAlreadyExists:
-      code = 409;
-      reason = "AlreadyExists";
-      break;
-    case absl::StatusCode::kAborted:
-      code = 409;
-      reason = "Conflict";
-      break;
-    case absl::StatusCode::kOutOfRange:
-      code = 410;
-      reason = "Expired";
-      break;
-    case absl::StatusCode::kUnavailable:
-      code = 503;
-      reason = "ServiceUnavailable";
-      break;
-    default:
-      break;
-  }
-  SendStatus(res, code, reason, status.message());
+  json object = ErrorStatusObject(status);
+  res.status = object["code"].get<int>();
+  res.set_content(Dump(object), kJson);
 }
 
 // One field error of ValidateListOptions (apimachinery pkg/apis/meta/internalversion/validation):
@@ -246,6 +209,7 @@ struct SimServer::WatchState {
 SimServer::SimServer(SimConfig config, ClusterStore* store)
     : config_(std::move(config)),
       store_(store),
+      leases_(std::make_unique<LeaseStore>(store, config_.event_window)),
       watch_list_(config_.watch_list),
       watch_lag_(config_.watch_lag),
       token_(config_.token) {}
@@ -344,6 +308,7 @@ void SimServer::Stop() {
 void SimServer::DropWatches() {
   ++watch_epoch_;
   store_->NotifyAll();
+  leases_->signal().Notify();
 }
 
 void SimServer::SleepUntil(absl::Time deadline) {
@@ -385,6 +350,11 @@ void SimServer::Handle(const httplib::Request& req, httplib::Response& res) {
 
 std::string SimServer::RequestKey(const httplib::Request& req) {
   std::vector<std::string> parts = absl::StrSplit(req.path, '/', absl::SkipEmpty());
+  // A group's resources (/apis/GROUP/VERSION/...) count as the core group's do (Leases).
+  if (parts.size() >= 3 && parts[0] == "apis") {
+    parts.erase(parts.begin() + 1);
+    parts[0] = "api";
+  }
   // Collections: /api/v1/{pods,nodes} and /api/v1/namespaces/NS/pods.
   const bool collection = (parts.size() == 3 && parts[0] == "api") ||
                           (parts.size() == 5 && parts[0] == "api" && parts[2] == "namespaces");
@@ -466,7 +436,9 @@ void SimServer::Discovery(const std::string& path, httplib::Response& res) {
                                       {"serverAddress", absl::StrCat(host_, ":", port_)}}})}}));
   } else if (path == "/apis") {
     SendJson(res, 200,
-             Dump(json{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", json::array()}}));
+             Dump(json{{"kind", "APIGroupList"},
+                       {"apiVersion", "v1"},
+                       {"groups", json::array({CoordinationApiGroup()})}}));
   } else if (path == "/api/v1") {
     std::vector<const char*> crud = {"create", "delete", "get", "list", "watch"};
     SendJson(res, 200,
@@ -481,8 +453,10 @@ void SimServer::Discovery(const std::string& path, httplib::Response& res) {
                                ApiResource("pods/binding", "Binding", true, {"create"}),
                                ApiResource("pods/status", "Pod", true, {"get"})})}}));
   } else {
-    SendJson(res, 200,
-             Dump(json{{"paths", json::array({"/api", "/api/v1", "/apis", "/version"})}}));
+    SendJson(
+        res, 200,
+        Dump(json{{"paths", json::array({"/api", "/api/v1", "/apis", "/apis/coordination.k8s.io",
+                                         "/apis/coordination.k8s.io/v1", "/version"})}}));
   }
 }
 
@@ -503,22 +477,8 @@ void SimServer::HandleApi(const httplib::Request& req, httplib::Response& res) {
     SendStatus(res, 405, "MethodNotAllowed",
                absl::StrCat("the server does not allow this method on the requested resource"));
   };
-  // Node heartbeats, which `kubectl describe node` shows (not advertised in discovery).
-  if (get && parts.size() == 7 && parts[0] == "apis" && parts[1] == "coordination.k8s.io" &&
-      parts[2] == "v1" && parts[3] == "namespaces" && parts[4] == "kube-node-lease" &&
-      parts[5] == "leases") {
-    auto node = store_->Get(Kind::kNode, "", parts[6]);
-    if (!node.ok()) return SendError(res, node.status());
-    const std::string renew =
-        absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone());
-    return SendJson(
-        res, 200,
-        Dump(json{
-            {"kind", "Lease"},
-            {"apiVersion", "coordination.k8s.io/v1"},
-            {"metadata", {{"name", parts[6]}, {"namespace", "kube-node-lease"}}},
-            {"spec",
-             {{"holderIdentity", parts[6]}, {"leaseDurationSeconds", 40}, {"renewTime", renew}}}}));
+  if (parts.size() >= 2 && parts[0] == "apis" && parts[1] == "coordination.k8s.io") {
+    return HandleLeases(req, res, parts);
   }
   if (parts.size() < 3 || parts[0] != "api" || parts[1] != "v1") {
     not_found();
@@ -1227,6 +1187,7 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
   }
   if (path == "/sim/faults/expire" && post) {
     store_->ExpireHistory();
+    leases_->ExpireHistory();
     return SendOk(res);
   }
   if (path == "/sim/faults/bookmarks-only" && post) {
@@ -1237,6 +1198,7 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
       bookmarks_only_ = *on;
     }
     store_->NotifyAll();
+    leases_->signal().Notify();
     return SendOk(res);
   }
   if (path == "/sim/faults/down" && post) {
@@ -1265,6 +1227,7 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
   }
   if (path == "/sim/restart" && post) {
     store_->ForgetHistory();
+    leases_->ForgetHistory();
     DropWatches();
     return SendOk(res);
   }
@@ -1278,6 +1241,7 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
       watch_lag_ = *lag;
     }
     store_->NotifyAll();
+    leases_->signal().Notify();
     return SendOk(res);
   }
   std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());

@@ -31,6 +31,8 @@ class DataSink;
 
 namespace fitledger::sim {
 
+class LeaseStore;
+
 // Thread-safe. Start() spawns the listener and the delayed-kubelet thread; Stop() (also run by
 // the destructor) closes every watch and joins them. No lock is held across I/O.
 class SimServer {
@@ -53,6 +55,7 @@ class SimServer {
 
  private:
   struct WatchState;
+  struct LeaseWatchState;
   struct BindingFault {
     bool all = false;
     std::set<std::string> names;  // "namespace/name"
@@ -86,6 +89,9 @@ class SimServer {
   // One step of a watch stream: writes what is visible, or waits a little. False: abort.
   bool WatchStep(WatchState& state, httplib::DataSink& sink);
   void Discovery(const std::string& path, httplib::Response& res);
+  // /apis/coordination.k8s.io/...: the group's discovery and Leases (defined in sim/leases.cc).
+  void HandleLeases(const httplib::Request& req, httplib::Response& res,
+                    const std::vector<std::string>& parts);
 
   // Runs (or schedules, with kubelet.admitDelay) the kubelet's admission of a bound pod.
   void OnPodBound(const std::string& namespace_name, const std::string& name);
@@ -112,6 +118,7 @@ class SimServer {
   // Constant after construction.
   const SimConfig config_;
   ClusterStore* const store_;
+  const std::unique_ptr<LeaseStore> leases_;
 
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;

@@ -1098,6 +1098,11 @@ uint64_t ClusterStore::resource_version() const {
   return resource_version_;
 }
 
+uint64_t ClusterStore::AllocateResourceVersion() {
+  MutexLock lock(&mu_);
+  return ++resource_version_;
+}
+
 StoreStats ClusterStore::Stats() const {
   StoreStats stats;
   ReaderMutexLock lock(&mu_);

@@ -248,6 +248,10 @@ class ClusterStore {
   void ForgetHistory();
 
   uint64_t resource_version() const;
+  // Takes the next resourceVersion for an object kept outside this store (Leases, sim/leases.h):
+  // the API server's resourceVersion is one etcd revision across every kind. Records no event;
+  // pod and node watches skip the gap.
+  uint64_t AllocateResourceVersion();
   StoreStats Stats() const;
   // Bumped after every change to objects of `kind` (a pod watch does not wake for node
   // changes, nor the other way round).

@@ -1,6 +1,8 @@
 #include "server/kube/api_client.h"
 
 #include <curl/curl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <mutex>
@@ -51,6 +53,62 @@ void SetBlob(CURL* curl, CURLoption option, const std::string& pem) {
   blob.flags = CURL_BLOB_COPY;
   curl_easy_setopt(curl, option, &blob);
 }
+
+}  // namespace
+
+// The sockets of the running Streams and the cancel flag each runs with. libcurl opens and closes
+// a Stream's sockets through the callbacks below, which keep this set; InterruptStreams shuts the
+// matching ones down, so the blocked transfer wakes at once. A socket leaves the set under the
+// lock before it is closed, so a shutdown never reaches a descriptor the process reused.
+class ApiClient::StreamSockets {
+ public:
+  struct Opener {
+    StreamSockets* sockets;
+    const std::atomic<bool>* cancel;
+  };
+  void Add(int fd, const std::atomic<bool>* cancel) {
+    MutexLock lock(&mu_);
+    open_.emplace_back(fd, cancel);
+  }
+  void Close(int fd) {
+    {
+      MutexLock lock(&mu_);
+      for (size_t i = 0; i < open_.size(); ++i) {
+        if (open_[i].first == fd) {
+          open_[i] = open_.back();
+          open_.pop_back();
+          break;
+        }
+      }
+    }
+    close(fd);
+  }
+  void Interrupt(const std::atomic<bool>* cancel) {
+    MutexLock lock(&mu_);
+    for (const auto& [fd, c] : open_) {
+      if (c == cancel) shutdown(fd, SHUT_RDWR);
+    }
+  }
+  // CURLOPT_OPENSOCKETFUNCTION with an Opener; CURLOPT_CLOSESOCKETFUNCTION with this.
+  static curl_socket_t OpenSocket(void* user, curlsocktype purpose, curl_sockaddr* address) {
+    if (purpose != CURLSOCKTYPE_IPCXN) return CURL_SOCKET_BAD;
+    auto* opener = static_cast<Opener*>(user);
+    int fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+    if (fd < 0) return CURL_SOCKET_BAD;
+    opener->sockets->Add(fd, opener->cancel);
+    return fd;
+  }
+  static int CloseSocket(void* user, curl_socket_t fd) {
+    static_cast<StreamSockets*>(user)->Close(fd);
+    return 0;
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::pair<int, const std::atomic<bool>*>> open_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
 
 struct StreamState {
   const std::function<bool(absl::string_view)>* on_line;
@@ -183,7 +241,8 @@ ApiClient::ApiClient(Connection connection, ApiClientOptions options)
     : connection_(std::move(connection)),
       exec_(connection_.exec.has_value()
                 ? std::make_unique<ExecCredentialSource>(*connection_.exec, options.exec)
-                : nullptr) {
+                : nullptr),
+      stream_sockets_(std::make_unique<StreamSockets>()) {
   GlobalInit();
   base_url_ = connection_.server;
   if (!connection_.tls_server_name.empty() && absl::StartsWith(connection_.server, "https://")) {
@@ -205,6 +264,22 @@ ApiClient::ApiClient(Connection connection, ApiClientOptions options)
     // that is libcurl's socks5h.
     proxy_ = absl::StrCat("socks5h://", proxy_.substr(9));
   }
+}
+
+std::string UrlEncode(absl::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(c);
+    } else {
+      absl::StrAppend(&out, "%", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
+void ApiClient::InterruptStreams(const std::atomic<bool>* cancel) {
+  stream_sockets_->Interrupt(cancel);
 }
 
 ApiClient::~ApiClient() {
@@ -403,6 +478,13 @@ absl::StatusOr<long> ApiClient::Stream(const std::string& path,
       state.started_generation = exec_->cert_generation();
     }
     char error[CURL_ERROR_SIZE] = {0};
+    StreamSockets::Opener opener{stream_sockets_.get(), cancel};
+    if (cancel != nullptr) {
+      curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, &StreamSockets::OpenSocket);
+      curl_easy_setopt(curl, CURLOPT_OPENSOCKETDATA, &opener);
+      curl_easy_setopt(curl, CURLOPT_CLOSESOCKETFUNCTION, &StreamSockets::CloseSocket);
+      curl_easy_setopt(curl, CURLOPT_CLOSESOCKETDATA, stream_sockets_.get());
+    }
     long code = 0;
     CURLcode rc = PerformStreamed(curl, &state, max_duration, error, &code);
     curl_slist_free_all(static_cast<curl_slist*>(headers));
@@ -412,7 +494,9 @@ absl::StatusOr<long> ApiClient::Stream(const std::string& path,
       return absl::ResourceExhaustedError(absl::StrCat("kubernetes API: a watch line exceeds ",
                                                        max_line_bytes, " bytes; stream aborted"));
     }
-    if (state.stopped) return code;
+    // Cancelled (InterruptStreams may have cut the connection before the progress callback saw
+    // the flag): the caller asked for the end, whatever the transfer reported.
+    if (state.stopped || (cancel != nullptr && cancel->load())) return code;
     // A stream that ends (even by timeout) after a 200 is a normal end of a watch.
     if (rc != CURLE_OK && !(code == 200 && rc == CURLE_OPERATION_TIMEDOUT)) {
       if (code == 200 && rc != CURLE_COULDNT_CONNECT) return code;  // dropped mid-stream: resume
@@ -440,6 +524,10 @@ absl::StatusOr<long> ApiClient::GetStreamed(const std::string& path,
     StreamState state{&no_lines, cancel, 0, {}, error_body, curl};
     state.on_bytes = &on_bytes;
     char error[CURL_ERROR_SIZE] = {0};
+    // No socket callbacks here (InterruptStreams is for Streams): this handle, and the
+    // connection it opens, go back to the pool, where an interrupt of `cancel` would cut another
+    // request's connection (and libcurl would send that request again). The progress callback
+    // still ends this transfer within about a second of *cancel.
     long code = 0;
     CURLcode rc = PerformStreamed(curl, &state, timeout, error, &code);
     curl_slist_free_all(static_cast<curl_slist*>(headers));

@@ -24,6 +24,9 @@ struct HttpResponse {
   std::string body;
 };
 
+// Percent-encodes `s` for a URL query value (RFC 3986 unreserved characters stay as they are).
+std::string UrlEncode(absl::string_view s);
+
 struct ApiClientOptions {
   ExecOptions exec;  // for a connection whose credentials come from an exec plugin
 };
@@ -63,6 +66,12 @@ class ApiClient {
                               const std::function<bool(absl::string_view line)>& on_line,
                               const std::atomic<bool>* cancel, absl::Duration max_duration,
                               size_t max_line_bytes, std::string* error_body);
+
+  // Ends every Stream running with `cancel` (whose *cancel the caller has set) at once, by shutting
+  // its connection down. Without this a stream notices *cancel within about a second (libcurl's
+  // progress callback). Never touches another request's connection: a GetStreamed with `cancel`
+  // notices it by the progress callback only (its connection is pooled). Thread-safe.
+  void InterruptStreams(const std::atomic<bool>* cancel);
 
   // A GET whose 200 body is handed to `on_bytes` in fragments as it arrives (for a LIST too big
   // to hold twice); stops when it returns false (Cancelled) or `*cancel` becomes true. Returns
@@ -108,6 +117,9 @@ class ApiClient {
   Mutex mu_;
   // Idle handles with the exec certificate generation they last connected with.
   std::vector<std::pair<void*, uint64_t>> idle_ ABSL_GUARDED_BY(mu_);
+  // The sockets of the running Streams, by cancel flag (InterruptStreams); defined in the .cc.
+  class StreamSockets;
+  const std::unique_ptr<StreamSockets> stream_sockets_;
 };
 
 }  // namespace fitledger::kube

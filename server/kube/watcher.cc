@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "server/kube/api_client.h"
 #include "server/kube/objects.h"
 #include "simdjson.h"
@@ -19,18 +20,6 @@ using simdjson::ondemand::value;
 const char* KindName(bool nodes) { return nodes ? "nodes" : "pods"; }
 
 constexpr size_t kMaxRejectionsKept = 1000;
-
-std::string UrlEncode(absl::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(c);
-    } else {
-      absl::StrAppend(&out, "%", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
-    }
-  }
-  return out;
-}
 
 // Calls `on_field(key, value)` for each field of `object` until it returns false; stops at the
 // first error. (After an error On Demand may have abandoned the document: nothing may touch it
@@ -247,7 +236,10 @@ void Watcher::Stop() {
     std::lock_guard<std::mutex> lock(stop_mu_);
     stop_ = true;
   }
+  pods_interrupt_ = true;
   stop_cv_.notify_all();
+  client_->InterruptStreams(&stop_);
+  client_->InterruptStreams(&pods_interrupt_);
   if (nodes_thread_.joinable()) nodes_thread_.join();
   if (pods_thread_.joinable()) pods_thread_.join();
   if (failed_pods_thread_.joinable()) failed_pods_thread_.join();
@@ -315,9 +307,20 @@ void Watcher::Run(Stream stream) {
   Cursor cursor;
   while (!stop_) {
     const absl::Time started = absl::Now();
+    if (stream == Stream::kPods && ConsistentPodListPending()) {
+      absl::Status listed = ForcedPodList(&cursor);
+      if (stop_) return;
+      if (absl::IsCancelled(listed)) continue;  // asked again meanwhile: LIST again
+      if (!listed.ok()) {
+        if (fail_wait(listed)) return;
+        continue;
+      }
+      backoff = options_.initial_backoff;
+    }
     if (cursor.need_state && options_.watch_list && !cursor.list_only && !watch_list_refused_) {
       absl::Status streamed = WatchList(stream, &cursor);
       if (stop_) return;
+      if (Cancelled(stream)) continue;  // a consistent LIST was asked for
       if (absl::IsUnimplemented(streamed)) {
         if (!watch_list_refused_.exchange(true)) {
           LogWarn("the API server refused a WatchList; listing instead",
@@ -348,6 +351,7 @@ void Watcher::Run(Stream stream) {
                                                                     : cursor.resource_version;
       absl::Status listed = List(stream, version, &cursor);
       if (stop_) return;
+      if (Cancelled(stream)) continue;
       if (absl::IsOutOfRange(listed) && !version.empty()) {
         cursor.version_unavailable = true;  // retry at once, consistently
         continue;
@@ -361,8 +365,53 @@ void Watcher::Run(Stream stream) {
     const absl::Time watch_started = absl::Now();
     absl::Status watched = Watch(stream, &cursor);
     if (stop_) return;
+    if (Cancelled(stream)) continue;
     if (after_stream(watched, watch_started)) return;
   }
+}
+
+void Watcher::RequestConsistentPodList(std::function<void(const ConsistentPodList&)> done) {
+  {
+    MutexLock lock(&lists_mu_);
+    ++consistent_lists_asked_;
+    list_waiters_.emplace_back(consistent_lists_asked_, std::move(done));
+  }
+  pods_interrupt_ = true;
+  client_->InterruptStreams(&pods_interrupt_);
+}
+
+bool Watcher::ConsistentPodListPending() const {
+  MutexLock lock(&lists_mu_);
+  return consistent_lists_done_ < consistent_lists_asked_;
+}
+
+absl::Status Watcher::ForcedPodList(Cursor* cursor) {
+  // Clear the interrupt, then read how many LISTs were asked for: a request made after the
+  // clear sets it again and interrupts the LIST below (it asks for a later one). Stop may have
+  // set it between the load and the store: set it again then.
+  pods_interrupt_ = stop_.load();
+  if (stop_) pods_interrupt_ = true;
+  uint64_t asked;
+  {
+    MutexLock lock(&lists_mu_);
+    asked = consistent_lists_asked_;
+  }
+  size_t count = 0;
+  RETURN_IF_ERROR(List(Stream::kPods, "", cursor, &count));
+  std::vector<std::function<void(const ConsistentPodList&)>> done;
+  {
+    MutexLock lock(&lists_mu_);
+    consistent_lists_done_ = std::max(consistent_lists_done_, asked);
+    auto it = list_waiters_.begin();
+    while (it != list_waiters_.end() && it->first <= asked) {
+      done.push_back(std::move(it->second));
+      ++it;
+    }
+    list_waiters_.erase(list_waiters_.begin(), it);
+  }
+  const ConsistentPodList result{count, cursor->resource_version};
+  for (auto& f : done) f(result);
+  return absl::OkStatus();
 }
 
 void Watcher::AddDecodeErrors(uint64_t n) {
@@ -397,7 +446,8 @@ void Watcher::ReplaceState(Stream stream, State* state, uint64_t list_started) {
   }
 }
 
-absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cursor) {
+absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cursor,
+                           size_t* listed) {
   const bool nodes = stream == Stream::kNodes;
   const bool failed = stream == Stream::kFailedPods;
   // resourceVersion "" (consistent) and "0" ask for pages; N does not, so the API server answers
@@ -423,7 +473,7 @@ absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cu
     value v;
     if (parser.iterate(padded).get(doc) || doc.get_value().get(v)) {
       ++decode_errors;
-      return !stop_;
+      return !Cancelled(stream);
     }
     if (nodes) {
       absl::StatusOr<DecodedNode> node = DecodeNode(v);
@@ -432,16 +482,16 @@ absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cu
       } else {
         ++decode_errors;
       }
-      return !stop_;
+      return !Cancelled(stream);
     }
     absl::StatusOr<Pod> pod = DecodePod(v, nullptr);
     if (!pod.ok()) {
       ++decode_errors;
-      return !stop_;
+      return !Cancelled(stream);
     }
     if (failed) {
       if (IsKubeletRejection(*pod)) state.rejected.push_back(*std::move(pod));
-      return !stop_;
+      return !Cancelled(stream);
     }
     absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
     if (record.ok()) {
@@ -449,7 +499,7 @@ absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cu
     } else {
       ++decode_errors;
     }
-    return !stop_;
+    return !Cancelled(stream);
   };
   do {
     // Later pages: the token alone (a resourceVersion with continue is refused, etcd3/store.go).
@@ -461,9 +511,9 @@ absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cu
     ListSplitter splitter(on_item);
     std::string error_body;
     absl::StatusOr<long> code = client_->GetStreamed(
-        path, [&](absl::string_view bytes) { return splitter.Feed(bytes); }, &stop_,
+        path, [&](absl::string_view bytes) { return splitter.Feed(bytes); }, CancelFlag(stream),
         options_.request_timeout, &error_body);
-    if (stop_) return absl::CancelledError("stopping");
+    if (Cancelled(stream)) return absl::CancelledError("interrupted");
     if (!code.ok()) {
       if (absl::IsCancelled(code.status())) {  // the splitter gave up: a malformed body
         return absl::UnavailableError(
@@ -505,11 +555,12 @@ absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cu
         return true;
       });
     }
-  } while (!continue_token.empty() && !stop_);
-  if (stop_) return absl::CancelledError("stopping");
+  } while (!continue_token.empty() && !Cancelled(stream));
+  if (Cancelled(stream)) return absl::CancelledError("interrupted");
   const size_t count = nodes    ? state.nodes.size()
                        : failed ? state.rejected.size()
                                 : state.pods.size();
+  if (listed != nullptr) *listed = count;
   ReplaceState(stream, &state, list_started);
   cursor->resource_version = list_rv;
   cursor->need_state = false;
@@ -543,8 +594,7 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
   }
   // Without a resourceVersion the state is the most recent (a consistent read), so it holds
   // every bind known before now: see List.
-  const uint64_t list_started =
-      stream == Stream::kPods && consistent ? ledger_->BeginPodList() : 0;
+  const uint64_t list_started = stream == Stream::kPods && consistent ? ledger_->BeginPodList() : 0;
   // The initial state, as events apply to it until the end bookmark (changes after the state's
   // version may come before it).
   StreamedState<NodeRecord> node_state;
@@ -656,8 +706,8 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
         if (stream == Stream::kPods) NotePodsResourceVersion(cursor->resource_version);
         return go_on;
       },
-      &stop_, absl::Seconds(options_.watch_timeout_seconds + 30), options_.max_event_bytes,
-      &error_body);
+      CancelFlag(stream), absl::Seconds(options_.watch_timeout_seconds + 30),
+      options_.max_event_bytes, &error_body);
   AddDecodeErrors(decode_errors);
   if (absl::IsResourceExhausted(code.status())) {
     cursor->need_state = true;
@@ -719,8 +769,8 @@ absl::Status Watcher::Watch(Stream stream, Cursor* cursor) {
         if (stream == Stream::kPods) NotePodsResourceVersion(cursor->resource_version);
         return go_on;
       },
-      &stop_, absl::Seconds(options_.watch_timeout_seconds + 30), options_.max_event_bytes,
-      &error_body);
+      CancelFlag(stream), absl::Seconds(options_.watch_timeout_seconds + 30),
+      options_.max_event_bytes, &error_body);
   if (absl::IsResourceExhausted(code.status())) {
     cursor->need_state = true;
     cursor->list_only = true;  // a paged LIST makes progress where the stream cannot

@@ -126,6 +126,12 @@ struct WatcherStats {
   std::string pods_resource_version;
 };
 
+// What RequestConsistentPodList's LIST read.
+struct ConsistentPodList {
+  size_t pods = 0;               // pods in the state (the pod stream's selector)
+  std::string resource_version;  // the state's; the watch resumed from it
+};
+
 // Keeps the ledger in step with the API, and counts kubelet rejections. Three list + watch
 // streams, one thread each: nodes and pods (pod_field_selector) feed the ledger; Failed pods
 // (failed_pod_field_selector) feed the rejection detector.
@@ -152,6 +158,9 @@ struct WatcherStats {
 // decode_errors and skipped (a DELETED one still removes the pod or node by UID / name), as a
 // LIST skips such items: it must not stall every later event.
 //
+// RequestConsistentPodList forces the pod stream to read a new state by a consistent LIST and
+// goes on from it, on the same thread as every other pod state and event (below).
+//
 // On the ledger's pod stream a DELETED event removes the pod whatever phase it carries (the API
 // server sends a pod that leaves the selector with its previous content). The rejection detector
 // keeps the UIDs of the rejected pods the API shows: a pod is counted the first time it appears,
@@ -172,6 +181,19 @@ class Watcher {
 
   // True once the first full LIST of both nodes and pods has been applied.
   bool synced() const;
+
+  // Asks the pod stream for a consistent LIST sent after this call: resourceVersion unset (the
+  // latest state, read from etcd or from a cache proven as fresh; paged by page_size), whatever
+  // the stream was doing. The pods thread interrupts its watch (or the LIST it was reading),
+  // takes Ledger::BeginPodList's token, LISTs, applies the state with Ledger::ReplacePods (so
+  // assumptions it lacks that were bound before it was sent are released, the others kept) and
+  // watches on from the LIST's resourceVersion: an event is applied before the state (from the
+  // interrupted watch) or after it (from the new one), never lost, and one the state already
+  // holds is at most applied again (events carry whole objects: idempotent). `done` runs on the
+  // pods thread once such a LIST has been applied; requests made while one is pending share the
+  // next LIST; a LIST that fails is retried with backoff, and `done` never runs after Stop.
+  // Thread-safe; does not block.
+  void RequestConsistentPodList(std::function<void(const ConsistentPodList&)> done);
   WatcherStats stats() const;
   // The most recent kubelet rejections (at most 1000), oldest first, including the ones already
   // in the API at start (before_start).
@@ -188,6 +210,16 @@ class Watcher {
     bool version_unavailable = false;
     bool list_only = false;  // read the next state by a paged LIST, not a WatchList
   };
+  // The cancel flag of `stream`'s requests: stop_, or for pods pods_interrupt_ (Stop and
+  // RequestConsistentPodList set it).
+  const std::atomic<bool>* CancelFlag(Stream stream) const {
+    return stream == Stream::kPods ? &pods_interrupt_ : &stop_;
+  }
+  bool Cancelled(Stream stream) const { return CancelFlag(stream)->load(); }
+  // The pods thread: true if a consistent LIST was asked for and not yet applied.
+  bool ConsistentPodListPending() const;
+  // The pods thread: LIST consistently for the requests made so far, then run their `done`.
+  absl::Status ForcedPodList(Cursor* cursor);
   // A stream's state as one of the three replace calls takes it.
   struct State {
     std::vector<NodeRecord> nodes;
@@ -196,9 +228,11 @@ class Watcher {
   };
   void Run(Stream stream);
   // LIST every page at `version` ("", "0" or N; see the class comment); on success applies the
-  // state and sets cursor->resource_version. OutOfRange when the server refused `version` (410
-  // Expired, 504 too large resource version).
-  absl::Status List(Stream stream, const std::string& version, Cursor* cursor);
+  // state, sets cursor->resource_version and `*listed` (if not null) to the objects in it.
+  // OutOfRange when the server refused `version` (410 Expired, 504 too large resource version);
+  // Cancelled when the stream's cancel flag was set.
+  absl::Status List(Stream stream, const std::string& version, Cursor* cursor,
+                    size_t* listed = nullptr);
   // A WatchList from cursor->resource_version: applies the initial state at its end bookmark, then
   // events until the stream ends. Unimplemented when the server refuses WatchList; OutOfRange
   // when it refused the resourceVersion before the state was complete.
@@ -235,6 +269,8 @@ class Watcher {
   const WatcherOptions options_;
 
   std::atomic<bool> stop_{false};
+  // The pods stream's cancel flag (CancelFlag).
+  std::atomic<bool> pods_interrupt_{false};
   // Set when the API server refused a WatchList: every stream lists from then on.
   std::atomic<bool> watch_list_refused_{false};
   std::mutex stop_mu_;  // only for stop_cv_
@@ -249,6 +285,14 @@ class Watcher {
   std::deque<KubeletRejection> rejections_ ABSL_GUARDED_BY(mu_);
   // UIDs of the rejected pods the API shows (the dedup set; independent of the deque's bound).
   absl::flat_hash_set<std::string> rejected_uids_ ABSL_GUARDED_BY(mu_);
+
+  // RequestConsistentPodList: requests are numbered; the pods thread applies a LIST sent after
+  // request N, then sets consistent_lists_done_ to N and runs the `done` of requests <= N.
+  mutable Mutex lists_mu_;
+  uint64_t consistent_lists_asked_ ABSL_GUARDED_BY(lists_mu_) = 0;
+  uint64_t consistent_lists_done_ ABSL_GUARDED_BY(lists_mu_) = 0;
+  std::vector<std::pair<uint64_t, std::function<void(const ConsistentPodList&)>>> list_waiters_
+      ABSL_GUARDED_BY(lists_mu_);
 };
 
 }  // namespace fitledger::kube

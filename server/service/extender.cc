@@ -20,8 +20,12 @@ std::string PodName(const BindRequest& r) { return absl::StrCat(r.namespace_name
 }  // namespace
 
 Extender::Extender(Ledger* ledger, kube::Binder* binder, ExtenderOptions options,
-                   std::function<bool()> synced)
-    : ledger_(ledger), binder_(binder), options_(options), synced_(std::move(synced)) {}
+                   std::function<bool()> synced, LeaderFence* fence)
+    : ledger_(ledger),
+      binder_(binder),
+      options_(options),
+      synced_(std::move(synced)),
+      fence_(fence) {}
 
 void Extender::Remember(const std::string& uid, const Resources& requests) {
   if (uid.empty()) return;
@@ -39,6 +43,7 @@ void Extender::Remember(const std::string& uid, const Resources& requests) {
 absl::StatusOr<FilterResult> Extender::Filter(const Pod& pod,
                                               absl::Span<const absl::string_view> node_names) {
   if (!synced_()) return NotSynced();
+  if (fence_ != nullptr) RETURN_IF_ERROR(fence_->CheckServing(absl::Now()));
   ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
   Remember(pod.uid, requests);
   FilterResult result = ledger_->Filter(requests, node_names, pod.uid);
@@ -57,6 +62,7 @@ absl::StatusOr<FilterResult> Extender::Filter(const Pod& pod,
 absl::StatusOr<std::vector<int64_t>> Extender::Prioritize(
     const Pod& pod, absl::Span<const absl::string_view> node_names) {
   if (!synced_()) return NotSynced();
+  if (fence_ != nullptr) RETURN_IF_ERROR(fence_->CheckServing(absl::Now()));
   ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
   return ledger_->Prioritize(requests, node_names, pod.uid);
 }
@@ -64,6 +70,7 @@ absl::StatusOr<std::vector<int64_t>> Extender::Prioritize(
 absl::StatusOr<std::map<std::string, std::vector<std::string>>> Extender::Preempt(
     const Pod& pod, const std::map<std::string, std::vector<std::string>>& victims) {
   if (!synced_()) return NotSynced();
+  if (fence_ != nullptr) RETURN_IF_ERROR(fence_->CheckServing(absl::Now()));
   ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
   return ledger_->Preempt(requests, victims);
 }
@@ -248,6 +255,12 @@ absl::Status Extender::BindAssumed(const BindRequest& request, absl::Time start,
   if (!synced_()) {
     Count("not_synced");
     return NotSynced();
+  }
+  if (fence_ != nullptr) {
+    if (absl::Status fenced = fence_->CheckBind(absl::Now()); !fenced.ok()) {
+      Count("not_leader");
+      return fenced;
+    }
   }
   absl::StatusOr<Resources> requests = RequestsFor(request, deadline);
   if (!requests.ok()) {

@@ -19,6 +19,7 @@
 #include "server/kube/binder.h"
 #include "server/ledger/ledger.h"
 #include "server/model/pod.h"
+#include "server/service/leader_fence.h"
 
 namespace fitledger {
 
@@ -58,11 +59,14 @@ struct BindCounters {
 class Extender {
  public:
   // `ledger` and `binder` must outlive this. `synced` says whether the view is complete.
+  // `fence` (may be null: no Lease configured; else it must outlive this) says whether this
+  // server's scheduler leads: every verb is refused (Unavailable) while it does not, or before the
+  // pods were re-listed after it became the leader (leader_fence.h).
   Extender(Ledger* ledger, kube::Binder* binder, ExtenderOptions options,
-           std::function<bool()> synced);
+           std::function<bool()> synced, LeaderFence* fence = nullptr);
 
-  // Unavailable until synced; InvalidArgument for a pod with bad requests. The pod's own
-  // assumption (by UID) never counts against it.
+  // Unavailable until synced (and, with a fence, while it refuses); InvalidArgument for a pod with
+  // bad requests. The pod's own assumption (by UID) never counts against it.
   absl::StatusOr<FilterResult> Filter(const Pod& pod,
                                       absl::Span<const absl::string_view> node_names);
   absl::StatusOr<std::vector<int64_t>> Prioritize(const Pod& pod,
@@ -77,7 +81,8 @@ class Extender {
   // (or already bound to that node). Errors: FailedPrecondition (no longer fits, or bound
   // elsewhere), NotFound (pod or node unknown), Unavailable (API unreachable: nothing assumed;
   // an earlier bind still in flight; or the outcome is unknown: kept assumed), InvalidArgument
-  // (bad request).
+  // (bad request). With a fence, a new Bind is refused (Unavailable, "refusing new binds") once
+  // this server's scheduler no longer holds the Lease; a Bind past that check finishes.
   absl::Status Bind(const BindRequest& request);
 
   // Settles one assumption against the API (used by the reconciler): bound -> confirmed; gone ->
@@ -110,6 +115,7 @@ class Extender {
   kube::Binder* const binder_;
   const ExtenderOptions options_;
   const std::function<bool()> synced_;
+  LeaderFence* const fence_;
 
   mutable Mutex mu_;
   absl::flat_hash_map<std::string, Resources> filtered_ ABSL_GUARDED_BY(mu_);

@@ -21,9 +21,11 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/kube/api_client.h"
 #include "server/kube/binder.h"
+#include "server/kube/lease_watcher.h"
 #include "server/kube/watcher.h"
 #include "server/service/extender_backend.h"
 #include "server/service/grpc_services.h"
+#include "server/service/leader_fence.h"
 #include "server/service/reconciler.h"
 #include "webhook/http_server.h"
 #include "webhook/listener_options.h"
@@ -47,8 +49,11 @@ class ServerAppImpl : public ServerApp {
                 ScoringResources(config_)),
         watcher_(&client_, &ledger_, WatcherOptionsFor(config_)),
         binder_(&client_, config_.bind_timeout),
-        extender_(&ledger_, &binder_, ExtenderOptionsFor(config_),
-                  [this] { return watcher_.synced(); }),
+        fence_(MakeFence()),
+        lease_watcher_(MakeLeaseWatcher()),
+        extender_(
+            &ledger_, &binder_, ExtenderOptionsFor(config_), [this] { return watcher_.synced(); },
+            fence_.get()),
         reconciler_(&extender_, config_.reconcile_period, config_.assumed_reconcile_age),
         rpc_metrics_(&metrics_),
         bind_pool_("bind", static_cast<int>(config_.bind_threads)),
@@ -135,6 +140,12 @@ class ServerAppImpl : public ServerApp {
       monitor_port_ = *port;
     }
     watcher_.Start();
+    if (lease_watcher_ != nullptr) {
+      lease_watcher_->Start();
+      LogInfo("serving only while this pod's kube-scheduler holds the Lease",
+              {{"lease", config_.lease_namespace + "/" + config_.lease_name},
+               {"identity", fence_->options().identity + "_*"}});
+    }
     if (config_.ledger_enabled) reconciler_.Start();
     health_thread_ = std::thread([this] { HealthLoop(); });
     heap_trimmer_.Start();
@@ -171,6 +182,7 @@ class ServerAppImpl : public ServerApp {
     extender_.WaitForBinds();
     LogDebug("shutdown: gRPC stopped, binds finished");
     reconciler_.Stop();
+    if (lease_watcher_ != nullptr) lease_watcher_->Stop();
     watcher_.Stop();
     LogDebug("shutdown: watcher stopped");
     if (monitor_ != nullptr) monitor_->Stop();
@@ -218,7 +230,36 @@ class ServerAppImpl : public ServerApp {
     return o;
   }
 
+  // The leader fence over leaderElection's Lease; null when no Lease is configured.
+  std::unique_ptr<LeaderFence> MakeFence() {
+    if (config_.lease_name.empty()) return nullptr;
+    std::string identity = config_.leader_identity;
+    if (identity.empty()) {
+      // kube-scheduler's os.Hostname(): the pod's hostname, which its containers share.
+      char host[256] = {0};
+      if (gethostname(host, sizeof(host) - 1) == 0) identity = host;
+    }
+    return std::make_unique<LeaderFence>(
+        LeaderFenceOptions{config_.lease_namespace, config_.lease_name, identity},
+        [this](std::function<void(const kube::ConsistentPodList&)> done) {
+          watcher_.RequestConsistentPodList(std::move(done));
+        },
+        [this] { lease_watcher_->Refresh(); });
+  }
+  std::unique_ptr<kube::LeaseWatcher> MakeLeaseWatcher() {
+    if (fence_ == nullptr) return nullptr;
+    kube::LeaseWatcherOptions options;
+    options.namespace_name = config_.lease_namespace;
+    options.name = config_.lease_name;
+    return std::make_unique<kube::LeaseWatcher>(
+        &client_, options, [this](const std::optional<kube::LeaseRecord>& lease) {
+          fence_->OnLease(lease, absl::Now());
+        });
+  }
+
   // Whether the verbs can be answered: the view is complete and the server is not stopping.
+  // (Not whether this server's scheduler leads: a standby must be ready too, or its
+  // kube-scheduler, which starts after the probes pass, would never run for the Lease.)
   absl::Status Ready() const {
     if (shut_down_) return absl::UnavailableError("fitledger-server is shutting down");
     if (!watcher_.synced()) {
@@ -271,6 +312,29 @@ class ServerAppImpl : public ServerApp {
                    {}, [this] {
                      return std::vector<GaugeSample>{{{}, watcher_.synced() ? 1.0 : 0.0}};
                    });
+    metrics_.Gauge("fitledger_leader",
+                   "1 while this pod's kube-scheduler holds leaderElection's Lease and the pods "
+                   "were re-listed since it became the holder (always 0 without a Lease).",
+                   {}, [this] {
+                     const bool serving = fence_ != nullptr && fence_->stats().serving;
+                     return std::vector<GaugeSample>{{{}, serving ? 1.0 : 0.0}};
+                   });
+    metrics_.Gauge("fitledger_leader_resync_seconds",
+                   "How long the last leader resync took: from the Lease showing this pod's "
+                   "kube-scheduler as the new holder to a consistent LIST of pods applied (0 "
+                   "before the first).",
+                   {}, [this] {
+                     const double s =
+                         fence_ != nullptr ? absl::ToDoubleSeconds(fence_->stats().last_resync) : 0;
+                     return std::vector<GaugeSample>{{{}, s}};
+                   });
+    metrics_.CounterFunc("fitledger_leader_resyncs_total",
+                         "Leader resyncs completed (consistent LISTs of pods applied after this "
+                         "pod's kube-scheduler became the Lease holder).",
+                         {}, [this] {
+                           const double n = fence_ != nullptr ? double(fence_->stats().resyncs) : 0;
+                           return std::vector<GaugeSample>{{{}, n}};
+                         });
     metrics_.Gauge(
         "fitledger_assumed_pods", "Pods bound by fitledger not yet seen by the watch.", {}, [this] {
           return std::vector<GaugeSample>{{{}, static_cast<double>(ledger_.Assumed().size())}};
@@ -385,6 +449,9 @@ class ServerAppImpl : public ServerApp {
   Ledger ledger_;
   kube::Watcher watcher_;
   kube::ApiBinder binder_;
+  // The leader fence and the Lease it reads (leaderElection.leaseName); null without one.
+  std::unique_ptr<LeaderFence> fence_;
+  std::unique_ptr<kube::LeaseWatcher> lease_watcher_;
   Extender extender_;
   Reconciler reconciler_;
   MetricsRegistry metrics_;

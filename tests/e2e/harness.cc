@@ -50,14 +50,23 @@ absl::StatusOr<std::unique_ptr<E2eCluster>> E2eCluster::Start(const ClusterOptio
 }
 
 absl::Status E2eCluster::StartExtender(const ClusterOptions& options) {
-  extender_ = Extender();
+  return Launch(options, &extender_);
+}
+
+absl::Status E2eCluster::StartSecondExtender(const ClusterOptions& options) {
+  return Launch(options, &second_);
+}
+
+absl::Status E2eCluster::Launch(const ClusterOptions& options, Extender* extender) {
+  Extender& e = *extender;
+  e = Extender();
   ++generation_;
   std::string g = std::to_string(generation_);
   std::string config = absl::StrCat(dir_, "/server-", g, ".yaml");
   absl::Status w = WriteFile(config, options.server_yaml);
   if (!w.ok()) return w;
-  extender_.socket = absl::StrCat("unix://", dir_, "/server-", g, ".sock");
-  extender_.layout = options.layout;
+  e.socket = absl::StrCat("unix://", dir_, "/server-", g, ".sock");
+  e.layout = options.layout;
   std::string ready = absl::StrCat(dir_, "/server-", g, ".ready");
   std::vector<std::string> argv = {FITLEDGER_SERVER_PATH,
                                    "--config",
@@ -65,32 +74,33 @@ absl::Status E2eCluster::StartExtender(const ClusterOptions& options) {
                                    "--kubeconfig",
                                    sim_->kubeconfig_path(),
                                    "--grpc-listen",
-                                   extender_.socket + ",127.0.0.1:0",
+                                   e.socket + ",127.0.0.1:0",
                                    "--monitor-listen",
                                    "127.0.0.1:0",
                                    "--ready-file",
                                    ready};
   if (!options.ledger) argv.push_back("--no-ledger");
+  argv.insert(argv.end(), options.server_args.begin(), options.server_args.end());
   if (options.layout == Layout::kInServer) {
     argv.insert(argv.end(), {"--webhook-listen", "127.0.0.1:0"});
   }
   absl::StatusOr<std::unique_ptr<ChildProcess>> server =
       ChildProcess::Start(argv, absl::StrCat(dir_, "/server-", g, ".log"));
   if (!server.ok()) return server.status();
-  extender_.server = *std::move(server);
+  e.server = *std::move(server);
   absl::Status waited = WaitForFile(ready, absl::Seconds(30));
   if (!waited.ok()) {
-    return absl::UnavailableError(absl::StrCat("fitledger-server did not start: ",
-                                               ReadFileOrEmpty(extender_.server->output_path())));
+    return absl::UnavailableError(
+        absl::StrCat("fitledger-server did not start: ", ReadFileOrEmpty(e.server->output_path())));
   }
   nlohmann::json ports = nlohmann::json::parse(ReadFileOrEmpty(ready));
-  extender_.grpc_port = ports["grpc_ports"][0];
-  extender_.monitor_port = ports["monitor_port"];
-  extender_.channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", extender_.grpc_port),
-                                          grpc::InsecureChannelCredentials());
-  extender_.extender = v1::Extender::NewStub(extender_.channel);
-  extender_.introspection = v1::Introspection::NewStub(extender_.channel);
-  auto health = grpc::health::v1::Health::NewStub(extender_.channel);
+  e.grpc_port = ports["grpc_ports"][0];
+  e.monitor_port = ports["monitor_port"];
+  e.channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", e.grpc_port),
+                                  grpc::InsecureChannelCredentials());
+  e.extender = v1::Extender::NewStub(e.channel);
+  e.introspection = v1::Introspection::NewStub(e.channel);
+  auto health = grpc::health::v1::Health::NewStub(e.channel);
   bool serving = WaitFor(
       [&] {
         grpc::ClientContext ctx;
@@ -103,30 +113,30 @@ absl::Status E2eCluster::StartExtender(const ClusterOptions& options) {
       absl::Seconds(30));
   if (!serving) return absl::UnavailableError("fitledger-server never reported SERVING");
   if (options.layout == Layout::kInServer) {
-    extender_.shim_port = ports["webhook_port"];
+    e.shim_port = ports["webhook_port"];
     return absl::OkStatus();
   }
   std::string port_file = absl::StrCat(dir_, "/shim-", g, ".port");
-  absl::StatusOr<std::unique_ptr<ChildProcess>> shim = ChildProcess::Start(
-      {FITLEDGER_SHIM_PATH, "--listen", "127.0.0.1:0", "--server", extender_.socket, "--port-file",
-       port_file, "--monitor-listen", "127.0.0.1:0"},
-      absl::StrCat(dir_, "/shim-", g, ".log"));
+  absl::StatusOr<std::unique_ptr<ChildProcess>> shim =
+      ChildProcess::Start({FITLEDGER_SHIM_PATH, "--listen", "127.0.0.1:0", "--server", e.socket,
+                           "--port-file", port_file, "--monitor-listen", "127.0.0.1:0"},
+                          absl::StrCat(dir_, "/shim-", g, ".log"));
   if (!shim.ok()) return shim.status();
-  extender_.shim = *std::move(shim);
+  e.shim = *std::move(shim);
   waited = WaitForFile(port_file, absl::Seconds(30));
   if (!waited.ok()) {
-    return absl::UnavailableError(absl::StrCat("fitledger-shim did not start: ",
-                                               ReadFileOrEmpty(extender_.shim->output_path())));
+    return absl::UnavailableError(
+        absl::StrCat("fitledger-shim did not start: ", ReadFileOrEmpty(e.shim->output_path())));
   }
-  extender_.shim_port = std::stoi(ReadFileOrEmpty(port_file));
+  e.shim_port = std::stoi(ReadFileOrEmpty(port_file));
   // The shim logs its monitor's port: "... \"monitor\":\"127.0.0.1:0 (port N)\"".
   const bool logged = WaitFor(
       [&] {
-        const std::string log = ReadFileOrEmpty(extender_.shim->output_path());
+        const std::string log = ReadFileOrEmpty(e.shim->output_path());
         const size_t at = log.find("(port ");
         if (at == std::string::npos) return false;
-        extender_.shim_monitor_port = std::atoi(log.c_str() + at + 6);
-        return extender_.shim_monitor_port > 0;
+        e.shim_monitor_port = std::atoi(log.c_str() + at + 6);
+        return e.shim_monitor_port > 0;
       },
       absl::Seconds(30));
   if (!logged) return absl::UnavailableError("fitledger-shim did not log its monitor port");

@@ -46,6 +46,7 @@ struct ClusterOptions {
   std::string server_yaml;  // fitledger-server config (kubeconfig and listeners are set)
   bool ledger = true;       // false: --no-ledger
   Layout layout = Layout::kInServer;
+  std::vector<std::string> server_args = {};  // more flags for fitledger-server
 };
 
 // Not thread-safe. Everything is killed on destruction.
@@ -59,6 +60,9 @@ class E2eCluster {
 
   // Starts (or restarts) the server+shim pair with `options`.
   absl::Status StartExtender(const ClusterOptions& options);
+  // Starts a second server+shim pair on the same sim (two replicas of the chart's pod).
+  absl::Status StartSecondExtender(const ClusterOptions& options);
+  Extender& second_extender() { return second_; }
   // Kills the server with SIGTERM and waits for its exit code.
   absl::StatusOr<int> StopServer();
 
@@ -83,8 +87,12 @@ class E2eCluster {
   static bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout);
 
  private:
+  // Starts a server+shim pair with `options` into `*extender`.
+  absl::Status Launch(const ClusterOptions& options, Extender* extender);
+
   std::unique_ptr<SimProcess> sim_;
   Extender extender_;
+  Extender second_;
   std::string dir_;
   int generation_ = 0;
 };

@@ -534,6 +534,18 @@ ledger:
   scoring: {{ .Values.server.ledger.scoring }}
   reconcilePeriod: {{ .Values.server.ledger.reconcilePeriod | quote }}
   assumedReconcileAge: {{ .Values.server.ledger.assumedReconcileAge | quote }}
+{{- if .Values.scheduler.enabled }}
+# kube-scheduler's Lease (scheduler.leaderElection): the server answers only
+# while this pod's kube-scheduler holds it, re-lists the pods from the API each
+# time it becomes the holder, and refuses new binds once it no longer holds it.
+# No identity: the server takes the pod's hostname (gethostname), which is the
+# "<hostname>" of kube-scheduler's "<hostname>_<uuid>" (os.Hostname) because
+# the containers of a pod share it; the downward API's metadata.name is not
+# always that hostname (the kubelet truncates it to 63 characters).
+leaderElection:
+  leaseName: {{ include "fitledger.leaseName" . | quote }}
+  leaseNamespace: {{ .Release.Namespace | quote }}
+{{- end }}
 log:
   level: {{ .Values.server.logLevel }}
 {{- end }}

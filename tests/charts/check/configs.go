@@ -41,9 +41,21 @@ type ServerConfig struct {
 		ReconcilePeriod       string   `json:"reconcilePeriod"`
 		AssumedReconcileAge   string   `json:"assumedReconcileAge"`
 	} `json:"ledger"`
-	Log struct {
+	// LeaderElection is kube-scheduler's Lease the server follows (issue
+	// 26); nil or an empty leaseName: off.
+	LeaderElection *LeaderElectionConfig `json:"leaderElection,omitempty"`
+	Log            struct {
 		Level string `json:"level"`
 	} `json:"log"`
+}
+
+// LeaderElectionConfig mirrors the server's leaderElection block.
+type LeaderElectionConfig struct {
+	LeaseName      string `json:"leaseName"`
+	LeaseNamespace string `json:"leaseNamespace"`
+	// Identity is the "<hostname>" of kube-scheduler's "<hostname>_<uuid>";
+	// empty: the server's host name.
+	Identity string `json:"identity,omitempty"`
 }
 
 // WebhookConfig mirrors the server's webhook block (the keys the chart
@@ -172,6 +184,14 @@ func ValidateServerConfig(c *ServerConfig) error {
 	for _, g := range c.Ledger.IgnoredResourceGroups {
 		if strings.Contains(g, "/") || !isQualifiedName(g) {
 			return fmt.Errorf("ledger.ignoredResourceGroups: %q is not a resource group (a name prefix without '/')", g)
+		}
+	}
+	if le := c.LeaderElection; le != nil {
+		if (le.LeaseName == "") != (le.LeaseNamespace == "") {
+			return fmt.Errorf("leaderElection: leaseName %q and leaseNamespace %q go together", le.LeaseName, le.LeaseNamespace)
+		}
+		if strings.Contains(le.Identity, "_") {
+			return fmt.Errorf("leaderElection.identity %q: the hostname part, without \"_\"", le.Identity)
 		}
 	}
 	switch c.Log.Level {

@@ -69,7 +69,7 @@ func checkGoodSet(c *Checker, e *Env, s goodSet) {
 		if r.sched != nil {
 			c.Check(name("extender entry: the "+w.Webhook+"'s webhook on 127.0.0.1 (its listen, prefix, TLS), verbs, weight, nodeCacheCapable, not ignorable"), checkExtenderEntry(r, w))
 			c.Check(name("extender managedResources are the values' extended resources"), checkManaged(r, w))
-			c.Check(name("leader election on the release's own Lease; profile for the scheduler name"), checkLeaderElection(r, w))
+			c.Check(name("leader election on the release's own Lease, which fitledger-server follows; profile for the scheduler name"), checkLeaderElection(r, w))
 			c.Check(name("deadlines: bind budget < shim's server timeout < kube-scheduler's httpTimeout"), checkDeadlines(r))
 			c.Check(name("the ledger ignores what kube-scheduler's NodeResourcesFit ignores (profile args, extenders' ignoredByScheduler)"), checkIgnoredResources(r, w))
 			c.Check(name("kube-scheduler mounts its config, TLS files and runs --config"), checkSchedulerWiring(r, w))
@@ -645,12 +645,49 @@ func (r *rendered) loadServerConfig(w *Want) error {
 	if cfg.Kubeconfig != "" {
 		return fmt.Errorf("kubeconfig set: the server must use its in-cluster ServiceAccount")
 	}
+	if err := checkServerLease(r, c, &cfg, w); err != nil {
+		return fmt.Errorf("server.yaml: %v", err)
+	}
 	if cfg.Kubernetes.BindBudget != w.BindBudget {
 		return fmt.Errorf("kubernetes.bindBudget %q, want %q (extender.httpTimeout - 1s)", cfg.Kubernetes.BindBudget, w.BindBudget)
 	}
 	if !equalStrings(cfg.Ledger.IgnoredResources, w.LedgerIgnored) || !equalStrings(cfg.Ledger.IgnoredResourceGroups, w.LedgerIgnoredGroups) {
 		return fmt.Errorf("ledger.ignoredResources %v ignoredResourceGroups %v, want %v and %v",
 			cfg.Ledger.IgnoredResources, cfg.Ledger.IgnoredResourceGroups, w.LedgerIgnored, w.LedgerIgnoredGroups)
+	}
+	return nil
+}
+
+// checkServerLease: beside its own kube-scheduler the server follows the
+// release's Lease (leaderElection.leaseName/leaseNamespace) and recognises its
+// pod's scheduler by the pod's hostname: no identity in the file or the flags
+// (one value would be every replica's), and no spec.hostname or hostNetwork
+// (replicas would share a hostname, and each server would take the other's
+// scheduler for its own). Without kube-scheduler in the pod: no Lease.
+func checkServerLease(r *rendered, c map[string]interface{}, cfg *ServerConfig, w *Want) error {
+	le := cfg.LeaderElection
+	if !w.Scheduler {
+		if le != nil && le.LeaseName != "" {
+			return fmt.Errorf("leaderElection.leaseName %q without kube-scheduler in the pod", le.LeaseName)
+		}
+		return nil
+	}
+	if le == nil || le.LeaseName != w.LeaseName || le.LeaseNamespace != w.Namespace {
+		return fmt.Errorf("leaderElection %+v, want leaseName %q leaseNamespace %q", le, w.LeaseName, w.Namespace)
+	}
+	if le.Identity != "" {
+		return fmt.Errorf("leaderElection.identity %q: every replica would claim it; leave it to the pod's hostname", le.Identity)
+	}
+	for _, a := range strList(c["args"]) {
+		if strings.HasPrefix(a, "--leader-identity") {
+			return fmt.Errorf("fitledger-server arg %q: every replica would claim it", a)
+		}
+	}
+	if h := str(r.podSpec["hostname"]); h != "" {
+		return fmt.Errorf("pod spec.hostname %q: the replicas would share one hostname", h)
+	}
+	if b, _ := r.podSpec["hostNetwork"].(bool); b {
+		return fmt.Errorf("pod hostNetwork: replicas on one node would share its hostname")
 	}
 	return nil
 }

@@ -130,11 +130,15 @@ func expectedRBAC(w *Want) wantRBAC {
 			le := fmt.Sprintf("Role %s/%s-leader-election", w.Namespace, w.Fullname)
 			out.roles[le] = append(perms("coordination.k8s.io", []string{"leases"}, nil, []string{"create"}),
 				perms("coordination.k8s.io", []string{"leases"}, []string{w.LeaseName}, []string{"get", "update"})...)
+			// fitledger-server follows that one Lease (the leader fence).
+			sl := fmt.Sprintf("Role %s/%s-server-lease", w.Namespace, w.Fullname)
+			out.roles[sl] = perms("coordination.k8s.io", []string{"leases"}, []string{w.LeaseName}, []string{"get", "list", "watch"})
 			out.bindings = append(out.bindings,
 				fmt.Sprintf("ClusterRoleBinding /%s-kube-scheduler -> ClusterRole/system:kube-scheduler <- %s", w.Fullname, sa),
 				fmt.Sprintf("ClusterRoleBinding /%s-volume-scheduler -> ClusterRole/system:volume-scheduler <- %s", w.Fullname, sa),
 				fmt.Sprintf("RoleBinding kube-system/%s-extension-apiserver-authentication-reader -> Role/extension-apiserver-authentication-reader <- %s", w.Fullname, sa),
 				fmt.Sprintf("RoleBinding %s/%s-leader-election -> Role/%s-leader-election <- %s", w.Namespace, w.Fullname, w.Fullname, sa),
+				fmt.Sprintf("RoleBinding %s/%s-server-lease -> Role/%s-server-lease <- %s", w.Namespace, w.Fullname, w.Fullname, sa),
 			)
 		}
 	}

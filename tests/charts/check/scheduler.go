@@ -223,6 +223,12 @@ func checkLeaderElection(r *rendered, w *Want) error {
 	if le.ResourceName == "kube-scheduler" {
 		return fmt.Errorf("the Lease must not be the default scheduler's")
 	}
+	if r.server != nil {
+		sle := r.server.LeaderElection
+		if sle == nil || sle.LeaseName != le.ResourceName || sle.LeaseNamespace != le.ResourceNamespace {
+			return fmt.Errorf("fitledger-server follows the Lease %+v, kube-scheduler elects on %s/%s", sle, le.ResourceNamespace, le.ResourceName)
+		}
+	}
 	if len(r.sched.Profiles) != 1 || *r.sched.Profiles[0].SchedulerName != w.SchedulerName {
 		return fmt.Errorf("profiles %+v, want one for %s", r.sched.Profiles, w.SchedulerName)
 	}

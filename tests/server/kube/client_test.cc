@@ -8,8 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
+#include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "server/kube/api_client.h"
 #include "server/kube/binder.h"
+#include "server/kube/lease_watcher.h"
 #include "server/kube/objects.h"
 #include "server/kube/watcher.h"
 #include "tests/sim/sim_process.h"
@@ -278,6 +282,170 @@ TEST_F(WatcherTest, ServerRestartRelistsAndConverges) {
   Admin("/sim/restart");
   CreateBound("b", "200m");
   EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 300; }));
+}
+
+// A new leader's resync (RequestConsistentPodList): a consistent LIST counts the binds the watch
+// has not shown, keeps this server's own assumption, releases one it knew bound that is gone, and
+// the watch goes on from the LIST: an event it held is not applied again, a new one once.
+TEST_F(WatcherTest, AConsistentPodListCountsWhatTheWatchHasNotShownAndKeepsAssumptions) {
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
+  Admin("/sim/faults/bookmarks-only", R"({"on":true})");  // the watch delivers nothing from now
+  CreateBound("theirs", "300m");                          // bound by the previous leader
+  Resources requests;
+  requests.milli_cpu = 200;
+  const std::string mine = CreateUnbound("mine");  // this server's bind, not posted yet
+  ASSERT_TRUE(ledger_.TryAssume(mine, "default", "mine", "n1", requests, absl::Now()).ok());
+  requests.milli_cpu = 100;
+  const std::string gone = CreateUnbound("gone");  // bound by this server, then deleted
+  ASSERT_TRUE(ledger_.TryAssume(gone, "default", "gone", "n1", requests, absl::Now()).ok());
+  ASSERT_EQ(binder_->Bind("default", "gone", gone, "n1", Deadline()).outcome, BindOutcome::kBound);
+  ledger_.MarkBound(gone, "n1");
+  Delete("gone");
+  ASSERT_TRUE(WaitUntil([&] {
+    absl::StatusOr<HttpResponse> r =
+        client_->Request("GET", "/api/v1/namespaces/default/pods/gone", "", absl::Seconds(5));
+    return r.ok() && r->code == 404;
+  }));
+  ASSERT_EQ(ConfirmedCpu(), 0);  // the watch showed none of it
+
+  const std::map<std::string, int64_t> before = Requests();
+  std::atomic<bool> done{false};
+  ConsistentPodList listed;
+  const absl::Time asked = absl::Now();
+  watcher_->RequestConsistentPodList([&](const ConsistentPodList& l) {
+    listed = l;
+    done = true;
+  });
+  ASSERT_TRUE(WaitUntil([&] { return done.load(); }));
+  std::cerr << "consistent pod LIST applied " << absl::FormatDuration(absl::Now() - asked)
+            << " after the request\n";
+  EXPECT_EQ(listed.pods, 2u);  // theirs (bound) and mine (unbound); gone is gone
+  EXPECT_FALSE(listed.resource_version.empty());
+  EXPECT_EQ(ConfirmedCpu(), 300);
+  std::optional<AssumedPod> kept = ledger_.AssumedEntry(mine);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->node_name, "n1");
+  EXPECT_FALSE(ledger_.AssumedEntry(gone).has_value());
+  EXPECT_EQ(ledger_.counters().released_at_relist, 1u);
+  const std::string consistent =
+      "LIST pods fieldSelector=status.phase!=Succeeded,status.phase!=Failed resourceVersion=\"\"";
+  const std::map<std::string, int64_t> after = Requests();
+  EXPECT_GE(after.count(consistent) ? after.at(consistent) : 0,
+            (before.count(consistent) ? before.at(consistent) : 0) + 1);
+
+  Admin("/sim/faults/bookmarks-only", R"({"on":false})");
+  CreateBound("later", "100m");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 400; }));
+  EXPECT_EQ(ledger_.pod_count(), 3u);  // theirs, later (confirmed), mine (assumed)
+  for (const NodeSummary& n : ledger_.Nodes()) {
+    if (n.name == "n1") {
+      EXPECT_EQ(n.assumed.milli_cpu, 200);
+    }
+  }
+}
+
+// The leader fence's view of the scheduler's Lease: one Lease by name (list and watch with
+// fieldSelector metadata.name, which RBAC's resourceNames can grant), and Refresh reads it again
+// at once when the watch lags.
+// InterruptStreams cuts only the connections of Streams running with the flag. A GetStreamed
+// (the watcher's paged LISTs) runs with a flag too but returns its handle, and so its
+// connection, to the pool: a later Request on that connection must not be cut by an interrupt
+// of the flag. The sim holds the binding POST 3 s on the pooled connection while the flag is
+// interrupted over and over.
+TEST_F(WatcherTest, InterruptingAFlagNeverCutsAPooledConnectionAnotherRequestUses) {
+  const std::string uid = CreateUnbound("held");
+  ASSERT_FALSE(uid.empty());
+  // A client of its own, with nothing pooled: GetStreamed opens the connection itself.
+  absl::StatusOr<Connection> connection = LoadKubeconfig(sim_->kubeconfig_path());
+  ASSERT_TRUE(connection.ok());
+  ApiClient client(*connection);
+  std::atomic<bool> cancel{false};
+  std::string error_body;
+  absl::StatusOr<long> listed = client.GetStreamed(
+      "/api/v1/nodes", [](absl::string_view) { return true; }, &cancel, absl::Seconds(10),
+      &error_body);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(*listed, 200);
+  // Both requests below take the handle GetStreamed returned, and its connection.
+  absl::StatusOr<HttpResponse> fault = client.Request(
+      "POST", "/sim/faults/binding",
+      R"({"names":["default/held"],"mode":"hang","seconds":3,"thenBind":true})", absl::Seconds(5));
+  ASSERT_TRUE(fault.ok() && fault->code == 200);
+  std::atomic<bool> done{false};
+  std::thread interrupter([&] {
+    while (!done.load()) {
+      client.InterruptStreams(&cancel);
+      usleep(20 * 1000);
+    }
+  });
+  absl::StatusOr<HttpResponse> bound =
+      client.Request("POST", "/api/v1/namespaces/default/pods/held/binding",
+                     absl::StrCat(R"({"metadata":{"name":"held","uid":")", uid,
+                                  R"("},"target":{"kind":"Node","name":"n1"}})"),
+                     absl::Seconds(20));
+  done = true;
+  interrupter.join();
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  EXPECT_EQ(bound->code, 201) << bound->body;
+  // Sent once: a cut connection would have made libcurl send the POST again on a new one.
+  int64_t binds = 0;
+  for (const auto& [key, n] : Requests()) {
+    if (absl::StartsWith(key, "BIND")) binds += n;
+  }
+  EXPECT_EQ(binds, 1);
+}
+
+TEST_F(WatcherTest, TheLeaseWatcherFollowsOneLeaseAndRefreshReadsPastTheWatchLag) {
+  Admin("/sim/watch-lag", R"({"lag":"30s"})");
+  auto lease_body = [](const std::string& name, const std::string& holder, const std::string& rv) {
+    return absl::StrCat(R"({"metadata":{"name":")", name, R"(")",
+                        rv.empty() ? "" : absl::StrCat(R"(,"resourceVersion":")", rv, R"(")"),
+                        R"(},"spec":{"holderIdentity":")", holder,
+                        R"(","leaseDurationSeconds":15}})");
+  };
+  const std::string leases = "/apis/coordination.k8s.io/v1/namespaces/fitledger/leases";
+  absl::StatusOr<HttpResponse> r =
+      client_->Request("POST", leases, lease_body("sched", "pod-a_1", ""), absl::Seconds(5));
+  ASSERT_TRUE(r.ok() && r->code == 201) << (r.ok() ? r->body : r.status().ToString());
+  ASSERT_TRUE(
+      client_->Request("POST", leases, lease_body("other", "x_1", ""), absl::Seconds(5))->code ==
+      201);
+  const std::string rv = nlohmann::json::parse(r->body)["metadata"]["resourceVersion"];
+
+  Mutex mu;
+  std::vector<std::string> holders;  // one per state handed over; "-" for absent
+  LeaseWatcherOptions options;
+  options.namespace_name = "fitledger";
+  options.name = "sched";
+  LeaseWatcher leases_watcher(client_.get(), options, [&](const std::optional<LeaseRecord>& l) {
+    MutexLock lock(&mu);
+    holders.push_back(l.has_value() ? l->holder_identity : "-");
+  });
+  auto last = [&] {
+    MutexLock lock(&mu);
+    return holders.empty() ? std::string() : holders.back();
+  };
+  leases_watcher.Start();
+  ASSERT_TRUE(WaitUntil([&] { return leases_watcher.synced(); }));
+  EXPECT_EQ(last(), "pod-a_1");  // a LIST is not delayed by the watch lag
+
+  r = client_->Request("PUT", leases + "/sched", lease_body("sched", "pod-b_2", rv),
+                       absl::Seconds(5));
+  ASSERT_TRUE(r.ok() && r->code == 200) << (r.ok() ? r->body : r.status().ToString());
+  leases_watcher.Refresh();  // the watch would show it 30 s from now
+  EXPECT_TRUE(WaitUntil([&] { return last() == "pod-b_2"; }, absl::Seconds(10)));
+  leases_watcher.Stop();
+  {
+    MutexLock lock(&mu);
+    for (const std::string& h : holders) EXPECT_NE(h, "x_1");  // never the other Lease
+  }
+  const std::map<std::string, int64_t> requests = Requests();
+  EXPECT_GE(requests.count("LIST leases fieldSelector=metadata.name=sched resourceVersion=\"\"")
+                ? requests.at("LIST leases fieldSelector=metadata.name=sched resourceVersion=\"\"")
+                : 0,
+            2);
+  EXPECT_GE(requests.count("WATCH leases fieldSelector=metadata.name=sched"), 1u);
 }
 
 // The API server sends a pod that leaves the ledger's watch (status.phase!=Failed) as DELETED with

@@ -507,6 +507,56 @@ TEST(ExtenderConcurrencyTest, FilterAndPrioritizeAnswerWhile200BindsHang) {
   EXPECT_EQ(binder.binds(), kBinds);
 }
 
+// The leader fence in the verbs: with a Lease configured, nothing is answered before this pod's
+// scheduler holds it and the pods were re-listed, and a new Bind is refused once it lost it (a
+// deposed leader adds no bind the new one has not listed).
+TEST(ExtenderFenceTest, VerbsWaitForTheResyncAndABindIsRefusedAfterTheLeaseIsLost) {
+  FakeBinder binder;
+  Ledger ledger(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
+  NodeRecord n;
+  n.name = "w1";
+  n.allocatable.milli_cpu = 1000;
+  n.allocatable.pods = 110;
+  ledger.UpsertNode(n);
+  std::function<void(const kube::ConsistentPodList&)> relisted;
+  LeaderFence fence(
+      {"kube-system", "sched", "pod-a"},
+      [&](std::function<void(const kube::ConsistentPodList&)> done) { relisted = std::move(done); },
+      [] {});
+  Extender extender(
+      &ledger, &binder, ExtenderOptions{}, [] { return true; }, &fence);
+  auto lease = [](const std::string& holder, int64_t transitions) {
+    kube::LeaseRecord l;
+    l.holder_identity = holder;
+    l.lease_duration_seconds = 3600;
+    l.renew_time = absl::Now();
+    l.acquire_time = absl::Now();
+    l.lease_transitions = transitions;
+    return l;
+  };
+  fence.OnLease(lease("pod-a_1", 1), absl::Now());
+  binder.AddPod("u1", "p1", "", 100);
+  EXPECT_THAT(extender.Filter(MakePod("u1", "p1", 100), {"w1"}),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("re-listing the pods")));
+  EXPECT_THAT(extender.Bind({"ns", "p1", "u1", "w1"}),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("re-listing the pods")));
+  ASSERT_TRUE(relisted);
+  relisted(kube::ConsistentPodList{0, "1"});
+  ASSERT_TRUE(extender.Filter(MakePod("u1", "p1", 100), {"w1"}).ok());
+  EXPECT_THAT(extender.Bind({"ns", "p1", "u1", "w1"}), IsOk());
+  EXPECT_EQ(binder.binds(), 1);
+
+  fence.OnLease(lease("pod-b_9", 2), absl::Now());
+  binder.AddPod("u2", "p2", "", 100);
+  EXPECT_THAT(extender.Bind({"ns", "p2", "u2", "w1"}),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       "this fitledger-server's scheduler (pod-a_*) no longer holds the Lease "
+                       "kube-system/sched (holder: pod-b_9); refusing new binds"));
+  EXPECT_EQ(binder.binds(), 1);  // nothing was posted
+  EXPECT_FALSE(ledger.AssumedEntry("u2").has_value());
+  EXPECT_EQ(extender.bind_counters().outcomes["not_leader"], 2u);  // the resync, the lost Lease
+}
+
 class NoLedgerTest : public ExtenderTest {
  protected:
   NoLedgerTest() : ExtenderTest(false) {}

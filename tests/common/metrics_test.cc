@@ -46,6 +46,8 @@ TEST(MetricsTest, ConcurrentCountingLosesNothing) {
   HistogramFamily* latency = registry.Histogram("t_seconds", "Latency.", {"verb"}, {0.5, 1});
   constexpr int kThreads = 4;
   constexpr int kEach = 20000;
+  // One series before the threads start, so that every scrape below has one to show.
+  latency->Observe({"warmup"}, 0.25);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -57,7 +59,7 @@ TEST(MetricsTest, ConcurrentCountingLosesNothing) {
   }
   for (int i = 0; i < 50; ++i) {
     const std::string text = registry.Render();
-    ASSERT_THAT(text, HasSubstr("t_seconds_count"));
+    EXPECT_THAT(text, HasSubstr("t_seconds_count"));
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(requests->Value({"filter"}) + requests->Value({"bind"}),

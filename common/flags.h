@@ -8,8 +8,9 @@
 
 namespace fitledger {
 
-// Sets the usage message, makes --help list the flags defined in `main_file` (a path suffix
-// such as "server/main.cc"; Abseil otherwise matches files to the program name), accepts dashed
+// Sets the usage message; --help (or -h) prints it and the flags defined in `main_file` (a path
+// suffix such as "server/main.cc"), dashed, with their defaults, and exits 0; --helpfull is
+// Abseil's (every flag, by source file); accepts dashed
 // flag names (--grpc-listen) as well as Abseil's underscores (only the name before '=' is
 // rewritten, never values or positional arguments), and parses. Returns the positional
 // arguments, argv[0] first. Exits as Abseil does on --help or a bad flag.

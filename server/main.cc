@@ -15,6 +15,7 @@
 #include "common/file.h"
 #include "common/flags.h"
 #include "common/heap_trim.h"
+#include "common/log.h"
 #include "config/server_config.h"
 #include "server/service/server_app.h"
 
@@ -80,7 +81,14 @@ int main(int argc, char** argv) {
     config.webhook.listen = absl::GetFlag(FLAGS_webhook_listen);
   }
   if (absl::GetFlag(FLAGS_no_ledger)) config.ledger_enabled = false;
-  if (!absl::GetFlag(FLAGS_log_level).empty()) config.log_level = absl::GetFlag(FLAGS_log_level);
+  if (const std::string level = absl::GetFlag(FLAGS_log_level); !level.empty()) {
+    // Checked as the config's log.level is (common/log ParseLogLevel).
+    if (absl::Status valid = fitledger::ParseLogLevel(level).status(); !valid.ok()) {
+      fprintf(stderr, "fitledger-server: --log-level: %s\n", std::string(valid.message()).c_str());
+      return 2;
+    }
+    config.log_level = level == "warning" ? "warn" : level;
+  }
   if (!absl::GetFlag(FLAGS_leader_identity).empty()) {
     config.leader_identity = absl::GetFlag(FLAGS_leader_identity);
   }

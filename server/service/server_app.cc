@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
@@ -105,6 +106,19 @@ class ServerAppImpl : public ServerApp {
       const std::string& address = config_.grpc_listen[i];
       if (absl::StartsWith(address, "unix://")) {
         std::string path = address.substr(strlen("unix://"));
+        // The default (/run/fitledger/server.sock) is in a folder a fresh machine lacks.
+        const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+        std::error_code ec;
+        if (!folder.empty() && !std::filesystem::is_directory(folder, ec)) {
+          std::filesystem::create_directories(folder, ec);
+          if (ec) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "grpc.listen ", address, ": cannot create its folder ", folder.string(), ": ",
+                ec.message(),
+                "; set grpc.listen (or --grpc-listen) to a socket path in a folder this user can "
+                "create, e.g. unix:///tmp/fitledger/server.sock"));
+          }
+        }
         unlink(path.c_str());  // a stale socket from a previous run
         builder.AddListeningPort(address, grpc::InsecureServerCredentials());
       } else {

@@ -338,7 +338,8 @@ else
     problems=()
     for flag in $documented; do
       u="${flag//-/_}"
-      grep -qE -- "--$u( |\(|;|$)" <<<"$help" ||
+      d="${flag//_/-}"
+      grep -qE -- "--($u|$d)( |\(|;|$)" <<<"$help" ||
         problems+=("--$flag is documented but \`$binary --help\` does not list it")
     done
     for flag in $own; do

@@ -2,6 +2,7 @@
 // clients, and with clientCAFile only clients holding a certificate from that CA. The same for
 // the server's own webhook listener (webhook.tls), as kube-scheduler's tlsConfig reaches it.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <string>
 
@@ -14,6 +15,7 @@ namespace fitledger::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kSim[] = R"(
 nodes:
@@ -156,6 +158,77 @@ TEST_F(SecurityE2eTest, RemovedListenersAreRefusedWithWhatToUseInstead) {
     EXPECT_EQ(r->exit_code, 2) << c.yaml;
     EXPECT_THAT(r->output, HasSubstr(c.message)) << c.yaml;
   }
+}
+
+// What a newcomer mistypes gets an answer that says what to do (issue 25, part 4).
+TEST_F(SecurityE2eTest, StartupMistakesAreRefusedWithWhatToDo) {
+  ASSERT_TRUE(WriteFile(dir_ + "/server.yaml", "").ok());
+  ASSERT_TRUE(WriteFile(dir_ + "/a-file", "").ok());
+  const std::vector<std::string> base = {FITLEDGER_SERVER_PATH, "--config", dir_ + "/server.yaml",
+                                         "--kubeconfig", sim_->kubeconfig_path()};
+  auto run = [&](std::vector<std::string> flags) {
+    std::vector<std::string> argv = base;
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    absl::StatusOr<CommandResult> r = RunCommand(argv, {}, absl::Seconds(30));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : CommandResult{};
+  };
+  CommandResult level = run({"--log-level", "verbose"});
+  EXPECT_EQ(level.exit_code, 2);
+  EXPECT_THAT(level.output, HasSubstr("--log-level: log level \"verbose\" must be one of"));
+  // A socket whose folder cannot be made (a file is in the way).
+  CommandResult folder = run({"--grpc-listen", "unix://" + dir_ + "/a-file/sub/server.sock"});
+  EXPECT_NE(folder.exit_code, 0);
+  EXPECT_THAT(folder.output, HasSubstr("cannot create its folder " + dir_ + "/a-file/sub"));
+  EXPECT_THAT(folder.output, HasSubstr("set grpc.listen (or --grpc-listen)"));
+  // --help: the usage once, this binary's flags with dashes, no build paths.
+  absl::StatusOr<CommandResult> help =
+      RunCommand({FITLEDGER_SERVER_PATH, "--help"}, {}, absl::Seconds(30));
+  ASSERT_TRUE(help.ok()) << help.status();
+  EXPECT_EQ(help->exit_code, 0);
+  EXPECT_THAT(help->output, HasSubstr("  --grpc-listen\n"));
+  EXPECT_THAT(help->output, HasSubstr("  --log-level\n"));
+  EXPECT_THAT(help->output, Not(HasSubstr("Flags from")));
+  EXPECT_THAT(help->output, Not(HasSubstr("main.cc")));
+  EXPECT_THAT(help->output, Not(HasSubstr("fitledger-server: fitledger-server")));
+}
+
+// A socket folder that does not exist yet is made (the default's /run/fitledger is missing on a
+// fresh machine).
+TEST_F(SecurityE2eTest, TheSocketsFolderIsCreated) {
+  const std::string socket = dir_ + "/made/here/server.sock";
+  ASSERT_NE(
+      StartServer(absl::StrCat("grpc:\n  listen: [\"unix://", socket, "\", \"127.0.0.1:0\"]\n")),
+      0);
+  struct stat st;
+  ASSERT_EQ(stat(socket.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+}
+
+// fitledgerctl nodes --watch redraws in place on a terminal (a pty from script(1)) and appends
+// table after table when its output is piped (issue 25, part 4).
+TEST_F(SecurityE2eTest, NodesWatchRedrawsOnATerminalAndAppendsWhenPiped) {
+  const int port = StartServer("grpc:\n  listen: [\"127.0.0.1:0\"]\n");
+  ASSERT_NE(port, 0);
+  const std::string ctl = absl::StrCat(FITLEDGER_CTL_PATH, " --server 127.0.0.1:", port,
+                                       " nodes --watch --interval-ms 100");
+  const std::string clear = "\033[H\033[2J";
+  auto count = [](const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  // Each run ends by timeout(1) after 3 s, by then many tables were drawn.
+  absl::StatusOr<CommandResult> piped =
+      RunCommand({"timeout", "3", "sh", "-c", ctl}, {}, absl::Seconds(30));
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  EXPECT_GE(count(piped->output, "n1"), 2) << piped->output;
+  EXPECT_EQ(count(piped->output, clear), 0);
+  absl::StatusOr<CommandResult> tty =
+      RunCommand({"timeout", "3", "script", "-qefc", ctl, "/dev/null"}, {}, absl::Seconds(30));
+  ASSERT_TRUE(tty.ok()) << tty.status();
+  EXPECT_GE(count(tty->output, "n1"), 2) << tty->output;
+  EXPECT_GE(count(tty->output, clear), 2) << tty->output;
 }
 
 TEST_F(SecurityE2eTest, TheTlsListenerServesTlsClientsOnly) {

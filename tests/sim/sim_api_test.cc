@@ -753,7 +753,7 @@ TEST(SimFlagsTest, RefusesNonLoopbackAndListsFlagsInHelp) {
   auto help = RunCommand({FITLEDGER_SIM_PATH, "--help"}, {}, absl::Seconds(10));
   ASSERT_TRUE(help.ok()) << help.status();
   for (const char* flag :
-       {"--config", "--listen", "--kubeconfig_out", "--watch_lag", "--allow_non_loopback"}) {
+       {"--config", "--listen", "--kubeconfig-out", "--watch-lag", "--allow-non-loopback"}) {
     EXPECT_THAT(help->output, HasSubstr(flag));
   }
   auto bad =

@@ -208,7 +208,7 @@ TEST(ShimProcessTest, HelpListsTheFlags) {
   const std::string out = shim.ReadAll(absl::Seconds(20));
   shim.Wait();
   for (const char* flag :
-       {"--config", "--listen", "--server", "--prefix", "--monitor_listen", "--port_file"}) {
+       {"--config", "--listen", "--server", "--prefix", "--monitor-listen", "--port-file"}) {
     EXPECT_THAT(out, HasSubstr(flag));
   }
 }

@@ -242,6 +242,27 @@ ObjectFields FieldsOf(const json& object) {
     if (v.is_string()) f.labels.emplace_back(k, v.get<std::string>());
   }
   std::sort(f.labels.begin(), f.labels.end());
+  // The other kinds' selectable fields (pkg/registry/core/event/strategy.go ToSelectableFields;
+  // pkg/apis/apps/v1/conversion.go for replica sets).
+  const std::string kind = str(object, "kind");
+  if (kind == "Event") {
+    const json& involved = child(object, "involvedObject");
+    for (const char* key :
+         {"kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"}) {
+      f.other.emplace_back(absl::StrCat("involvedObject.", key), str(involved, key));
+    }
+    f.other.emplace_back("reason", str(object, "reason"));
+    f.other.emplace_back("reportingComponent", str(object, "reportingComponent"));
+    f.other.emplace_back("source", str(child(object, "source"), "component"));
+    f.other.emplace_back("type", str(object, "type"));
+    std::sort(f.other.begin(), f.other.end());
+  } else if (kind == "ReplicaSet") {
+    auto replicas = status.find("replicas");
+    f.other.emplace_back("status.replicas",
+                         replicas != status.end() && replicas->is_number_integer()
+                             ? absl::StrCat(replicas->get<int64_t>())
+                             : "0");
+  }
   return f;
 }
 

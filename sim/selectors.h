@@ -12,7 +12,8 @@
 
 namespace fitledger::sim {
 
-enum class Kind { kPod, kNode };
+// The kinds the sim stores (sim/kinds.h describes each).
+enum class Kind { kPod, kNode, kEvent, kDeployment, kReplicaSet };
 
 // The indexed fields of a stored object that selectors can see (the API server's selectable
 // fields: pods pkg/registry/core/pod/strategy.go ToSelectableFields, nodes
@@ -32,6 +33,9 @@ struct ObjectFields {
   bool unschedulable = false;        // nodes: spec.unschedulable
   bool deleting = false;             // metadata.deletionTimestamp is set (not selectable)
   std::vector<std::pair<std::string, std::string>> labels;
+  // The selectable fields of other kinds (events: involvedObject.kind, reason, type, ...), as
+  // (field label, value), sorted by field label.
+  std::vector<std::pair<std::string, std::string>> other;
 };
 
 // `fieldSelector`: comma-separated `field=value`, `field==value` or `field!=value` terms, all of
@@ -39,7 +43,12 @@ struct ObjectFields {
 // metadata.name, metadata.namespace, spec.nodeName (and the old spelling spec.host),
 // spec.restartPolicy, spec.schedulerName, spec.serviceAccountName, spec.hostNetwork,
 // status.phase, status.podIP, status.podIPs (accepted, but not a selectable field: its value is
-// always ""), status.nominatedNodeName; nodes metadata.name and spec.unschedulable.
+// always ""), status.nominatedNodeName; nodes metadata.name and spec.unschedulable; events
+// metadata.name, metadata.namespace, involvedObject.{kind,namespace,name,uid,apiVersion,
+// resourceVersion,fieldPath}, reason, reportingComponent, source, type (pkg/apis/core/v1/
+// conversion.go, pkg/registry/core/event/strategy.go ToSelectableFields); deployments and
+// replica sets metadata.name, metadata.namespace (and status.replicas for replica sets,
+// pkg/apis/apps/v1/conversion.go).
 class FieldSelector {
  public:
   FieldSelector() = default;  // matches everything
@@ -62,11 +71,13 @@ class FieldSelector {
     kNominatedNodeName,
     kUnschedulable,
     kEmpty,  // converted but not selectable (status.podIPs)
+    kOther,  // one of ObjectFields::other, by `name`
   };
   struct Term {
     Field field;
     bool equal;
     std::string value;
+    std::string name;  // kOther: the field label
   };
   std::vector<Term> terms_;
 };

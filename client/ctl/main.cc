@@ -1,6 +1,8 @@
 // fitledgerctl: look into fitledger-server, and replay the burst experiment.
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -12,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/ctl/burst.h"
 #include "client/ctl/commands.h"
+#include "client/ctl/scheduler.h"
 #include "common/flags.h"
 
 namespace {
@@ -19,6 +22,9 @@ std::string Env(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : fallback;
 }
+
+std::atomic<bool> g_stop{false};
+void OnStopSignal(int) { g_stop = true; }
 }  // namespace
 
 ABSL_FLAG(std::string, server, Env("FITLEDGER_SERVER", "unix:///run/fitledger/server.sock"),
@@ -31,9 +37,10 @@ ABSL_FLAG(int, timeout_seconds, 5, "gRPC call deadline in seconds");
 ABSL_FLAG(bool, watch, false, "nodes: refresh the table until interrupted");
 ABSL_FLAG(int, interval_ms, 1000, "nodes --watch: refresh period in milliseconds");
 ABSL_FLAG(std::string, kubeconfig, "",
-          "burst, await-view: the cluster's kubeconfig (default $KUBECONFIG)");
+          "burst, await-view, scheduler: the cluster's kubeconfig (default $KUBECONFIG)");
 ABSL_FLAG(std::string, webhook, Env("FITLEDGER_WEBHOOK", "http://127.0.0.1:8888"),
-          "burst: the extender webhook's URL prefix, fitledger-server's own or fitledger-shim's "
+          "burst, scheduler: the extender webhook's URL prefix, fitledger-server's own or "
+          "fitledger-shim's "
           "(env FITLEDGER_WEBHOOK)");
 ABSL_FLAG(std::string, namespace, "default", "burst: namespace of the pods");
 ABSL_FLAG(int, replicas, 12, "burst: number of pods");
@@ -44,6 +51,9 @@ ABSL_FLAG(bool, no_ledger, false,
           "FITLEDGER_WEBHOOK_NO_LEDGER) to show the overcommit");
 ABSL_FLAG(bool, json, false, "burst: print the report as JSON");
 ABSL_FLAG(int, wait_seconds, 60, "await-view: give up after this many seconds");
+ABSL_FLAG(std::string, scheduler_name, "fitledger",
+          "scheduler: schedule the pods whose spec.schedulerName is this");
+ABSL_FLAG(int, bind_workers, 16, "scheduler: concurrent binding cycles");
 
 int main(int argc, char** argv) {
   std::vector<char*> args = fitledger::ParseFlags(
@@ -58,7 +68,11 @@ int main(int argc, char** argv) {
       "                         API (--kubeconfig; resourceVersions compared as integers)\n"
       "  burst [--replicas N --cpu Q --memory Q] [--no-ledger] [--json]\n"
       "                         create N pods and schedule them through the webhook as\n"
-      "                         kube-scheduler does; print placement and kubelet verdicts",
+      "                         kube-scheduler does; print placement and kubelet verdicts\n"
+      "  scheduler [--scheduler_name NAME] [--webhook URL]\n"
+      "                         schedule the pods of spec.schedulerName NAME through the\n"
+      "                         webhook until interrupted (scripts/demo runs two: fitledger\n"
+      "                         and fitledger-no-ledger; not kube-scheduler, see sim/README.md)",
       "ctl/main.cc");
   absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) {
@@ -163,6 +177,28 @@ int main(int argc, char** argv) {
       printf("%s\n", fitledger::ctl::ReportJson(*report).c_str());
     } else {
       fputs(fitledger::ctl::FormatReport(*report, o, *ledger).c_str(), stdout);
+    }
+    return 0;
+  }
+  if (command == "scheduler") {
+    fitledger::ctl::SchedulerOptions o;
+    o.kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
+    o.webhook_url = absl::GetFlag(FLAGS_webhook);
+    o.scheduler_name = absl::GetFlag(FLAGS_scheduler_name);
+    o.bind_workers = absl::GetFlag(FLAGS_bind_workers);
+    o.log = [&o](const std::string& line) {
+      printf("%s: %s\n", o.scheduler_name.c_str(), line.c_str());
+      fflush(stdout);
+    };
+    signal(SIGINT, OnStopSignal);
+    signal(SIGTERM, OnStopSignal);
+    printf("%s: scheduling pods with spec.schedulerName=%s through %s\n", o.scheduler_name.c_str(),
+           o.scheduler_name.c_str(), o.webhook_url.c_str());
+    fflush(stdout);
+    absl::Status s = fitledger::ctl::RunScheduler(o, &g_stop);
+    if (!s.ok()) {
+      fprintf(stderr, "fitledgerctl: scheduler: %s\n", std::string(s.message()).c_str());
+      return 2;
     }
     return 0;
   }

@@ -1,5 +1,6 @@
 #include "common/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -50,8 +51,13 @@ CounterFamily::CounterFamily(std::string name, std::string help,
     : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)) {}
 
 void CounterFamily::Increment(const Labels& labels, uint64_t by) {
-  std::atomic<uint64_t>* child;
+  std::atomic<uint64_t>* child = nullptr;
   {
+    ReaderMutexLock lock(&mu_);  // the common case: the child exists; counting takes no writer
+    auto it = children_.find(labels);
+    if (it != children_.end()) child = it->second.get();
+  }
+  if (child == nullptr) {
     MutexLock lock(&mu_);
     auto& slot = children_[labels];
     if (!slot) slot = std::make_unique<std::atomic<uint64_t>>(0);
@@ -81,38 +87,54 @@ HistogramFamily::HistogramFamily(std::string name, std::string help,
       label_names_(std::move(label_names)),
       bounds_(std::move(bounds)) {}
 
+HistogramFamily::Child::Child(size_t bounds) : buckets(bounds) {}
+
 void HistogramFamily::Observe(const Labels& labels, double value) {
-  MutexLock lock(&mu_);
-  Child& child = children_[labels];
-  if (child.buckets.empty()) child.buckets.assign(bounds_.size(), 0);
-  for (size_t i = 0; i < bounds_.size(); ++i) {
-    if (value <= bounds_[i]) ++child.buckets[i];
+  Child* child = nullptr;
+  {
+    ReaderMutexLock lock(&mu_);  // the common case: the child exists; observing takes no writer
+    auto it = children_.find(labels);
+    if (it != children_.end()) child = it->second.get();
   }
-  ++child.count;
-  child.sum += value;
+  if (child == nullptr) {
+    MutexLock lock(&mu_);
+    auto& slot = children_[labels];
+    if (!slot) slot = std::make_unique<Child>(bounds_.size());
+    child = slot.get();
+  }
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    if (value <= bounds_[i]) child->buckets[i].fetch_add(1, std::memory_order_relaxed);
+  }
+  child->sum.fetch_add(value, std::memory_order_relaxed);
+  child->count.fetch_add(1, std::memory_order_relaxed);
 }
 
 uint64_t HistogramFamily::Count(const Labels& labels) const {
   ReaderMutexLock lock(&mu_);
   auto it = children_.find(labels);
-  return it == children_.end() ? 0 : it->second.count;
+  return it == children_.end() ? 0 : it->second->count.load();
 }
 
 void HistogramFamily::Render(std::string* out) const {
   Header(out, name_, help_, "histogram");
   ReaderMutexLock lock(&mu_);
   for (const auto& [labels, child] : children_) {
+    // An observation racing the scrape may show in some buckets and not yet in the count: keep
+    // the buckets cumulative (non-decreasing, none above the count).
+    const uint64_t count = child->count.load();
+    uint64_t cumulative = 0;
     for (size_t i = 0; i < bounds_.size(); ++i) {
+      cumulative = std::min(std::max(cumulative, child->buckets[i].load()), count);
       absl::StrAppend(
           out, name_, "_bucket",
           LabelText(label_names_, labels, absl::StrCat("le=\"", Number(bounds_[i]), "\"")), " ",
-          child.buckets[i], "\n");
+          cumulative, "\n");
     }
     absl::StrAppend(out, name_, "_bucket", LabelText(label_names_, labels, "le=\"+Inf\""), " ",
-                    child.count, "\n");
-    absl::StrAppend(out, name_, "_sum", LabelText(label_names_, labels), " ", Number(child.sum),
-                    "\n");
-    absl::StrAppend(out, name_, "_count", LabelText(label_names_, labels), " ", child.count, "\n");
+                    count, "\n");
+    absl::StrAppend(out, name_, "_sum", LabelText(label_names_, labels), " ",
+                    Number(child->sum.load()), "\n");
+    absl::StrAppend(out, name_, "_count", LabelText(label_names_, labels), " ", count, "\n");
   }
 }
 

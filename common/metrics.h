@@ -44,17 +44,19 @@ class HistogramFamily {
   void Render(std::string* out) const;
 
  private:
+  // Counted with atomics, so observing takes the family's lock shared only.
   struct Child {
-    std::vector<uint64_t> buckets;
-    uint64_t count = 0;
-    double sum = 0;
+    explicit Child(size_t bounds);
+    std::vector<std::atomic<uint64_t>> buckets;  // cumulative: observations <= bounds_[i]
+    std::atomic<uint64_t> count{0};
+    std::atomic<double> sum{0};
   };
   const std::string name_;
   const std::string help_;
   const std::vector<std::string> label_names_;
   const std::vector<double> bounds_;
   mutable Mutex mu_;
-  std::map<Labels, Child> children_ ABSL_GUARDED_BY(mu_);
+  std::map<Labels, std::unique_ptr<Child>> children_ ABSL_GUARDED_BY(mu_);
 };
 
 // A gauge family whose samples are computed at scrape time by `collect`.

@@ -1,6 +1,7 @@
 #include "sim/config.h"
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -157,9 +158,9 @@ absl::StatusOr<SimConfig> ParseRoot(const YAML::Node& root) {
     }
   }
   if (const YAML::Node g = root["generate"]) {
-    RETURN_IF_ERROR(CheckKeys(
-        "generate", g,
-        {"nodes", "podsPerNode", "nodePrefix", "namespace", "nodeAllocatable", "podRequests"}));
+    RETURN_IF_ERROR(CheckKeys("generate", g,
+                              {"nodes", "podsPerNode", "nodePrefix", "namespace", "nodeAllocatable",
+                               "podRequests", "nodeNames", "objects", "seed", "fullNodes"}));
     GenerateSpec& gen = config.generate;
     if (g["nodes"]) {
       ASSIGN_OR_RETURN(int64_t n, Int("generate.nodes", g["nodes"], 0));
@@ -181,6 +182,61 @@ absl::StatusOr<SimConfig> ParseRoot(const YAML::Node& root) {
     }
     if (g["podRequests"]) {
       ASSIGN_OR_RETURN(gen.pod_requests, Pairs("generate.podRequests", g["podRequests"], true));
+    }
+    if (g["nodeNames"]) {
+      ASSIGN_OR_RETURN(std::string naming, Scalar("generate.nodeNames", g["nodeNames"]));
+      static const auto* const kNamings =
+          new std::map<std::string, NodeNaming>{{"prefix", NodeNaming::kPrefix},
+                                                {"gke", NodeNaming::kGke},
+                                                {"eks", NodeNaming::kEks},
+                                                {"aks", NodeNaming::kAks},
+                                                {"mixed", NodeNaming::kMixed}};
+      auto it = kNamings->find(naming);
+      if (it == kNamings->end()) {
+        return Bad("generate.nodeNames", g["nodeNames"],
+                   "must be one of: prefix, gke, eks, aks, mixed");
+      }
+      gen.node_naming = it->second;
+      if (gen.node_naming != NodeNaming::kPrefix && g["nodePrefix"]) {
+        return Bad("generate.nodePrefix", g["nodePrefix"],
+                   "applies only to nodeNames: prefix (the cloud shapes make their own names)");
+      }
+    }
+    if (g["objects"]) {
+      ASSIGN_OR_RETURN(std::string objects, Scalar("generate.objects", g["objects"]));
+      if (objects == "basic") {
+        gen.objects = ObjectProfile::kBasic;
+      } else if (objects == "realistic") {
+        gen.objects = ObjectProfile::kRealistic;
+      } else {
+        return Bad("generate.objects", g["objects"], "must be basic or realistic");
+      }
+    }
+    if (g["seed"]) {
+      ASSIGN_OR_RETURN(int64_t seed, Int("generate.seed", g["seed"], 0));
+      gen.seed = static_cast<uint64_t>(seed);
+    }
+    if (const YAML::Node f = g["fullNodes"]) {
+      RETURN_IF_ERROR(CheckKeys("generate.fullNodes", f, {"fraction", "free"}));
+      if (!f["fraction"] || !f["free"]) {
+        return Bad("generate.fullNodes", f, "needs fraction and free");
+      }
+      double fraction = -1;
+      if (!f["fraction"].IsScalar() || !YAML::convert<double>::decode(f["fraction"], fraction) ||
+          !(fraction >= 0 && fraction <= 1)) {
+        return Bad("generate.fullNodes.fraction", f["fraction"], "must be a number in [0, 1]");
+      }
+      gen.full_nodes.fraction = fraction;
+      ASSIGN_OR_RETURN(gen.full_nodes.free, Pairs("generate.fullNodes.free", f["free"], true));
+      if (gen.full_nodes.free.empty()) {
+        return Bad("generate.fullNodes.free", f["free"], "must name at least one resource");
+      }
+      for (const auto& [name, value] : gen.full_nodes.free) {
+        if (name == "pods") {
+          return Bad("generate.fullNodes.free.pods", f["free"],
+                     "pods cannot be filled by one pod (name cpu, memory, ...)");
+        }
+      }
     }
   }
   if (const YAML::Node t = root["tls"]) {

@@ -25,8 +25,29 @@ struct NodeSpec {
   StringPairs labels;
 };
 
-// Pre-populates a big cluster: `nodes` nodes named `<node_prefix><i>` and `pods_per_node` bound,
-// Running pods on each (namespace `pod_namespace`), admitted by the kubelet's accounting.
+// How generated nodes are named (generate.nodeNames): `<node_prefix><i>`, or as the managed
+// clouds name their nodes (sim/README.md gives the shapes); kMixed draws one of the three per node.
+enum class NodeNaming { kPrefix, kGke, kEks, kAks, kMixed };
+
+// What generated objects look like (generate.objects): kBasic is a ~1.5 KB pod and a plain node;
+// kRealistic pods of 3-6 KB (managedFields, ownerReferences, a kubectl last-applied-configuration,
+// env, probes, volumes) and nodes as the clouds' kubelets write them (labels, managedFields,
+// images, ...).
+enum class ObjectProfile { kBasic, kRealistic };
+
+// generate.fullNodes: `fraction` of the generated nodes (chosen with the seed) get one more bound,
+// Running pod that fills them up to `free` (resource name -> quantity text), so a pod requesting
+// more than that fails there. The full nodes take the resources of `free` in turn: with cpu and
+// memory, one is filled in cpu, the next in memory, the next in both, and so on.
+struct FullNodesSpec {
+  double fraction = 0;
+  StringPairs free;
+};
+
+// Pre-populates a big cluster: `nodes` nodes named by `node_naming` and `pods_per_node` bound,
+// Running pods on each (namespace `pod_namespace`), admitted by the kubelet's accounting. With
+// the defaults (prefix names, basic objects, no full nodes) nothing is drawn from `seed`: the
+// cluster is the same as before these options existed.
 struct GenerateSpec {
   int nodes = 0;
   int pods_per_node = 0;
@@ -34,6 +55,10 @@ struct GenerateSpec {
   std::string pod_namespace = "bench";
   StringPairs node_allocatable = {{"cpu", "32"}, {"memory", "128Gi"}, {"pods", "110"}};
   StringPairs pod_requests = {{"cpu", "100m"}, {"memory", "128Mi"}};
+  NodeNaming node_naming = NodeNaming::kPrefix;
+  ObjectProfile objects = ObjectProfile::kBasic;
+  uint64_t seed = 1;  // names, shapes, which nodes are full: the same cluster for the same seed
+  FullNodesSpec full_nodes;
 };
 
 struct KubeletConfig {

@@ -1,7 +1,10 @@
 #include "sim/store.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <utility>
@@ -17,9 +20,12 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/kube/objects.h"
+#include "server/model/pod.h"
+#include "server/model/quantity.h"
 #include "sim/json_edit.h"
 #include "sim/kinds.h"
 #include "sim/objects.h"
+#include "sim/realistic.h"
 
 namespace fitledger::sim {
 
@@ -238,13 +244,15 @@ absl::Status ClusterStore::AddNode(const NodeSpec& spec) {
   return absl::OkStatus();
 }
 
-absl::Status ClusterStore::AddNodeLocked(const NodeSpec& spec, bool record) {
+absl::Status ClusterStore::AddNodeLocked(const NodeSpec& spec, bool record,
+                                         const std::function<void(json*)>& decorate) {
   if (nodes_.count(Key("", spec.name)) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("nodes \"", spec.name, "\" already exists"));
   }
   int index = static_cast<int>(node_index_.size());
   json node =
       BuildNode(spec, NextUidLocked(), resource_version_ + 1, options_.clock(), NodeIp(index));
+  if (decorate) decorate(&node);
   auto object = std::make_shared<StoredObject>();
   object->kind = Kind::kNode;
   object->json = Dump(node);
@@ -264,60 +272,194 @@ absl::Status ClusterStore::AddNodeLocked(const NodeSpec& spec, bool record) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Fills a pod shape's placeholders.
+std::string FillPod(const std::string& text, const std::string& name, const std::string& ns,
+                    const std::string& uid, uint64_t rv, const std::string& node,
+                    const std::string& host_ip, const std::string& pod_ip,
+                    const std::string& timestamp, const std::vector<std::string>& container_ids) {
+  std::vector<std::pair<std::string, std::string>> replacements = {
+      {"@NAME@", name}, {"@NS@", ns},          {"@UID@", uid},      {"@RV@", absl::StrCat(rv)},
+      {"@NODE@", node}, {"@HOSTIP@", host_ip}, {"@PODIP@", pod_ip}, {"@TS@", timestamp}};
+  for (size_t k = 0; k < container_ids.size(); ++k) {
+    replacements.emplace_back(absl::StrCat("@CID", k, "@"), container_ids[k]);
+  }
+  std::string out = absl::StrReplaceAll(text, replacements);
+  out.shrink_to_fit();  // stored for the life of the object
+  return out;
+}
+
+// A shape for `requests`: the basic template, or realistic workload `variant`; parsed once for
+// its requests, containers and indexed fields.
+absl::StatusOr<GeneratedPodShape> MakePodShape(const GenerateSpec& spec,
+                                               const StringPairs& requests, int variant) {
+  GeneratedPodShape shape;
+  if (spec.objects == ObjectProfile::kRealistic) {
+    PodTemplate t = RealisticPodTemplate(variant, requests, spec.seed);
+    shape.generate_name = std::move(t.generate_name);
+    shape.containers = t.containers;
+    shape.json = std::move(t.json);
+  } else {
+    shape.json = GeneratedPodTemplate(requests);
+  }
+  const std::string sample = FillPod(
+      shape.json, "sample", spec.pod_namespace, "00000000-0000-4000-8000-000000000000", 1, "node",
+      "10.0.0.1", "10.64.0.1", "2024-01-01T00:00:00Z",
+      std::vector<std::string>(static_cast<size_t>(shape.containers), std::string(64, '0')));
+  ASSIGN_OR_RETURN(Pod pod, kube::ParsePod(sample));
+  ASSIGN_OR_RETURN(shape.requests, PodRequests(pod, RequestBasis::kSpec));
+  const json parsed = json::parse(sample);
+  shape.images = std::make_shared<const ContainerImages>(ContainersOf(parsed));
+  shape.fields = FieldsOf(parsed);
+  return shape;
+}
+
+// A quantity in the units of Resources (cpu in millicores, the rest in units).
+absl::StatusOr<int64_t> ResourceAmount(absl::string_view name, absl::string_view text) {
+  ASSIGN_OR_RETURN(Quantity q, Quantity::Parse(text));
+  return name == kResourceCpu ? q.MilliValue() : q.Value();
+}
+
+}  // namespace
+
+void ClusterStore::AddGeneratedPodLocked(const GeneratedPodShape& shape,
+                                         const std::string& namespace_name, const std::string& name,
+                                         const std::string& node, const std::string& timestamp,
+                                         const std::vector<std::string>& container_ids) {
+  const int index = node_index_[node];
+  const std::string uid = NextUidLocked();
+  const uint64_t rv = ++resource_version_;
+  const std::string pod_ip = PodIp(index, pods_started_[node]++);
+  auto object = std::make_shared<StoredObject>();
+  object->kind = Kind::kPod;
+  object->resource_version = rv;
+  object->uid = uid;
+  object->json = FillPod(shape.json, name, namespace_name, uid, rv, node, NodeIp(index), pod_ip,
+                         timestamp, container_ids);
+  object->requests = shape.requests;
+  object->containers = shape.images;
+  object->fields = shape.fields;
+  object->fields.namespace_name = namespace_name;
+  object->fields.name = name;
+  object->fields.node_name = node;
+  object->fields.pod_ip = pod_ip;
+  kubelet_.AddAdmitted(node, uid, shape.requests);
+  pods_.emplace(Key(namespace_name, name), std::move(object));
+}
+
 absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
   if (spec.nodes <= 0) return absl::OkStatus();
-  std::string pod_template = GeneratedPodTemplate(spec.pod_requests);
-  const auto containers =
-      std::make_shared<const ContainerImages>(ContainersOf(json::parse(pod_template)));
+  const bool realistic = spec.objects == ObjectProfile::kRealistic;
+  // Regular pods take the shapes in a seeded mix; a full node's filler pod has shape kFiller.
+  constexpr int kFiller = 1;
+  std::vector<GeneratedPodShape> shapes;
+  for (int v = 0; v < (realistic ? kRealisticPodShapes : 1); ++v) {
+    ASSIGN_OR_RETURN(GeneratedPodShape shape, MakePodShape(spec, spec.pod_requests, v));
+    shapes.push_back(std::move(shape));
+  }
+  std::map<std::string, GeneratedPodShape> filler_shapes;  // by their requests
+
+  // Which nodes are full: round(fraction * nodes) of them, a seeded choice; turn[i] is node i's
+  // place among them (which resources it is filled in), -1 for the others.
+  std::vector<int> full_turn(static_cast<size_t>(spec.nodes), -1);
+  const int full_count = static_cast<int>(std::lround(spec.full_nodes.fraction * spec.nodes));
+  if (full_count > 0) {
+    SeededRandom pick(spec.seed ^ 0x6a09e667f3bcc909ULL);
+    std::vector<int> order(static_cast<size_t>(spec.nodes));
+    for (int i = 0; i < spec.nodes; ++i) order[static_cast<size_t>(i)] = i;
+    for (int k = 0; k < full_count; ++k) {  // a partial Fisher-Yates shuffle
+      const size_t j = static_cast<size_t>(k) + pick.Below(static_cast<uint64_t>(spec.nodes - k));
+      std::swap(order[static_cast<size_t>(k)], order[j]);
+    }
+    std::sort(order.begin(), order.begin() + full_count);
+    for (int k = 0; k < full_count; ++k) full_turn[static_cast<size_t>(order[k])] = k;
+  }
+  std::vector<std::pair<std::string, int64_t>> free;  // generate.fullNodes.free, in Resources units
+  for (const auto& [name, text] : spec.full_nodes.free) {
+    if (name == kResourcePods) {
+      return absl::InvalidArgumentError("fullNodes.free: pods cannot be filled by one pod");
+    }
+    ASSIGN_OR_RETURN(int64_t amount, ResourceAmount(name, text));
+    free.emplace_back(name, amount);
+  }
+
+  std::optional<CloudNodeNamer> namer;
+  if (spec.node_naming != NodeNaming::kPrefix) namer.emplace(spec.node_naming, spec.seed);
+  SeededRandom random(spec.seed);
+  auto container_ids = [&random](int n) {
+    std::vector<std::string> ids;
+    for (int k = 0; k < n; ++k) ids.push_back(random.Hex(64));
+    return ids;
+  };
+  const std::string created = FormatTimestamp(options_.clock());
   {
     MutexLock lock(&mu_);
-    Resources requests;
-    std::string created = FormatTimestamp(options_.clock());
     for (int i = 0; i < spec.nodes; ++i) {
+      const int index = static_cast<int>(node_index_.size());
       NodeSpec node;
-      node.name = absl::StrCat(spec.node_prefix, i);
+      CloudNode cloud;
+      if (namer) {
+        cloud = namer->Next(NodeIp(index));
+        node.name = cloud.name;
+      } else {
+        node.name = absl::StrCat(spec.node_prefix, i);
+      }
       node.allocatable = spec.node_allocatable;
       node.capacity = spec.node_allocatable;
-      RETURN_IF_ERROR(AddNodeLocked(node, /*record=*/false));
-      const int index = node_index_[node.name];
-      const std::string host_ip = NodeIp(index);
-      for (int p = 0; p < spec.pods_per_node; ++p) {
-        const std::string name = absl::StrCat("bench-", i, "-", p);
-        const std::string uid = NextUidLocked();
-        const uint64_t rv = ++resource_version_;
-        int64_t& started = pods_started_[node.name];
-        auto object = std::make_shared<StoredObject>();
-        object->kind = Kind::kPod;
-        object->resource_version = rv;
-        object->uid = uid;
-        object->json = absl::StrReplaceAll(pod_template, {{"@NAME@", name},
-                                                          {"@NS@", spec.pod_namespace},
-                                                          {"@UID@", uid},
-                                                          {"@RV@", absl::StrCat(rv)},
-                                                          {"@NODE@", node.name},
-                                                          {"@HOSTIP@", host_ip},
-                                                          {"@PODIP@", PodIp(index, started++)},
-                                                          {"@TS@", created}});
-        object->json.shrink_to_fit();
-        if (i == 0 && p == 0) {
-          ASSIGN_OR_RETURN(Pod pod, kube::ParsePod(object->json));
-          ASSIGN_OR_RETURN(requests, PodRequests(pod, RequestBasis::kSpec));
-        }
-        object->requests = requests;
-        object->containers = containers;
-        object->fields.namespace_name = spec.pod_namespace;
-        object->fields.name = name;
-        object->fields.node_name = node.name;
-        object->fields.phase = "Running";
-        object->fields.scheduler_name = "default-scheduler";
-        object->fields.restart_policy = "Always";
-        object->fields.service_account_name = "default";
-        object->fields.pod_ip = PodIp(index, started - 1);
-        object->fields.labels = {
-            {"app", "bench"}, {"pod-template-hash", "5d8f7c9b6d"}, {"tier", "backend"}};
-        kubelet_.AddAdmitted(node.name, uid, requests);
-        pods_.emplace_hint(pods_.end(), Key(spec.pod_namespace, name), std::move(object));
+      std::function<void(json*)> decorate;
+      if (realistic) {
+        decorate = [&cloud, index, &random](json* j) {
+          MakeNodeRealistic(cloud, index, &random, j);
+        };
       }
+      RETURN_IF_ERROR(AddNodeLocked(node, /*record=*/false, decorate));
+      for (int p = 0; p < spec.pods_per_node; ++p) {
+        if (!realistic) {
+          AddGeneratedPodLocked(shapes[0], spec.pod_namespace, absl::StrCat("bench-", i, "-", p),
+                                node.name, created, {});
+          continue;
+        }
+        const GeneratedPodShape& shape = shapes[random.Below(shapes.size())];
+        std::string name;
+        do {
+          name = absl::StrCat(shape.generate_name, random.Chars("bcdfghjklmnpqrstvwxz2456789", 5));
+        } while (pods_.count(Key(spec.pod_namespace, name)) > 0);
+        AddGeneratedPodLocked(shape, spec.pod_namespace, name, node.name, created,
+                              container_ids(shape.containers));
+      }
+      const int turn = full_turn[static_cast<size_t>(i)];
+      if (turn < 0) continue;
+      // Fill the node up to `free` in the resources of its turn: each listed resource alone in
+      // order, then all of them together.
+      const size_t slot = static_cast<size_t>(turn) % (free.size() + 1);
+      const Resources allocatable = nodes_[Key("", node.name)]->requests;
+      const Resources used = kubelet_.Used(node.name);
+      StringPairs fill;
+      for (size_t r = 0; r < free.size(); ++r) {
+        if (slot < free.size() && r != slot) continue;
+        const auto& [name, keep] = free[r];
+        const int64_t amount = allocatable.Get(name) - used.Get(name) - keep;
+        if (amount <= 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "fullNodes.free.", name, ": node ", node.name, " has no more than that free (",
+              allocatable.Get(name) - used.Get(name), ") before it is filled"));
+        }
+        fill.emplace_back(name,
+                          name == kResourceCpu ? absl::StrCat(amount, "m") : absl::StrCat(amount));
+      }
+      std::string key;
+      for (const auto& [name, amount] : fill) absl::StrAppend(&key, name, "=", amount, ";");
+      auto it = filler_shapes.find(key);
+      if (it == filler_shapes.end()) {
+        ASSIGN_OR_RETURN(GeneratedPodShape shape, MakePodShape(spec, fill, kFiller));
+        it = filler_shapes.emplace(key, std::move(shape)).first;
+      }
+      const GeneratedPodShape& shape = it->second;
+      std::string name = realistic ? absl::StrCat(shape.generate_name, "fill", i)
+                                   : absl::StrCat("bench-", i, "-fill");
+      AddGeneratedPodLocked(shape, spec.pod_namespace, name, node.name, created,
+                            container_ids(shape.containers));
     }
     history_.clear();
     compacted_ = resource_version_;

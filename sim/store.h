@@ -115,6 +115,17 @@ struct StoreStats {
   uint64_t resource_version = 0;
 };
 
+// One pod shape of ClusterStore::Generate: its JSON with placeholders (objects.h
+// GeneratedPodTemplate, realistic.h RealisticPodTemplate), parsed once.
+struct GeneratedPodShape {
+  std::string generate_name;  // realistic shapes: a pod's name is this + 5 characters
+  int containers = 0;         // @CID<k>@ placeholders
+  std::string json;
+  Resources requests;
+  std::shared_ptr<const ContainerImages> images;
+  ObjectFields fields;  // of a filled-in sample; namespace, name, node and pod IP set per pod
+};
+
 // Thread-safe: every public method takes mu_ (shared for reads) and never calls out while holding
 // it, except ChangeSignal::Notify after releasing it.
 class ClusterStore {
@@ -306,7 +317,17 @@ class ClusterStore {
   // fields.
   ObjectPtr ReplacePodTextLocked(const ObjectPtr& old, std::string text, ObjectFields fields)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status AddNodeLocked(const NodeSpec& spec, bool record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `decorate`, if set, edits the node's JSON before it is stored (Generate's realistic nodes).
+  absl::Status AddNodeLocked(const NodeSpec& spec, bool record,
+                             const std::function<void(nlohmann::json*)>& decorate = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds a bound, Running pod of `shape` on `node` (already added) without a history event, and
+  // admits it in the kubelet's accounting. `container_ids` fills the @CID<k>@ placeholders.
+  void AddGeneratedPodLocked(const GeneratedPodShape& shape, const std::string& namespace_name,
+                             const std::string& name, const std::string& node,
+                             const std::string& timestamp,
+                             const std::vector<std::string>& container_ids)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NextUidLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The state of `kind` at `rv` (<= resource_version_): the latest, a cached one, or the latest
   // with the history after `rv` undone. Null if `rv` is older than the history keeps.

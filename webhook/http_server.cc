@@ -61,7 +61,7 @@ struct HttpServer::Impl {
                        ? options.io_threads
                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
         ioc(io_threads),
-        acceptor(ioc) {}
+        acceptor(net::make_strand(ioc)) {}
 
   // Registers and starts a session on the accepted (or adopted) socket.
   void Serve(tcp::socket socket);
@@ -82,8 +82,10 @@ struct HttpServer::Impl {
 
   net::io_context ioc;
   std::optional<ssl::context> tls;  // set in Start, before any session exists
-  tcp::acceptor acceptor;           // on ioc; touched by Start, Stop (posted) and the accept loop
-  std::optional<net::steady_timer> accept_retry;
+  // On its own strand: the accept loop's completions (on any I/O thread), the retry timer and
+  // Stop's posted close run one at a time (an acceptor is not safe for concurrent use).
+  tcp::acceptor acceptor;
+  std::optional<net::steady_timer> accept_retry;  // on the acceptor's strand
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::vector<std::thread> threads;  // owned by Start/Stop's caller
   int bound_port = 0;
@@ -455,7 +457,7 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
   if (ec == net::error::operation_aborted) return;
   // Out of descriptors (or another transient failure): try again shortly rather than spin.
   LogWarn("http accept failed", {{"error", ec.message()}});
-  accept_retry.emplace(ioc, std::chrono::milliseconds(50));
+  accept_retry.emplace(acceptor.get_executor(), std::chrono::milliseconds(50));
   accept_retry->async_wait([this](beast::error_code wait_ec) {
     if (!wait_ec) Accept();
   });

@@ -47,6 +47,12 @@ std::string PodKey(const v1::Pod& pod) {
   return absl::StrCat(pod.metadata().namespace_(), "/", pod.metadata().name());
 }
 
+// PodKey into `out`, reusing its buffer.
+void SetPodKey(const v1::Pod& pod, std::string* out) {
+  out->clear();
+  absl::StrAppend(out, pod.metadata().namespace_(), "/", pod.metadata().name());
+}
+
 bool IsGet(const HttpRequest& r) { return r.method == "GET" || r.method == "HEAD"; }
 
 }  // namespace
@@ -283,7 +289,7 @@ void Webhook::Filter(const HttpCall& call) const {
     s.plain = t.decoder.node_names_plain();
   }
   s.OwnNamesOutside(body);
-  s.pod = PodKey(args->pod());
+  SetPodKey(args->pod(), &s.pod);
   backend_->Filter(args->pod(), s.names, [this, call, &s](FilterAnswer answer) {
     HttpReply& reply = call.reply();
     if (!answer.status.ok()) {
@@ -346,7 +352,7 @@ void Webhook::Prioritize(const HttpCall& call) const {
     for (const v1::Node& node : args->nodes().items()) s.names.push_back(node.metadata().name());
   }
   s.OwnNamesOutside(body);
-  s.pod = PodKey(args->pod());
+  SetPodKey(args->pod(), &s.pod);
   backend_->Prioritize(args->pod(), s.names, [this, call, &s](PrioritizeAnswer answer) {
     HttpReply& reply = call.reply();
     if (!answer.status.ok()) {

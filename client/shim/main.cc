@@ -15,10 +15,12 @@
 #include "client/shim/grpc_backend.h"
 #include "common/file.h"
 #include "common/flags.h"
+#include "common/heap_trim.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "config/shim_config.h"
 #include "webhook/http_server.h"
+#include "webhook/listener_options.h"
 #include "webhook/metrics.h"
 #include "webhook/webhook.h"
 
@@ -46,22 +48,6 @@ bool WritePortFile(const std::string& path, int port) {
     if (!out.flush()) return false;
   }
   return std::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
-webhook::HttpServerOptions HttpOptions(const config::HttpListenerConfig& c) {
-  webhook::HttpServerOptions o;
-  o.io_threads = static_cast<int>(c.io_threads);
-  o.max_connections = static_cast<int>(c.max_connections);
-  o.max_body_bytes = c.max_body_bytes;
-  o.read_timeout = c.read_timeout;
-  o.write_timeout = c.write_timeout;
-  o.idle_timeout = c.idle_timeout;
-  o.handshake_timeout = c.handshake_timeout;
-  o.keep_alive_max_requests = static_cast<int>(c.keep_alive_max_requests);
-  o.cert_file = c.tls.cert_file;
-  o.key_file = c.tls.key_file;
-  o.client_ca_file = c.tls.client_ca_file;
-  return o;
 }
 
 int Run(int argc, char** argv) {
@@ -111,7 +97,8 @@ int Run(int argc, char** argv) {
                          absl::Duration elapsed) { hook.Observe(request, reply, elapsed); };
 
   webhook::HttpServer server(
-      HttpOptions(config.webhook), [&hook](webhook::HttpCall call) { hook.Serve(std::move(call)); },
+      webhook::ListenerOptions(config.webhook),
+      [&hook](webhook::HttpCall call) { hook.Serve(std::move(call)); },
       &webhook::Webhook::FormatError, observe);
   const config::HostPort listen = *config::ParseHostPort(config.webhook.listen);
   absl::StatusOr<int> port = server.Start(listen.host, listen.port);
@@ -165,6 +152,10 @@ int Run(int argc, char** argv) {
            {"monitor", config.monitor_listen.empty()
                            ? std::string("off")
                            : absl::StrCat(config.monitor_listen, " (port ", monitor_port, ")")}});
+
+  // Full-Nodes requests' freed buffers go back to the kernel (common/heap_trim.h).
+  HeapTrimmer heap_trimmer(absl::Seconds(5), size_t{16} << 20);
+  heap_trimmer.Start();
 
   int signal = 0;
   sigwait(&stop_signals, &signal);

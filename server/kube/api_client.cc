@@ -119,6 +119,27 @@ int StreamProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return 0;
 }
 
+// Runs a transfer whose body goes to `state` (StreamWrite, StreamProgress) for at most
+// `timeout`; `error` (CURL_ERROR_SIZE bytes) gets curl's message, `*code` the HTTP status. The
+// handle keeps no pointer into this frame afterwards (so it may go back to the pool).
+CURLcode PerformStreamed(CURL* curl, StreamState* state, absl::Duration timeout, char* error,
+                         long* code) {
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(timeout)));
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, StreamWrite);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, state);
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, StreamProgress);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, state);
+  const CURLcode rc = curl_easy_perform(curl);
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, code);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 1L);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, nullptr);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, nullptr);
+  return rc;
+}
+
 // scheme://authority[/prefix] split for tls-server-name. IPv6 hosts keep their brackets.
 struct ServerUrl {
   std::string scheme;
@@ -382,17 +403,8 @@ absl::StatusOr<long> ApiClient::Stream(const std::string& path,
       state.started_generation = exec_->cert_generation();
     }
     char error[CURL_ERROR_SIZE] = {0};
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
-                     static_cast<long>(absl::ToInt64Milliseconds(max_duration)));
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, StreamWrite);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &state);
-    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, StreamProgress);
-    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &state);
-    CURLcode rc = curl_easy_perform(curl);
     long code = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    CURLcode rc = PerformStreamed(curl, &state, max_duration, error, &code);
     curl_slist_free_all(static_cast<curl_slist*>(headers));
     curl_slist_free_all(static_cast<curl_slist*>(connect_to));
     curl_easy_cleanup(curl);
@@ -428,18 +440,8 @@ absl::StatusOr<long> ApiClient::GetStreamed(const std::string& path,
     StreamState state{&no_lines, cancel, 0, {}, error_body, curl};
     state.on_bytes = &on_bytes;
     char error[CURL_ERROR_SIZE] = {0};
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
-                     static_cast<long>(absl::ToInt64Milliseconds(timeout)));
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, StreamWrite);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &state);
-    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, StreamProgress);
-    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &state);
-    CURLcode rc = curl_easy_perform(curl);
     long code = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
+    CURLcode rc = PerformStreamed(curl, &state, timeout, error, &code);
     curl_slist_free_all(static_cast<curl_slist*>(headers));
     curl_slist_free_all(static_cast<curl_slist*>(connect_to));
     if (state.stopped) {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "simdjson.h"
 #include "yaml-cpp/yaml.h"
 
 namespace fitledger::kube {
@@ -222,6 +223,13 @@ absl::StatusOr<Kubeconfig> ParseKubeconfigFile(absl::string_view text, const std
   Kubeconfig config;
   config.files.push_back(name);
   if (text.empty()) return config;  // clientcmd.Load: no data is the empty config
+  // YAML is UTF-8 text, and Go's YAML reader (gopkg.in/yaml, reader.go yaml_parser_update_buffer)
+  // refuses a file that is not ("invalid leading/trailing UTF-8 octet"); yaml-cpp does not, and
+  // every string read here reaches JSON (the exec plugin's KUBERNETES_EXEC_INFO).
+  if (!simdjson::validate_utf8(text.data(), text.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kubeconfig ", name, ": the file is not valid UTF-8 text"));
+  }
   try {
     YAML::Node root = YAML::Load(std::string(text));
     if (root.IsNull()) return config;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file.h"
+#include "common/heap_trim.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/worker_pool.h"
@@ -25,6 +26,7 @@
 #include "server/service/grpc_services.h"
 #include "server/service/reconciler.h"
 #include "webhook/http_server.h"
+#include "webhook/listener_options.h"
 #include "webhook/metrics.h"
 #include "webhook/webhook.h"
 
@@ -33,23 +35,6 @@ namespace {
 
 // The largest request message on the gRPC listeners.
 constexpr int kMaxMessageBytes = 64 << 20;
-
-// The options of an HTTP listener from its configuration.
-webhook::HttpServerOptions HttpOptions(const config::HttpListenerConfig& c) {
-  webhook::HttpServerOptions o;
-  o.io_threads = static_cast<int>(c.io_threads);
-  o.max_connections = static_cast<int>(c.max_connections);
-  o.max_body_bytes = c.max_body_bytes;
-  o.read_timeout = c.read_timeout;
-  o.write_timeout = c.write_timeout;
-  o.idle_timeout = c.idle_timeout;
-  o.handshake_timeout = c.handshake_timeout;
-  o.keep_alive_max_requests = static_cast<int>(c.keep_alive_max_requests);
-  o.cert_file = c.tls.cert_file;
-  o.key_file = c.tls.key_file;
-  o.client_ca_file = c.tls.client_ca_file;
-  return o;
-}
 
 class ServerAppImpl : public ServerApp {
  public:
@@ -152,10 +137,12 @@ class ServerAppImpl : public ServerApp {
     watcher_.Start();
     if (config_.ledger_enabled) reconciler_.Start();
     health_thread_ = std::thread([this] { HealthLoop(); });
+    heap_trimmer_.Start();
     if (!config_.webhook.listen.empty()) {
-      absl::StatusOr<int> port = Listen(
-          &webhook_server_, "webhook.listen", config_.webhook.listen, HttpOptions(config_.webhook),
-          [this](webhook::HttpCall call) { webhook_.Serve(std::move(call)); });
+      absl::StatusOr<int> port =
+          Listen(&webhook_server_, "webhook.listen", config_.webhook.listen,
+                 webhook::ListenerOptions(config_.webhook),
+                 [this](webhook::HttpCall call) { webhook_.Serve(std::move(call)); });
       if (!port.ok()) return port.status();
     }
     LogInfo("fitledger-server started",
@@ -180,6 +167,7 @@ class ServerAppImpl : public ServerApp {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
     }
     bind_pool_.Stop();
+    heap_trimmer_.Stop();
     extender_.WaitForBinds();
     LogDebug("shutdown: gRPC stopped, binds finished");
     reconciler_.Stop();
@@ -402,6 +390,8 @@ class ServerAppImpl : public ServerApp {
   MetricsRegistry metrics_;
   RpcMetrics rpc_metrics_;
   WorkerPool bind_pool_;
+  // The relists' and full-Nodes requests' freed buffers go back to the kernel (common/heap_trim.h).
+  HeapTrimmer heap_trimmer_{absl::Seconds(5), size_t{16} << 20};
   ExtenderBackend backend_;
   ExtenderService extender_service_;
   IntrospectionService introspection_service_;

@@ -1,15 +1,18 @@
-// cycle_load: full scheduling cycles through fitledger-shim against fitledger-sim, shaped like
-// kube-scheduler: one serial scheduling loop (Filter of each pod on its candidate nodes, choose
-// a node) feeding concurrent binding cycles (Bind). Used by tests/perf/run.sh.
+// cycle_load: full scheduling cycles through kube-scheduler's extender webhook (fitledger-server's
+// own, or fitledger-shim's) against fitledger-sim, shaped like kube-scheduler: one serial
+// scheduling loop (Filter of each pod on its candidate nodes, choose a node) feeding concurrent
+// binding cycles (Bind). Used by tests/perf/run.sh.
 //
-//   cycle_load --api_port SIM --shim_port SHIM --pods 5000 --binders 16 --pod
-//   tests/perf/pod_4k.json
+//   cycle_load --api_port SIM --webhook_port W --pods 5000 --binders 16 --pod POD.json
+//              --node_names NAMES.txt
 //
 // 1. Creates `--pods` pods in the sim from the `--pod` template (not timed) and waits
 //    `--settle_seconds` so the server's watch has seen them.
 // 2. Timed: the scheduling loop POSTs /filter with the created pod and `--candidates` node names
-//    (a window spread over the `--nodes` generated nodes), picks one passing node, and queues the
-//    bind; `--binders` threads POST /bind. Reports pods/s = pods / (first filter .. last bind).
+//    (a window spread over the cluster's nodes: `--node_names`, one a line, or `node-<i>` for
+//    `--nodes` generated ones), picks one passing node, and queues the bind; `--binders` threads
+//    POST /bind. Both carry the headers kube-scheduler's Go client sends. Reports pods/s = pods /
+//    (first filter .. last bind).
 //
 // `--skip_filter`: bind only (the node is chosen without asking), for the memory-per-assumed-pod
 // measurement: with `--rss_pid` the server's VmRSS is read before and after the binds, and with
@@ -36,13 +39,14 @@
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(int, api_port, 0, "fitledger-sim port on 127.0.0.1");
-ABSL_FLAG(int, shim_port, 0, "fitledger-shim port on 127.0.0.1");
+ABSL_FLAG(int, webhook_port, 0, "the extender webhook's port on 127.0.0.1");
 ABSL_FLAG(std::string, pod, "", "pod template JSON (metadata.name is replaced)");
 ABSL_FLAG(std::string, namespace_name, "default", "namespace of the created pods");
 ABSL_FLAG(std::string, prefix, "cycle", "name prefix of the created pods");
 ABSL_FLAG(int, pods, 2000, "pods to create and schedule");
 ABSL_FLAG(int, binders, 16, "concurrent binding cycles");
-ABSL_FLAG(int, nodes, 5000, "generated nodes node-0 .. node-(N-1)");
+ABSL_FLAG(int, nodes, 5000, "without --node_names: generated nodes node-0 .. node-(N-1)");
+ABSL_FLAG(std::string, node_names, "", "the cluster's node names, one a line");
 ABSL_FLAG(int, candidates, 500, "candidate NodeNames per Filter");
 ABSL_FLAG(int, create_threads, 4, "threads creating pods");
 ABSL_FLAG(double, settle_seconds, 2, "wait after creating, for the server's watch");
@@ -55,6 +59,10 @@ namespace fitledger::bench {
 namespace {
 
 using nlohmann::json;
+
+// What Go's net/http client sends with kube-scheduler's requests, besides Content-Type.
+const httplib::Headers kGoHeaders = {{"User-Agent", "Go-http-client/1.1"},
+                                     {"Accept-Encoding", "gzip"}};
 
 std::unique_ptr<httplib::Client> Client(int port) {
   auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
@@ -120,14 +128,31 @@ struct BindWork {
 
 int Run() {
   const int api_port = absl::GetFlag(FLAGS_api_port);
-  const int shim_port = absl::GetFlag(FLAGS_shim_port);
+  const int webhook_port = absl::GetFlag(FLAGS_webhook_port);
   const int n = absl::GetFlag(FLAGS_pods);
-  const int nodes = absl::GetFlag(FLAGS_nodes);
+  std::vector<std::string> node_names;
+  if (const std::string path = absl::GetFlag(FLAGS_node_names); !path.empty()) {
+    std::ifstream names(path);
+    for (std::string line; std::getline(names, line);) {
+      if (!line.empty()) node_names.push_back(line);
+    }
+    if (node_names.empty()) {
+      std::fprintf(stderr, "--node_names %s: no names\n", path.c_str());
+      return 2;
+    }
+  } else {
+    for (int i = 0; i < absl::GetFlag(FLAGS_nodes); ++i)
+      node_names.push_back(absl::StrCat("node-", i));
+  }
+  const int nodes = static_cast<int>(node_names.size());
   const int candidates = std::min(absl::GetFlag(FLAGS_candidates), nodes);
   const std::string ns = absl::GetFlag(FLAGS_namespace_name);
   const bool skip_filter = absl::GetFlag(FLAGS_skip_filter);
-  if (api_port <= 0 || shim_port <= 0 || absl::GetFlag(FLAGS_pod).empty() || n <= 0) {
-    std::fprintf(stderr, "usage: cycle_load --api_port P --shim_port P --pod FILE [--pods N]\n");
+  if (api_port <= 0 || webhook_port <= 0 || absl::GetFlag(FLAGS_pod).empty() || n <= 0 ||
+      nodes <= 0) {
+    std::fprintf(stderr,
+                 "usage: cycle_load --api_port P --webhook_port P --pod FILE [--pods N] "
+                 "[--node_names FILE]\n");
     return 2;
   }
   std::ifstream in(absl::GetFlag(FLAGS_pod));
@@ -186,9 +211,10 @@ int Run() {
       std::string body = absl::StrCat("{\"Pod\":", pods[i].json, ",\"Nodes\":null,\"NodeNames\":[");
       const size_t offset = (i * 7) % static_cast<size_t>(nodes);
       for (int c = 0; c < candidates; ++c) {
-        absl::StrAppend(&body, c ? "," : "", "\"node-",
-                        (offset + static_cast<size_t>(c * stride)) % static_cast<size_t>(nodes),
-                        "\"");
+        absl::StrAppend(
+            &body, c ? ",\"" : "\"",
+            node_names[(offset + static_cast<size_t>(c * stride)) % static_cast<size_t>(nodes)],
+            "\"");
       }
       body += "]}";
       bodies.push_back(std::move(body));
@@ -230,7 +256,7 @@ int Run() {
   std::vector<std::thread> binders;
   for (size_t b = 0; b < bind_ns.size(); ++b) {
     binders.emplace_back([&, b] {
-      auto shim = Client(shim_port);
+      auto webhook = Client(webhook_port);
       while (true) {
         BindWork work;
         {
@@ -244,7 +270,7 @@ int Run() {
         json args = {
             {"PodName", p.name}, {"PodNamespace", ns}, {"PodUID", p.uid}, {"Node", work.node}};
         const absl::Time t0 = absl::Now();
-        auto res = shim->Post("/bind", args.dump(), "application/json");
+        auto res = webhook->Post("/bind", kGoHeaders, args.dump(), "application/json");
         bind_ns[b].push_back(absl::ToInt64Nanoseconds(absl::Now() - t0));
         if (!res || res->status != 200 || res->body != "{\"Error\":\"\"}") {
           ++bind_errors;
@@ -254,14 +280,14 @@ int Run() {
     });
   }
   {
-    auto shim = Client(shim_port);
+    auto webhook = Client(webhook_port);
     for (size_t i = 0; i < pods.size(); ++i) {
       std::string node;
       if (skip_filter) {
-        node = absl::StrCat("node-", (i * 7) % static_cast<size_t>(nodes));
+        node = node_names[(i * 7) % static_cast<size_t>(nodes)];
       } else {
         const absl::Time t0 = absl::Now();
-        auto res = shim->Post("/filter", bodies[i], "application/json");
+        auto res = webhook->Post("/filter", kGoHeaders, bodies[i], "application/json");
         filter_ns.push_back(absl::ToInt64Nanoseconds(absl::Now() - t0));
         size_t count = 0;
         if (res && res->status == 200) node = PickNode(res->body, i, &count);

@@ -1,5 +1,8 @@
 // Listener security: gRPC on a non-loopback address needs TLS; the TLS listener serves only TLS
-// clients, and with clientCAFile only clients holding a certificate from that CA.
+// clients, and with clientCAFile only clients holding a certificate from that CA. The same for
+// the server's own webhook listener (webhook.tls), as kube-scheduler's tlsConfig reaches it.
+#include <signal.h>
+
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -67,11 +70,52 @@ class SecurityE2eTest : public ::testing::Test {
                         client_ca ? absl::StrCat("    clientCAFile: ", certs_, "/ca.pem\n") : "");
   }
 
+  // The webhook port of the server started last (0 when off).
+  int WebhookPort() {
+    return nlohmann::json::parse(ReadFileOrEmpty(dir_ + "/ready"))["webhook_port"];
+  }
+
   std::unique_ptr<SimProcess> sim_;
   std::unique_ptr<ChildProcess> server_;
   std::string certs_;
   std::string dir_;
 };
+
+TEST_F(SecurityE2eTest, TheServersWebhookOverMutualTlsServesOnlyClientsOfItsCa) {
+  const std::string config =
+      absl::StrCat("webhook:\n  listen: 127.0.0.1:0\n  tls:\n    certFile: ", certs_,
+                   "/server.pem\n    keyFile: ", certs_,
+                   "/server-key.pem\n    clientCAFile: ", certs_, "/ca.pem\n");
+  signal(SIGPIPE, SIG_IGN);  // a refused handshake closes the socket the client writes to
+  ASSERT_NE(StartServer(config + "grpc:\n  listen: [\"127.0.0.1:0\"]\n"), 0);
+  const int port = WebhookPort();
+  ASSERT_GT(port, 0);
+  auto client = [&](const std::string& cert, const std::string& key) {
+    auto c = cert.empty() ? std::make_unique<httplib::SSLClient>("127.0.0.1", port)
+                          : std::make_unique<httplib::SSLClient>(
+                                "127.0.0.1", port, certs_ + "/" + cert, certs_ + "/" + key);
+    c->set_ca_cert_path((certs_ + "/ca.pem").c_str());
+    c->enable_server_certificate_verification(true);
+    c->set_connection_timeout(5);
+    c->set_read_timeout(5);
+    return c;
+  };
+  EXPECT_TRUE(E2eCluster::WaitFor(
+      [&] {
+        auto r = client("client.pem", "client-key.pem")->Get("/readyz");
+        return r && r->status == 200;
+      },
+      absl::Seconds(30)));
+  auto bad = client("client.pem", "client-key.pem")->Post("/filter", "{", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_FALSE(client("", "")->Get("/healthz"));  // no client certificate
+  EXPECT_FALSE(client("other-client.pem", "other-client-key.pem")->Get("/healthz"));
+  httplib::Client plaintext("127.0.0.1", port);
+  plaintext.set_connection_timeout(5);
+  plaintext.set_read_timeout(5);
+  EXPECT_FALSE(plaintext.Get("/healthz"));
+}
 
 TEST_F(SecurityE2eTest, ANonLoopbackListenerWithoutTlsIsRefusedAtStart) {
   std::string config = dir_ + "/server.yaml";

@@ -1,15 +1,28 @@
 #!/usr/bin/env python3
-"""Turns tests/perf/run.sh's results.jsonl into one Markdown table: medians over the repeats,
-ratios against the Go baseline (from runs interleaved in the same session), and each target as
-met / missed with its number."""
+"""tests/perf/run.sh's results.jsonl -> one Markdown report: issue 24's targets beside the medians
+with PASS / MISS, each system's figures, and every round's raw numbers.
+
+  summarize.py RESULTS.jsonl [--out DIR]   the report, to stdout (run.sh tees it to table.md)
+  summarize.py --check-replies DIR         compares the systems' Filter replies in DIR (run.sh's
+                                           output dir) and prints one "payload" result line per
+                                           body; exits 1 when they disagree
+
+Ratios are the median over rounds of each round's ratio (the systems of a round ran back to back,
+so a slow stretch of the machine moves both sides of a ratio alike).
+"""
 import argparse
+import collections
 import json
+import os
 import statistics
 import sys
 
-
-def f0(v):
-    return "n/a" if v is None else f"{v:.0f}"
+SYSTEMS = [
+    ("floor", "nginx, fixed reply of the same bytes (the floor)"),
+    ("server", "fitledger-server serving the webhook (the chart's default)"),
+    ("shim", "fitledger-shim -> fitledger-server (gRPC, Unix socket)"),
+    ("go", "the stdlib Go baseline"),
+]
 
 
 def median(values):
@@ -17,198 +30,271 @@ def median(values):
     return statistics.median(values) if values else None
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("results")
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--seconds", type=float, default=0)
-    parser.add_argument("--clients", type=int, default=16)
-    args = parser.parse_args()
-    rows = [json.loads(line) for line in open(args.results) if line.strip()]
+def fmt(v, digits=0, unit=""):
+    if v is None:
+        return "n/a"
+    return f"{v:,.{digits}f}{unit}"
 
-    def select(kind, **match):
-        return [r for r in rows if r["kind"] == kind and all(r.get(k) == v for k, v in match.items())]
 
-    def med(kind, field, **match):
-        return median([r.get(field) for r in select(kind, **match)])
+# --- --check-replies ---
 
-    n = args.clients
-    out = []
-    out.append("| measurement | fitledger | Go baseline | ratio | target | verdict |")
-    out.append("|---|---|---|---|---|---|")
+def reply_summary(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    reply = json.loads(raw)
+    nodes = reply.get("Nodes")
+    if nodes is not None:
+        passing = [n["metadata"]["name"] for n in nodes.get("items") or []]
+    else:
+        passing = reply.get("NodeNames") or []
+    failed = dict(reply.get("FailedNodes") or {})
+    failed.update(reply.get("FailedAndUnresolvableNodes") or {})
+    return reply, raw, passing, failed
 
-    def row(name, ours, base=None, ratio=None, target="", ok=None, fmt="{:.0f}"):
-        f = lambda v: "n/a" if v is None else fmt.format(v)
-        verdict = "" if ok is None else ("met" if ok else "**missed**")
-        out.append(f"| {name} | {f(ours)} | {f(base) if base is not None else ''} | "
-                   f"{'' if ratio is None else f'{ratio:.1f}x'} | {target} | {verdict} |")
 
-    def latency_row(name, cpu_label, kind, cpu_field, **match):  # "p50 / p99; CPU" in one cell
-        out.append(f"| {name}: p50 / p99 (us); {cpu_label} (us) | "
-                   f"{f0(med(kind, 'p50_us', **match))} / {f0(med(kind, 'p99_us', **match))}; "
-                   f"{f0(med(kind, cpu_field, **match))} | | | | |")
+def check_replies(out_dir):
+    problems = []
+    for body in ("names", "nodes"):
+        request_bytes = os.path.getsize(os.path.join(out_dir, f"body_{body}.json"))
+        with open(os.path.join(out_dir, f"body_{body}.json")) as f:
+            request = json.load(f)
+        pod_bytes = len(json.dumps(request["Pod"], separators=(",", ":")).encode())
+        candidates = request["NodeNames"] or [n["metadata"]["name"] for n in request["Nodes"]["items"]]
+        server, raw, passing, failed = reply_summary(os.path.join(out_dir, f"reply_{body}.json"))
+        if server.get("Error"):
+            problems.append(f"{body}: the server answered Error {server['Error']!r}")
+        if sorted(passing + list(failed)) != sorted(candidates):
+            problems.append(f"{body}: passing + failed nodes are not the candidates")
+        if not 0.2 <= len(failed) / max(1, len(candidates)) <= 0.5:
+            problems.append(f"{body}: {len(failed)} of {len(candidates)} candidates fail, want about a third")
+        reasons = collections.Counter(failed.values())
+        shim, _, _, _ = reply_summary(os.path.join(out_dir, f"shim_reply_{body}.json"))
+        if shim != server:
+            problems.append(f"{body}: the shim's reply differs from the server's")
+        row = {"kind": "payload", "body": body, "request_bytes": request_bytes,
+               "pod_bytes": pod_bytes, "candidates": len(candidates),
+               "name_chars": round(sum(map(len, candidates)) / len(candidates), 1),
+               "reply_bytes": len(raw), "passing": len(passing), "failing": len(failed),
+               "reasons": dict(reasons.most_common())}
+        go_path = os.path.join(out_dir, f"go_reply_{body}.json")
+        if os.path.exists(go_path):
+            _, go_raw, go_passing, go_failed = reply_summary(go_path)
+            if sorted(go_passing) != sorted(passing) or sorted(go_failed) != sorted(failed):
+                problems.append(f"{body}: the Go baseline passes other nodes than the server")
+            row["go_reply_bytes"] = len(go_raw)
+        print(json.dumps(row, separators=(",", ":")))
+    for p in problems:
+        print(f"summarize.py --check-replies: {p}", file=sys.stderr)
+    return 1 if problems else 0
 
-    s1_p50, g1_p50 = med("shim", "p50_us", clients=1), med("go", "p50_us", clients=1)
-    s1_p99, g1_p99 = med("shim", "p99_us", clients=1), med("go", "p99_us", clients=1)
-    sn_rps, gn_rps = med("shim", "rps", clients=n), med("go", "rps", clients=n)
-    sn_p99, gn_p99 = med("shim", "p99_us", clients=n), med("go", "p99_us", clients=n)
-    s1_rps, g1_rps = med("shim", "rps", clients=1), med("go", "rps", clients=1)
-    ratio = lambda a, b: (a / b) if a and b else None
 
-    row("Filter via shim, 1 client: p50 (us)", s1_p50, g1_p50, ratio(g1_p50, s1_p50),
-        "<= 150", s1_p50 is not None and s1_p50 <= 150)
-    row("Filter via shim, 1 client: p99 (us)", s1_p99, g1_p99, ratio(g1_p99, s1_p99),
-        "<= 500; <= 1/3 of Go", s1_p99 is not None and s1_p99 <= 500 and
-        (g1_p99 is None or s1_p99 * 3 <= g1_p99))
-    row("Filter via shim, 1 client: calls/s", s1_rps, g1_rps, ratio(s1_rps, g1_rps))
-    row(f"Filter via shim, {n} clients: calls/s", sn_rps, gn_rps, ratio(sn_rps, gn_rps),
-        ">= 10,000; >= 3x Go", sn_rps is not None and sn_rps >= 10000 and
-        (gn_rps is None or sn_rps >= 3 * gn_rps))
-    row(f"Filter via shim, {n} clients: p99 (us)", sn_p99, gn_p99, ratio(gn_p99, sn_p99),
-        "<= 1/3 of Go", sn_p99 is not None and gn_p99 is not None and sn_p99 * 3 <= gn_p99)
-    for c in (1, n):
-        ours, base = med("shim", "cpu_us_per_call", clients=c), med("go", "cpu_us_per_call", clients=c)
-        row(f"CPU per Filter call, {c} client(s): shim + server vs Go process (us)", ours, base,
-            ratio(base, ours))
-    if select("shim_grpc"):
-        # The shim above dials the server's unary listener (grpc.unaryListen); this one gRPC's
-        # server (grpc.listen), in the same rounds.
-        q1_p50, q1_p99 = med("shim_grpc", "p50_us", clients=1), med("shim_grpc", "p99_us", clients=1)
-        qn_rps = med("shim_grpc", "rps", clients=n)
-        out.append(f"| Filter via shim on gRPC's server (grpc.listen), 1 client: p50 / p99 (us) | "
-                   f"{f0(q1_p50)} / {f0(q1_p99)} | | | | |")
-        row(f"Filter via shim on gRPC's server (grpc.listen), {n} clients: calls/s", qn_rps, gn_rps,
-            ratio(qn_rps, gn_rps))
-        for c in (1, n):
-            row(f"CPU per Filter call via shim on gRPC's server, {c} client(s): shim + server (us)",
-                med("shim_grpc", "cpu_us_per_call", clients=c))
-    if select("inprocess"):
-        i1_p50, i1_p99 = med("inprocess", "p50_us", clients=1), med("inprocess", "p99_us", clients=1)
-        in_rps, in_p99 = med("inprocess", "rps", clients=n), med("inprocess", "p99_us", clients=n)
-        row("Server webhook (in-process, the chart default), 1 client: p50 (us)", i1_p50, g1_p50, ratio(g1_p50, i1_p50),
-            "<= 150", i1_p50 is not None and i1_p50 <= 150)
-        row("Server webhook (in-process, the chart default), 1 client: p99 (us)", i1_p99, g1_p99, ratio(g1_p99, i1_p99),
-            "<= 500; <= 1/3 of Go", i1_p99 is not None and i1_p99 <= 500 and
-            (g1_p99 is None or i1_p99 * 3 <= g1_p99))
-        row(f"Server webhook (in-process, the chart default), {n} clients: calls/s", in_rps, gn_rps, ratio(in_rps, gn_rps),
-            ">= 10,000; >= 3x Go", in_rps is not None and in_rps >= 10000 and
-            (gn_rps is None or in_rps >= 3 * gn_rps))
-        row(f"Server webhook (in-process, the chart default), {n} clients: p99 (us)", in_p99, gn_p99, ratio(gn_p99, in_p99),
-            "<= 1/3 of Go", in_p99 is not None and gn_p99 is not None and in_p99 * 3 <= gn_p99)
-        for c in (1, n):
-            ours, base = med("inprocess", "cpu_us_per_call", clients=c), med("go", "cpu_us_per_call", clients=c)
-            row(f"Server webhook: CPU per Filter call, {c} client(s): server vs Go process (us)", ours, base,
-                ratio(base, ours))
-    if select("noise"):
-        row("Noise floor: GET /healthz on the shim (no gRPC), 1 client: p50 / p99 (us)",
-            med("noise", "p50_us"))
-        out[-1] = out[-1].replace(f"| {f0(med('noise', 'p50_us'))} |",
-                                  f"| {f0(med('noise', 'p50_us'))} / {f0(med('noise', 'p99_us'))} |", 1)
-    if select("go_onecpu"):
-        # The same 1-client runs with wrk and the serving processes pinned to one vCPU.
-        o1_p50, o1_p99 = med("go_onecpu", "p50_us"), med("go_onecpu", "p99_us")
-        for kind, name in (("shim_onecpu", "Filter via shim"),
-                           ("inprocess_onecpu", "Server webhook (in-process)")):
-            if not select(kind):
+# --- The report ---
+
+class Results:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def select(self, kind, **match):
+        return [r for r in self.rows if r["kind"] == kind and all(r.get(k) == v for k, v in match.items())]
+
+    def one(self, kind):
+        rows = self.select(kind)
+        return rows[0] if rows else {}
+
+    def wrk(self, system, body, conns):
+        return {r["round"]: r for r in self.select("wrk", system=system, body=body, conns=conns)}
+
+    def med(self, system, body, conns, field):
+        return median([r.get(field) for r in self.wrk(system, body, conns).values()])
+
+    def cpu(self, system, body, conns, process):
+        return median([r["cpu_us_per_call"].get(process) for r in self.wrk(system, body, conns).values()])
+
+    def ratio(self, a, b, body, conns, field, invert=False):
+        """Median over rounds of a's field / b's field (b / a with invert)."""
+        ra, rb = self.wrk(a, body, conns), self.wrk(b, body, conns)
+        values = []
+        for rnd in sorted(set(ra) & set(rb)):
+            x, y = ra[rnd].get(field), rb[rnd].get(field)
+            if x and y:
+                values.append(y / x if invert else x / y)
+        return median(values)
+
+
+def verdict(ok):
+    return "n/a" if ok is None else ("PASS" if ok else "**MISS**")
+
+
+def report(results, out_dir):
+    meta = results.one("meta")
+    lines = []
+    add = lines.append
+    rounds = meta.get("rounds", len({r["round"] for r in results.select("wrk")}))
+    add("## Issue 24: realistic payloads against the floor")
+    add("")
+    add(f"`{meta.get('command', 'tests/perf/run.sh').strip()}` at {meta.get('commit', '?')}"
+        f"{' (with uncommitted changes)' if meta.get('dirty') else ''}, {meta.get('date', '?')}; "
+        f"{meta.get('cpus', '?')} CPUs ({meta.get('cpu_model', '?')}); {rounds} interleaved "
+        f"round(s) of {meta.get('seconds', '?')} s wrk runs{' (--quick)' if meta.get('quick') else ''}; "
+        f"node names: {meta.get('names', '?')}.")
+    loads = results.select("load")
+    if loads:
+        add("Load average (1, 5, 15 min) " +
+            "; ".join(f"{r['when']}: {r['loadavg']}" for r in loads) + ".")
+    for p in results.select("payload"):
+        reasons = "; ".join(f"{v} \"{k}\"" for k, v in p["reasons"].items())
+        add(f"Body `{p['body']}`: {p['request_bytes']:,} bytes (pod {p['pod_bytes']:,} bytes, "
+            f"{p['candidates']} candidates, names of {p['name_chars']:.0f} characters); the "
+            f"server's reply {p['reply_bytes']:,} bytes: {p['passing']} pass, {p['failing']} fail "
+            f"({reasons}).")
+    floor = results.one("sim_watchlist")
+    if floor:
+        add(f"The sim streams the pods' initial state (the WatchList the server asks) to a reader "
+            f"that drops it in {floor['ms']:,.0f} ms ({floor['bytes']:,} bytes): a floor under "
+            f"the sync.")
+    add("")
+
+    # Targets.
+    add("| target (issue 24) | wanted | measured (median) | verdict |")
+    add("|---|---|---|---|")
+
+    def target(name, wanted, value, ok, text=None):
+        add(f"| {name} | {wanted} | {text if text is not None else fmt(value)} | "
+            f"{verdict(None if value is None else ok)} |")
+
+    r = results.ratio("server", "floor", "names", 8, "rps")
+    target("server calls/s at 8 connections / floor's", ">= 50%", r, r is not None and r >= 0.5,
+           fmt(None if r is None else 100 * r, 0, "%"))
+    r = results.ratio("server", "go", "names", 8, "rps")
+    target("server calls/s at 8 connections / Go's", ">= 3x", r, r is not None and r >= 3, fmt(r, 2, "x"))
+    r = results.ratio("server", "floor", "names", 1, "p50_us")
+    target("server p50 / floor's p50 at 1 connection", "<= 2x", r, r is not None and r <= 2, fmt(r, 2, "x"))
+    v = results.med("server", "names", 1, "p99_us")
+    target("server p99 at 1 connection", "<= 500 us", v, v is not None and v <= 500, fmt(v, 0, " us"))
+    r = results.ratio("shim", "go", "names", 8, "rps")
+    target("shim calls/s at 8 connections / Go's", ">= 2x", r, r is not None and r >= 2, fmt(r, 2, "x"))
+    v = median([c.get("pods_per_s") for c in results.select("cycle")])
+    target("filter + bind through the server's webhook", ">= 3,000 pods/s", v,
+           v is not None and v >= 3000, fmt(v, 0, " pods/s"))
+    v = median([s.get("serving_ms") for s in results.select("sync")])
+    target("initial sync of 150,000 pods (start -> SERVING)", "<= 1 s", v,
+           v is not None and v <= 1000, fmt(v, 0, " ms"))
+    mem = results.one("memory")
+    rss = mem.get("rss_kib")
+    target("server RSS after the load", "<= 150 MiB", rss, rss is not None and rss <= 150 * 1024,
+           fmt(None if rss is None else rss / 1024, 0, " MiB"))
+    hwm = mem.get("hwm_kib")
+    target("server peak RSS (VmHWM)", "<= 200 MiB", hwm, hwm is not None and hwm <= 200 * 1024,
+           fmt(None if hwm is None else hwm / 1024, 0, " MiB"))
+    add("")
+
+    # Per system.
+    def cpu_text(system, body, conns):
+        rows = list(results.wrk(system, body, conns).values())
+        if not rows:
+            return "n/a"
+        names = list(rows[0]["cpu_us_per_call"])
+        return " + ".join(f"{n} {fmt(results.cpu(system, body, conns, n), 1)}" for n in names)
+
+    for body, title in (("names", "NodeNames (nodeCacheCapable: true)"),
+                        ("nodes", "full Nodes (nodeCacheCapable: false)")):
+        if not results.select("wrk", body=body):
+            continue
+        add(f"**{title}**, medians of {rounds} round(s):")
+        add("")
+        add("| system | calls/s at 8 connections | vs floor | vs Go | p50 / p99 at 1 connection "
+            "| CPU per call at 8 / at 1 (us, per process) |")
+        add("|---|---|---|---|---|---|")
+        for system, label in SYSTEMS:
+            if not results.select("wrk", system=system, body=body):
+                if system == "go" and body == "nodes":
+                    add(f"| {label} | not measured: the baseline reads NodeNames only | | | | |")
                 continue
-            p50, p99 = med(kind, "p50_us"), med(kind, "p99_us")
-            row(f"{name}, 1 client, one vCPU (taskset): p50 (us)", p50, o1_p50, ratio(o1_p50, p50))
-            row(f"{name}, 1 client, one vCPU (taskset): p99 (us)", p99, o1_p99, ratio(o1_p99, p99))
-            row(f"{name}, 1 client, one vCPU (taskset): CPU per call (us)",
-                med(kind, "cpu_us_per_call"), med("go_onecpu", "cpu_us_per_call"),
-                ratio(med("go_onecpu", "cpu_us_per_call"), med(kind, "cpu_us_per_call")))
-    for kind, where in (("wake_free", "placed by the kernel"), ("wake_onecpu", "on one vCPU")):
-        if select(kind):
-            latency_row("Wake-up floor: 1-byte Unix socket round trip between two threads, "
-                        f"{where}", "CPU per round trip", kind, "cpu_us_per_round_trip")
-    row("Filter, direct gRPC, 1 client: p50 (us)", med("grpc", "p50_us", clients=1))
-    row("Filter, direct gRPC, 1 client: p99 (us)", med("grpc", "p99_us", clients=1), None, None,
-        "<= 200", (med("grpc", "p99_us", clients=1) or 1e9) <= 200)
-    row(f"Filter, direct gRPC, {n} clients: calls/s", med("grpc", "rps", clients=n))
-    row(f"Filter, direct gRPC, {n} clients: p99 (us)", med("grpc", "p99_us", clients=n))
-    for c in (1, n):
-        row(f"CPU per direct gRPC Filter call, {c} client(s): server (us)",
-            med("grpc", "cpu_us_per_call", clients=c))
-    if select("grpc_h2load"):
-        h1_p99 = med("grpc_h2load", "p99_us", clients=1)
-        row("Filter, direct gRPC from h2load, 1 client: p50 (us)", med("grpc_h2load", "p50_us", clients=1))
-        row("Filter, direct gRPC from h2load, 1 client: p99 (us)", h1_p99, None, None,
-            "<= 200", (h1_p99 or 1e9) <= 200)
-        row(f"Filter, direct gRPC from h2load, {n} clients: calls/s", med("grpc_h2load", "rps", clients=n))
-        row(f"Filter, direct gRPC from h2load, {n} clients: p99 (us)", med("grpc_h2load", "p99_us", clients=n))
-        for c in (1, n):
-            row(f"CPU per h2load gRPC Filter call, {c} client(s): server (us)",
-                med("grpc_h2load", "cpu_us_per_call", clients=c))
-    if select("unary_h2load"):
-        u1_p99 = med("unary_h2load", "p99_us", clients=1)
-        row("Filter, direct gRPC to the unary listener from h2load, 1 client: p50 (us)",
-            med("unary_h2load", "p50_us", clients=1))
-        row("Filter, direct gRPC to the unary listener from h2load, 1 client: p99 (us)", u1_p99,
-            None, None, "<= 200", (u1_p99 or 1e9) <= 200)
-        row(f"Filter, direct gRPC to the unary listener from h2load, {n} clients: calls/s",
-            med("unary_h2load", "rps", clients=n))
-        row(f"Filter, direct gRPC to the unary listener from h2load, {n} clients: p99 (us)",
-            med("unary_h2load", "p99_us", clients=n))
-        for c in (1, n):
-            row(f"CPU per h2load Filter call to the unary listener, {c} client(s): server (us)",
-                med("unary_h2load", "cpu_us_per_call", clients=c))
-    for kind, client in (("echo_grpc", "the C++ gRPC client"), ("echo_h2load", "h2load")):
-        if select(kind):
-            latency_row("Floor of the hop: the same Filter answered by grpc_echo_server (no work), "
-                        f"from {client}, 1 client", "server CPU per call", kind,
-                        "cpu_us_per_call", clients=1)
-    cyc = med("cycle", "pods_per_s")
-    row("Filter + bind cycle (serial filter, 16 binders): pods/s", cyc, None, None, ">= 3,000",
-        cyc is not None and cyc >= 3000)
-    if select("cycle"):
-        out.append(f"| in the cycle: filter p50 / p99, bind p50 / p99 (us) | "
-                   f"{f0(med('cycle', 'filter_p50_us'))} / {f0(med('cycle', 'filter_p99_us'))}, "
-                   f"{f0(med('cycle', 'bind_p50_us'))} / {f0(med('cycle', 'bind_p99_us'))} | | | | |")
-    if select("cycle"):
-        out.append(f"| in the cycle: CPU per pod, sim (API server) / server / shim (us) | "
-                   f"{f0(med('cycle', 'cpu_us_per_pod_sim'))} / {f0(med('cycle', 'cpu_us_per_pod_server'))}"
-                   f" / {f0(med('cycle', 'cpu_us_per_pod_shim'))} | | | | |")
-    if select("cycle_inprocess"):
-        cip = med("cycle_inprocess", "pods_per_s")
-        row("Server webhook (in-process, the chart default): filter + bind cycle, pods/s", cip, None, None, ">= 3,000",
-            cip is not None and cip >= 3000)
-        out.append(f"| Server webhook, in the cycle: filter p50 / p99, bind p50 / p99 (us); CPU per pod sim / server (us) | "
-                   f"{f0(med('cycle_inprocess', 'filter_p50_us'))} / {f0(med('cycle_inprocess', 'filter_p99_us'))}, "
-                   f"{f0(med('cycle_inprocess', 'bind_p50_us'))} / {f0(med('cycle_inprocess', 'bind_p99_us'))}; "
-                   f"{f0(med('cycle_inprocess', 'cpu_us_per_pod_sim'))} / {f0(med('cycle_inprocess', 'cpu_us_per_pod_server'))} | | | | |")
-    sync_ms = med("sync", "serving_ms")
-    go_ms = med("go_sync", "serving_ms")
-    row("Initial sync 5,000 nodes + 150,000 pods: start -> SERVING (ms)", sync_ms, go_ms,
-        ratio(go_ms, sync_ms), "<= 3,000", sync_ms is not None and sync_ms <= 3000)
-    rss = med("sync", "rss_kib")
-    go_rss = med("go_sync", "rss_kib")
-    mib = lambda k: None if k is None else k / 1024
-    row("Server RSS holding that view (MiB, 2 s after SERVING)", mib(rss), mib(go_rss),
-        ratio(go_rss, rss), "<= 200", rss is not None and rss / 1024 <= 200)
-    hwm = med("sync", "hwm_kib")
-    row("Peak RSS while syncing, VmHWM (MiB)", mib(hwm), mib(med("go_sync", "hwm_kib")),
-        ratio(med("go_sync", "hwm_kib"), hwm), "<= 300", hwm is not None and hwm / 1024 <= 300)
-    empty = med("sync_empty", "rss_kib")
-    if rss is not None and empty is not None:
-        row("Process RSS per held pod: (RSS(150k pods) - RSS(0 pods)) / 150,000 (bytes)",
-            (rss - empty) * 1024 / 150000)
-    assume = select("assume")
-    if assume and assume[0].get("bound"):
-        a = assume[0]
-        row(f"Process RSS per assumed pod: delta over {a['bound']} binds held Assumed (bytes)",
-            (a["rss_after_kib"] - a["rss_before_kib"]) * 1024 / a["bound"])
-    labels = {
-        "BM_HeapBytesPerHeldPod/150000": "held (confirmed) pod, 150,000 listed",
-        "BM_HeapBytesPerPendingPod/20000": "pending (unbound, watched) pod, 20,000",
-        "BM_HeapBytesPerAssumedPod/marginal:0": "assumed pod, 150,000 on an empty view",
-        "BM_HeapBytesPerAssumedPod/marginal:1": "assumed pod, 20,000 more on the 150,000 view",
-    }
-    for r in select("ledger_memory"):
-        key = r["name"].replace("/iterations:1", "")
-        row(f"Ledger heap bytes per {labels.get(key, key)} (mallinfo2)", r["bytes_per_pod"])
-    print(f"\nMedians of {args.repeats} run(s) of {args.seconds:g} s; ratio = how many times "
-          f"better fitledger is than the Go baseline (>1 is better).\n")
-    print("\n".join(out))
+            rps = results.med(system, body, 8, "rps")
+            vs_floor = results.ratio(system, "floor", body, 8, "rps") if system != "floor" else None
+            vs_go = (results.ratio(system, "go", body, 8, "rps")
+                     if system != "go" and results.select("wrk", system="go", body=body) else None)
+            add(f"| {label} | {fmt(rps)} | {fmt(None if vs_floor is None else 100 * vs_floor, 0, '%')} | "
+                f"{fmt(vs_go, 2, 'x')} | {fmt(results.med(system, body, 1, 'p50_us'))} us / "
+                f"{fmt(results.med(system, body, 1, 'p99_us'))} us | "
+                f"{cpu_text(system, body, 8)} / {cpu_text(system, body, 1)} |")
+        add("")
+
+    # The other measurements.
+    add("| measurement | median | per round / run |")
+    add("|---|---|---|")
+    cycles = results.select("cycle")
+    if cycles:
+        add(f"| filter + bind cycle, server's webhook ({cycles[0]['pods']} pods, serial filter, "
+            f"16 binders): pods/s | {fmt(median([c['pods_per_s'] for c in cycles]))} | "
+            f"{', '.join(fmt(c['pods_per_s']) for c in cycles)} |")
+        add(f"| in the cycle: filter p50 / p99, bind p50 / p99 (us) | "
+            f"{fmt(median([c['filter_p50_us'] for c in cycles]))} / {fmt(median([c['filter_p99_us'] for c in cycles]))}, "
+            f"{fmt(median([c['bind_p50_us'] for c in cycles]))} / {fmt(median([c['bind_p99_us'] for c in cycles]))} | |")
+        add(f"| in the cycle: CPU per pod, server / sim (us) | "
+            f"{fmt(median([c['cpu_us_per_pod']['server'] for c in cycles]), 1)} / "
+            f"{fmt(median([c['cpu_us_per_pod']['sim'] for c in cycles]), 1)} | |")
+    syncs = results.select("sync")
+    if syncs:
+        add(f"| server: start -> SERVING (ms) | {fmt(median([s['serving_ms'] for s in syncs]))} | "
+            f"{', '.join(fmt(s['serving_ms']) for s in syncs)} |")
+        add(f"| server: VmRSS 2 s after SERVING / VmHWM then (MiB) | "
+            f"{fmt(median([s['rss_kib'] for s in syncs]) / 1024)} / {fmt(median([s['hwm_kib'] for s in syncs]) / 1024)} | "
+            f"{', '.join(fmt(s['rss_kib'] / 1024) + ' / ' + fmt(s['hwm_kib'] / 1024) for s in syncs)} |")
+        add(f"| server: bytes read from the API during the sync | {fmt(median([s['api_bytes'] for s in syncs]))} | |")
+    go_sync = results.one("go_sync")
+    if go_sync:
+        add(f"| Go baseline: start -> serving (paged LIST, ms); VmRSS / VmHWM (MiB) | "
+            f"{fmt(go_sync['serving_ms'])}; {fmt(go_sync['rss_kib'] / 1024)} / {fmt(go_sync['hwm_kib'] / 1024)} | |")
+    if mem:
+        add(f"| server after the load: VmRSS / VmHWM (MiB) | {fmt(mem['rss_kib'] / 1024)} / "
+            f"{fmt(mem['hwm_kib'] / 1024)} | |")
+    add("")
+
+    # Raw rounds.
+    add("Every run (calls/s at 8 connections; p50 / p99 at 1 connection, us; CPU us per call):")
+    add("")
+    add("| round | body | system | calls/s (c8) | p50 / p99 (c1) | CPU per call c8 / c1 |")
+    add("|---|---|---|---|---|---|")
+    for r in sorted({r["round"] for r in results.select("wrk")}):
+        for body in ("names", "nodes"):
+            for system, _ in SYSTEMS:
+                c8 = results.wrk(system, body, 8).get(r)
+                c1 = results.wrk(system, body, 1).get(r)
+                if not c8 and not c1:
+                    continue
+                cpu = lambda row: ("n/a" if not row else
+                                   ", ".join(f"{k} {v}" for k, v in row["cpu_us_per_call"].items()))
+                add(f"| {r} | {body} | {system} | {fmt(c8 and c8['rps'])} | "
+                    f"{fmt(c1 and c1['p50_us'])} / {fmt(c1 and c1['p99_us'])} | {cpu(c8)} / {cpu(c1)} |")
+    add("")
+    if out_dir:
+        for name in sorted(os.listdir(out_dir)):
+            if name.startswith("perf-") and name.endswith(".txt"):
+                with open(os.path.join(out_dir, name)) as f:
+                    top = [l.rstrip()[:120].rstrip() for l in f if l.strip()][:15]
+                add(f"`perf` top entries, {name[5:-4]} (self time):")
+                add("")
+                add("```")
+                lines.extend(top)
+                add("```")
+                add("")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("results", nargs="?")
+    parser.add_argument("--out", help="run.sh's output dir (for perf-*.txt profiles)")
+    parser.add_argument("--check-replies", metavar="DIR")
+    args = parser.parse_args()
+    if args.check_replies:
+        return check_replies(args.check_replies)
+    if not args.results:
+        parser.error("RESULTS.jsonl or --check-replies DIR")
+    with open(args.results) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    print(report(Results(rows), args.out))
     return 0
 
 

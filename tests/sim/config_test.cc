@@ -86,6 +86,66 @@ TEST(SimConfigTest, ErrorsNameTheKeyAndLine) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("nonexistent")));
 }
 
+TEST(SimConfigTest, GenerateRealisticKeys) {
+  auto config = ParseSimConfig(R"(
+generate:
+  nodes: 10
+  nodeNames: eks
+  objects: realistic
+  seed: 9
+  fullNodes: {fraction: 0.25, free: {cpu: 200m, memory: 512Mi}}
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->generate.node_naming, NodeNaming::kEks);
+  EXPECT_EQ(config->generate.objects, ObjectProfile::kRealistic);
+  EXPECT_EQ(config->generate.seed, 9u);
+  EXPECT_DOUBLE_EQ(config->generate.full_nodes.fraction, 0.25);
+  EXPECT_THAT(config->generate.full_nodes.free,
+              ElementsAre(Pair("cpu", "200m"), Pair("memory", "512Mi")));
+  // The defaults are the cluster generate made before these keys.
+  auto plain = ParseSimConfig("generate: {nodes: 1}\n");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->generate.node_naming, NodeNaming::kPrefix);
+  EXPECT_EQ(plain->generate.objects, ObjectProfile::kBasic);
+  EXPECT_EQ(plain->generate.full_nodes.fraction, 0);
+}
+
+TEST(SimConfigTest, GenerateRealisticErrors) {
+  EXPECT_THAT(ParseSimConfig("generate: {nodeNames: gcp}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("generate.nodeNames (line 1): must be one of: prefix, gke")));
+  EXPECT_THAT(
+      ParseSimConfig("generate: {nodeNames: gke, nodePrefix: n-}\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("generate.nodePrefix (line 1): applies only to nodeNames: prefix")));
+  EXPECT_THAT(ParseSimConfig("generate: {objects: heavy}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("basic or realistic")));
+  EXPECT_THAT(
+      ParseSimConfig("generate: {fullNodes: {fraction: 1.5, free: {cpu: 1}}}\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("generate.fullNodes.fraction (line 1): must be a number in [0, 1]")));
+  EXPECT_THAT(ParseSimConfig("generate: {fullNodes: {fraction: 0.5}}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs fraction and free")));
+  EXPECT_THAT(ParseSimConfig("generate: {fullNodes: {fraction: 0.5, free: {cpu: 1x}}}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("generate.fullNodes.free.cpu (line 1)")));
+  EXPECT_THAT(
+      ParseSimConfig("generate: {fullNodes: {fraction: 0.5, free: {pods: 1}}}\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pods cannot be filled by one pod")));
+  EXPECT_THAT(ParseSimConfig("generate: {seed: -1}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("generate.seed")));
+}
+
+TEST(SimConfigTest, ParsesTheRealisticBigConfig) {
+  auto config =
+      LoadSimConfigFile(std::string(FITLEDGER_SOURCE_DIR) + "/config/sim/big-realistic.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->generate.nodes, 5000);
+  EXPECT_EQ(config->generate.pods_per_node, 30);
+  EXPECT_EQ(config->generate.objects, ObjectProfile::kRealistic);
+  EXPECT_GT(config->generate.full_nodes.fraction, 0.3);
+}
+
 TEST(SimConfigTest, GoDurations) {
   EXPECT_EQ(*ParseGoDuration("0"), absl::ZeroDuration());
   EXPECT_EQ(*ParseGoDuration("1m30s"), absl::Seconds(90));

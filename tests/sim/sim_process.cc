@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<SimProcess>> SimProcess::Start(
   auto child = ChildProcess::Start(argv, sim->dir_ + "/output");
   if (!child.ok()) return child.status();
   sim->process_ = *std::move(child);
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
   while (!WaitForFile(sim->kubeconfig_path(), absl::Milliseconds(50)).ok()) {
     if (sim->process_->Exited()) {
       return absl::InternalError(

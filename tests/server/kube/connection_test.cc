@@ -103,6 +103,13 @@ TEST(ConnectionTest, BadKubeconfigsNameTheFileAndTheField) {
   };
   const Case cases[] = {
       {"current-context: [", "invalid YAML"},
+      // Found by kubeconfig_fuzz: a byte that is not UTF-8 inside the exec extension reached
+      // JSON's serializer, which threw. The file is refused as Go's YAML reader refuses it.
+      {KubeconfigText(
+           "    server: https://x\n    extensions:\n    - name: client.authentication.k8s.io/exec\n"
+           "      extension: {a: \"\xff\"}\n",
+           ""),
+       "not valid UTF-8"},
       {"kind: Config\n", "current-context: missing"},
       {"current-context: nope\ncontexts: []\n", "no entry named \"nope\""},
       {KubeconfigText("    insecure-skip-tls-verify: true\n", ""), "server: missing"},

@@ -62,7 +62,10 @@ int main(int argc, char** argv) {
       "  health                 exit 0 when the server is SERVING (synced)\n"
       "  nodes [--watch]        allocatable / confirmed / assumed / free per node\n"
       "  assumed                pods bound by fitledger and not yet confirmed by the watch\n"
-      "  explain POD.yaml NODE  why the pod does or does not fit the node, with the numbers\n"
+      "  explain FILE|- NODE    why the pod (or each workload's pod template: Deployment,\n"
+      "                         StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job,\n"
+      "                         CronJob; each YAML document) does or does not fit the node, with\n"
+      "                         the numbers; exit 0 fits, 1 does not fit, 2 error\n"
       "  rejections             pods the kubelet rejected (OutOf*) as the server saw them\n"
       "  await-view             wait until the server's (lagging) view has caught up with the\n"
       "                         API (--kubeconfig; resourceVersions compared as integers)\n"
@@ -131,11 +134,22 @@ int main(int argc, char** argv) {
   }
   if (command == "rejections") return print(fitledger::ctl::RejectionsTable(target));
   if (command == "explain") {
+    // Exit status: 0 every pod fits, 1 some pod does not fit, 2 an error (documented in
+    // docs/configuration.md).
     if (args.size() != 4) {
-      fprintf(stderr, "fitledgerctl: usage: explain POD.yaml NODE\n");
+      fprintf(stderr, "fitledgerctl: usage: explain FILE|- NODE\n");
       return 2;
     }
-    return print(fitledger::ctl::Explain(target, args[2], args[3]));
+    absl::StatusOr<fitledger::ctl::ExplainResult> result =
+        fitledger::ctl::Explain(target, args[2], args[3]);
+    if (!result.ok()) {
+      fprintf(stderr, "fitledgerctl: explain: %s\n",
+              std::string(result.status().message()).c_str());
+      return 2;
+    }
+    fputs(result->text.c_str(), stdout);
+    fflush(stdout);
+    return result->all_fit ? 0 : 1;
   }
   if (command == "burst") {
     fitledger::ctl::BurstOptions o;

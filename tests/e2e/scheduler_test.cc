@@ -3,6 +3,7 @@
 // created through the API and kubectl, as a user of scripts/demo would.
 #include "client/ctl/scheduler.h"
 
+#include <algorithm>
 #include <csignal>
 #include <map>
 #include <string>
@@ -151,8 +152,16 @@ TEST_F(SchedulerE2eTest, SchedulesThroughTheWebhookAndSaysWhyAPodFitsNowhere) {
             201);
   // worker-1 has the most room (4 cpu against worker-2's 2): the extender's best score.
   ASSERT_TRUE(WaitForNode("fits", "worker-1")) << GetPod("fits").dump();
-  EXPECT_THAT(Events("fits"), ::testing::Contains("Normal Scheduled fitledger: Successfully "
-                                                  "assigned default/fits to worker-1"));
+  // The event follows the bind (finishBinding), so it may come after the pod runs.
+  const std::string scheduled_event =
+      "Normal Scheduled fitledger: Successfully assigned default/fits to worker-1";
+  EXPECT_TRUE(E2eCluster::WaitFor(
+      [&] {
+        std::vector<std::string> events = Events("fits");
+        return std::find(events.begin(), events.end(), scheduled_event) != events.end();
+      },
+      kDeadline))
+      << ::testing::PrintToString(Events("fits"));
   // Fits nowhere: the condition and the event carry the extender's reasons.
   const std::string why = "0/2 nodes are available: 2 Insufficient cpu.";
   ASSERT_TRUE(WaitForCondition("huge", "False", "Unschedulable", why)) << GetPod("huge").dump();

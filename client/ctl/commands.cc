@@ -1,11 +1,14 @@
 #include "client/ctl/commands.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,6 +34,19 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Channel(const ServerTarget& t) {
+  // A Unix socket that is not there: say so, rather than gRPC's connect error after the
+  // deadline (the default /run/fitledger/server.sock does not exist on a fresh machine).
+  if (absl::StartsWith(t.address, "unix:")) {
+    std::string path = t.address.substr(5);
+    if (absl::StartsWith(path, "//")) path = path.substr(2);
+    struct stat st;
+    if (!path.empty() && stat(path.c_str(), &st) != 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "no fitledger-server socket at ", path,
+          " (is the server running? give its address with --server or $FITLEDGER_SERVER; "
+          "after scripts/demo: source .run/env)"));
+    }
+  }
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   grpc::ChannelArguments args;
   if (!t.tls_ca_file.empty() || !t.tls_cert_file.empty() || !t.tls_server_name.empty()) {

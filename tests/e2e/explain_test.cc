@@ -114,6 +114,21 @@ TEST(ExplainSubjectsTest, AnythingElseIsAClearError) {
   EXPECT_THAT(error("kind: [unclosed\n"), HasSubstr("x.yaml: invalid YAML"));
 }
 
+// The default socket (/run/fitledger/server.sock) is missing on a fresh machine: the message says
+// so and what to do, at once (not gRPC's error after the deadline).
+TEST(CtlNoServerTest, AMissingSocketIsNamed) {
+  const std::string dir = MakeTempDir("ctl-no-server");
+  for (const std::string& address :
+       {absl::StrCat("unix://", dir, "/absent.sock"), absl::StrCat("unix:", dir, "/absent.sock")}) {
+    absl::StatusOr<CommandResult> r =
+        RunCommand({FITLEDGER_CTL_PATH, "--server", address, "health"}, {}, absl::Seconds(30));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->exit_code, 1) << r->output;
+    EXPECT_THAT(r->output, HasSubstr(absl::StrCat("no fitledger-server socket at ", dir,
+                                                  "/absent.sock (is the server running?")));
+  }
+}
+
 class CtlE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {

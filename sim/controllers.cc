@@ -288,7 +288,9 @@ void Controllers::DeletePod(const std::string& namespace_name, const std::string
 }
 
 void Controllers::ReconcileDeployment(const std::string& key) {
-  const auto [ns, name] = SplitKey(key);
+  const std::pair<std::string, std::string> ns_name = SplitKey(key);
+  const std::string& ns = ns_name.first;
+  const std::string& name = ns_name.second;
   ObjectFilter rs_filter;
   rs_filter.kind = Kind::kReplicaSet;
   rs_filter.namespace_name = ns;
@@ -429,14 +431,18 @@ void Controllers::ReconcileDeployment(const std::string& key) {
 }
 
 void Controllers::ReconcileReplicaSet(const std::string& key) {
-  const auto [ns, name] = SplitKey(key);
+  const std::pair<std::string, std::string> ns_name = SplitKey(key);
+  const std::string& ns = ns_name.first;
+  const std::string& name = ns_name.second;
   std::set<std::string>& pods = pods_of_[key];
   auto stored = store_->Get(Kind::kReplicaSet, ns, name);
   if (!stored.ok()) {
     // Gone: its pods go too (background cascading deletion), those that still name it.
     auto uid = deleted_replica_sets_.find(key);
     for (const std::string& pod_key : pods) {
-      const auto [pod_ns, pod_name] = SplitKey(pod_key);
+      const std::pair<std::string, std::string> pod_ns_pod_name = SplitKey(pod_key);
+      const std::string& pod_ns = pod_ns_pod_name.first;
+      const std::string& pod_name = pod_ns_pod_name.second;
       auto pod = store_->Get(Kind::kPod, pod_ns, pod_name);
       if (uid != deleted_replica_sets_.end() && pod.ok() &&
           ControllerUid(json::parse((*pod)->json)) == uid->second) {
@@ -453,7 +459,9 @@ void Controllers::ReconcileReplicaSet(const std::string& key) {
   const int64_t replicas = Int(Member(rs, "spec"), "replicas");
   std::vector<ObjectPtr> active;
   for (auto it = pods.begin(); it != pods.end();) {
-    const auto [pod_ns, pod_name] = SplitKey(*it);
+    const std::pair<std::string, std::string> pod_ns_pod_name = SplitKey(*it);
+    const std::string& pod_ns = pod_ns_pod_name.first;
+    const std::string& pod_name = pod_ns_pod_name.second;
     auto pod = store_->Get(Kind::kPod, pod_ns, pod_name);
     if (!pod.ok() || ControllerUid(json::parse((*pod)->json)) != (*stored)->uid) {
       owner_of_.erase(*it);  // gone, or orphaned

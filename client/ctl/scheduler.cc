@@ -1,10 +1,8 @@
 #include "client/ctl/scheduler.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <thread>
 
@@ -12,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/mutex.h"
 #include "nlohmann/json.hpp"
 #include "server/kube/api_client.h"
 #include "server/kube/connection.h"
@@ -95,14 +94,14 @@ class DemoScheduler {
     for (int i = 0; i < o_.bind_workers; ++i) workers.emplace_back([this] { BindWorker(); });
     while (!stop->load()) {
       Cycle(stop);
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, absl::ToChronoMilliseconds(o_.poll_interval));
+      MutexLock lock(&mu_);
+      cv_.WaitFor(&mu_, absl::ToChronoNanoseconds(o_.poll_interval));
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     for (std::thread& t : workers) t.join();
   }
 
@@ -157,7 +156,7 @@ class DemoScheduler {
         continue;
       }
       pending_uids.insert(uid);
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (in_flight_.count(uid) > 0 || bound_.count(uid) > 0) continue;
       pending.push_back(&pod);
     }
@@ -172,7 +171,7 @@ class DemoScheduler {
     const absl::Time now = absl::Now();
     if (changed) last_change_ = now;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       // Forget pods that are gone or bound.
       for (auto it = entries_.begin(); it != entries_.end();) {
         it = pending_uids.count(it->first) > 0 ? std::next(it) : entries_.erase(it);
@@ -200,7 +199,7 @@ class DemoScheduler {
       if (stop->load()) return;
       const std::string uid = Str(Member(*pod, "metadata"), "uid");
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         Entry& entry = entries_[uid];
         if (entry.unschedulable || absl::Now() < entry.ready_at) continue;
         ++entry.attempts;
@@ -269,18 +268,18 @@ class DemoScheduler {
         }
       }
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     in_flight_.insert(Str(Member(pod, "metadata"), "uid"));
     binds_.push_back({pod, chosen});
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
   void BindWorker() {
     while (true) {
       BindJob job;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !binds_.empty(); });
+        MutexLock lock(&mu_);
+        while (!stopping_ && binds_.empty()) cv_.Wait(&mu_);
         if (binds_.empty()) return;  // stopping, nothing left
         job = std::move(binds_.front());
         binds_.pop_front();
@@ -297,7 +296,7 @@ class DemoScheduler {
           result.ok() ? ExtenderError(*result) : std::string(result.status().message());
       if (error.empty()) {
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(&mu_);
           bound_.insert(uid);
           entries_.erase(uid);
         }
@@ -309,9 +308,9 @@ class DemoScheduler {
         // handleBindingCycleError: the pod goes back to the queue with a backoff.
         Fail(job.pod, "SchedulerError", absl::StrCat("binding rejected: ", error), false);
       }
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       in_flight_.erase(uid);
-      cv_.notify_all();
+      cv_.SignalAll();
     }
   }
 
@@ -326,7 +325,7 @@ class DemoScheduler {
     bool write_condition = false;
     std::string transition_time;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       Entry& entry = entries_[uid];
       if (unschedulable) {
         entry.unschedulable = true;
@@ -439,14 +438,14 @@ class DemoScheduler {
   std::string last_api_error_;
   absl::Time last_change_ = absl::InfinitePast();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   // Guarded by mu_.
-  bool stopping_ = false;
-  std::map<std::string, Entry> entries_;  // by pod UID
-  std::set<std::string> in_flight_;       // pods being bound
-  std::set<std::string> bound_;           // bound, until the list shows them bound
-  std::deque<BindJob> binds_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);  // by pod UID
+  std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);       // pods being bound
+  std::set<std::string> bound_ ABSL_GUARDED_BY(mu_);  // bound, until the list shows them bound
+  std::deque<BindJob> binds_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 #include "server/kube/api_client.h"
 #include "server/kube/connection.h"
@@ -95,10 +96,13 @@ json PodManifest(const BurstOptions& o, int i) {
 }
 
 absl::Status WebhookUnreachable(const BurstOptions& o, const absl::Status& s) {
+  // ApiClient words its transport errors for the Kubernetes API; this one is the webhook's.
+  absl::string_view detail = s.message();
+  absl::ConsumePrefix(&detail, "kubernetes API: ");
   return absl::UnavailableError(absl::StrCat("the fitledger webhook at ", o.webhook_url,
                                              " does not answer (check --webhook / "
                                              "$FITLEDGER_WEBHOOK): ",
-                                             s.message()));
+                                             detail));
 }
 
 struct Work {

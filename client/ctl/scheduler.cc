@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/mutex.h"
 #include "nlohmann/json.hpp"
@@ -57,6 +58,14 @@ absl::StatusOr<json> Call(kube::ApiClient& client, const std::string& method,
                                                ": not JSON: ", r->body.substr(0, 200)));
   }
   return j;
+}
+
+// A webhook call's transport error, without ApiClient's "kubernetes API: " prefix (ApiClient
+// words its errors for the API server; these are the webhook's).
+std::string WebhookError(const absl::Status& s) {
+  absl::string_view detail = s.message();
+  absl::ConsumePrefix(&detail, "kubernetes API: ");
+  return std::string(detail);
 }
 
 // An extender answer's Error field, if set.
@@ -229,7 +238,7 @@ class DemoScheduler {
                o_.request_timeout);
       if (!filtered.ok()) {
         return Fail(pod, "SchedulerError",
-                    absl::StrCat("extender filter: ", filtered.status().message()), false);
+                    absl::StrCat("extender filter: ", WebhookError(filtered.status())), false);
       }
       if (std::string error = ExtenderError(*filtered); !error.empty()) {
         return Fail(pod, "SchedulerError", absl::StrCat("extender filter: ", error), false);
@@ -292,8 +301,7 @@ class DemoScheduler {
           Call(webhook_, "POST", "/bind",
                json{{"PodName", name}, {"PodNamespace", ns}, {"PodUID", uid}, {"Node", job.node}},
                200, o_.request_timeout);
-      std::string error =
-          result.ok() ? ExtenderError(*result) : std::string(result.status().message());
+      std::string error = result.ok() ? ExtenderError(*result) : WebhookError(result.status());
       if (error.empty()) {
         {
           MutexLock lock(&mu_);

@@ -14,6 +14,7 @@
 #include "httplib.h"
 #include "sim/objects.h"
 #include "sim/server.h"
+#include "sim/status.h"
 #include "sim/tables.h"
 
 namespace fitledger::sim {
@@ -379,24 +380,6 @@ void LeaseStore::ForgetHistory() {
   signal_.Notify();
 }
 
-json CoordinationApiGroup() {
-  const json version = {{"groupVersion", kGroupVersion}, {"version", "v1"}};
-  return json{
-      {"name", kGroup}, {"versions", json::array({version})}, {"preferredVersion", version}};
-}
-
-json CoordinationV1Resources() {
-  return json{
-      {"kind", "APIResourceList"},
-      {"apiVersion", "v1"},
-      {"groupVersion", kGroupVersion},
-      {"resources", json::array({{{"name", "leases"},
-                                  {"singularName", "lease"},
-                                  {"namespaced", true},
-                                  {"kind", "Lease"},
-                                  {"verbs", {"create", "get", "list", "update", "watch"}}}})}};
-}
-
 std::string LeaseTableJson(const std::vector<LeasePtr>& items, uint64_t resource_version,
                            bool with_columns, absl::Time now) {
   json table = {{"kind", "Table"},
@@ -464,8 +447,8 @@ void SimServer::HandleLeases(const httplib::Request& req, httplib::Response& res
     res.set_content(body, kJson);
   };
   auto send_error = [&](const absl::Status& status) {
-    json object = ErrorStatusObject(status);
-    send(object["code"].get<int>(), Dump(object));
+    const HttpError error = HttpErrorOf(status);
+    send(error.code, Dump(StatusObject(error.code, error.reason, status.message())));
   };
   auto not_found = [&] {
     send(404,
@@ -478,18 +461,15 @@ void SimServer::HandleLeases(const httplib::Request& req, httplib::Response& res
   };
   const bool get = req.method == "GET";
   const size_t n = parts.size();  // parts[0] == "apis", parts[1] == "coordination.k8s.io"
-  if (n == 2) {
+  if (n == 2 || (n == 3 && parts[2] == "v1")) {
+    // The group's APIGroup and v1 APIResourceList, with the other groups' (sim/object_api.h).
     if (!get) return method_not_allowed();
-    json group = CoordinationApiGroup();
-    group["kind"] = "APIGroup";
-    group["apiVersion"] = "v1";
-    return send(200, Dump(group));
+    std::optional<std::string> document =
+        ObjectApi::Discovery(absl::StrCat("/apis/", kGroup, n == 3 ? "/v1" : ""));
+    if (!document.has_value()) return not_found();
+    return send(200, *document);
   }
   if (parts[2] != "v1") return not_found();
-  if (n == 3) {
-    if (!get) return method_not_allowed();
-    return send(200, Dump(CoordinationV1Resources()));
-  }
   std::string ns;
   std::string name;
   if (n == 4 && parts[3] == "leases") {

@@ -132,11 +132,6 @@ class LeaseStore {
   uint64_t oldest_ ABSL_GUARDED_BY(mu_) = 0;  // watches may start at or after this
 };
 
-// The coordination.k8s.io APIGroup (for /apis and /apis/coordination.k8s.io) and the v1
-// APIResourceList (/apis/coordination.k8s.io/v1), as kubectl's discovery reads them.
-nlohmann::json CoordinationApiGroup();
-nlohmann::json CoordinationV1Resources();
-
 // A meta.k8s.io/v1 Table of Leases with the API server's columns (pkg/printers/internalversion
 // printers.go: Name, Holder, Age); column definitions left out when `with_columns` is false.
 std::string LeaseTableJson(const std::vector<LeasePtr>& items, uint64_t resource_version,

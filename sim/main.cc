@@ -95,6 +95,14 @@ int main(int argc, char** argv) {
   if (absl::Status s = server.Start(host, port); !s.ok()) return Fail(std::string(s.message()));
 
   std::cout << "fitledger-sim listening on " << server.url() << std::endl;
+  if (!config.token.empty() && !config.tls.enabled()) {
+    // client-go reads a kubeconfig's credentials only over TLS (tools/clientcmd/client_config.go
+    // ClientConfig), so kubectl would send no token and get 401.
+    std::cerr << "fitledger-sim: note: a token over http:// is not sent by kubectl (it reads a "
+                 "kubeconfig's credentials only over TLS); configure tls: for kubectl "
+                 "(sim/README.md)"
+              << std::endl;
+  }
   if (const std::string out = absl::GetFlag(FLAGS_kubeconfig_out); !out.empty()) {
     absl::Status s = fitledger::sim::WriteFileAtomically(
         out, fitledger::sim::KubeconfigYaml(server.url(), config));

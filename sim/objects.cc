@@ -28,50 +28,6 @@ std::string Dump(const json& j) {
   return out;
 }
 
-json StatusObject(int code, absl::string_view reason, absl::string_view message) {
-  return json{{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
-              {"status", "Failure"}, {"message", message}, {"reason", reason},
-              {"code", code}};
-}
-
-json ErrorStatusObject(const absl::Status& status) {
-  int code = 500;
-  const char* reason = "InternalError";
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-      code = 400;
-      reason = "BadRequest";
-      break;
-    case absl::StatusCode::kFailedPrecondition:
-      code = 422;
-      reason = "Invalid";
-      break;
-    case absl::StatusCode::kNotFound:
-      code = 404;
-      reason = "NotFound";
-      break;
-    case absl::StatusCode::kAlreadyExists:
-      code = 409;
-      reason = "AlreadyExists";
-      break;
-    case absl::StatusCode::kAborted:
-      code = 409;
-      reason = "Conflict";
-      break;
-    case absl::StatusCode::kOutOfRange:
-      code = 410;
-      reason = "Expired";
-      break;
-    case absl::StatusCode::kUnavailable:
-      code = 503;
-      reason = "ServiceUnavailable";
-      break;
-    default:
-      break;
-  }
-  return StatusObject(code, reason, status.message());
-}
-
 std::string NodeIp(int index) {
   return absl::StrCat("10.0.", (index / 250) % 256, ".", index % 250 + 1);
 }
@@ -286,6 +242,27 @@ ObjectFields FieldsOf(const json& object) {
     if (v.is_string()) f.labels.emplace_back(k, v.get<std::string>());
   }
   std::sort(f.labels.begin(), f.labels.end());
+  // The other kinds' selectable fields (pkg/registry/core/event/strategy.go ToSelectableFields;
+  // pkg/apis/apps/v1/conversion.go for replica sets).
+  const std::string kind = str(object, "kind");
+  if (kind == "Event") {
+    const json& involved = child(object, "involvedObject");
+    for (const char* key :
+         {"kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"}) {
+      f.other.emplace_back(absl::StrCat("involvedObject.", key), str(involved, key));
+    }
+    f.other.emplace_back("reason", str(object, "reason"));
+    f.other.emplace_back("reportingComponent", str(object, "reportingComponent"));
+    f.other.emplace_back("source", str(child(object, "source"), "component"));
+    f.other.emplace_back("type", str(object, "type"));
+    std::sort(f.other.begin(), f.other.end());
+  } else if (kind == "ReplicaSet") {
+    auto replicas = status.find("replicas");
+    f.other.emplace_back("status.replicas",
+                         replicas != status.end() && replicas->is_number_integer()
+                             ? absl::StrCat(replicas->get<int64_t>())
+                             : "0");
+  }
   return f;
 }
 

@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
@@ -24,13 +23,6 @@ absl::Time ParseTimestamp(absl::string_view text);
 
 // Compact JSON, never throwing (invalid UTF-8 is replaced).
 std::string Dump(const nlohmann::json& j);
-
-// A v1 Status with status Failure (apimachinery pkg/api/errors).
-nlohmann::json StatusObject(int code, absl::string_view reason, absl::string_view message);
-// The Status for `status` (not OK), by its code: InvalidArgument 400 BadRequest,
-// FailedPrecondition 422 Invalid, NotFound 404, AlreadyExists 409, Aborted 409 Conflict,
-// OutOfRange 410 Expired, Unavailable 503 ServiceUnavailable, anything else 500 InternalError.
-nlohmann::json ErrorStatusObject(const absl::Status& status);
 
 // A v1 Node for `spec`: labels (kubernetes.io/hostname, kubernetes.io/os, ... plus the configured
 // ones), status.capacity/allocatable, a Ready condition, an InternalIP address, nodeInfo.

@@ -59,22 +59,39 @@ absl::StatusOr<FieldSelector> FieldSelector::Parse(absl::string_view text, Kind 
         {"metadata.name", Field::kName},
         {"spec.unschedulable", Field::kUnschedulable},
     };
-    // Leases: the fields every namespaced object has (apiserver pkg/registry/generic/matcher.go
-    // ObjectMetaFieldsSet, which the Lease strategy's attributes use).
-    static const std::vector<std::pair<absl::string_view, Field>> kLeaseFields = {
+    // Events, deployments, replica sets and leases: the fields every namespaced object has
+    // (apiserver pkg/registry/generic/matcher.go ObjectMetaFieldsSet), plus the ones below.
+    static const std::vector<std::pair<absl::string_view, Field>> kNamespacedFields = {
         {"metadata.name", Field::kName},
         {"metadata.namespace", Field::kNamespace},
     };
+    static const std::vector<absl::string_view> kEventFields = {"involvedObject.kind",
+                                                                "involvedObject.namespace",
+                                                                "involvedObject.name",
+                                                                "involvedObject.uid",
+                                                                "involvedObject.apiVersion",
+                                                                "involvedObject.resourceVersion",
+                                                                "involvedObject.fieldPath",
+                                                                "reason",
+                                                                "reportingComponent",
+                                                                "source",
+                                                                "type"};
     const auto& known = kind == Kind::kPod    ? kPodFields
                         : kind == Kind::kNode ? kNodeFields
-                                              : kLeaseFields;
+                                              : kNamespacedFields;
     auto found = std::find_if(known.begin(), known.end(),
                               [&](const auto& entry) { return entry.first == name; });
-    if (found == known.end()) {
+    if (found != known.end()) {
+      field = found->second;
+    } else if ((kind == Kind::kEvent &&
+                std::find(kEventFields.begin(), kEventFields.end(), name) != kEventFields.end()) ||
+               (kind == Kind::kReplicaSet && name == "status.replicas")) {
+      field = Field::kOther;
+    } else {
       return absl::InvalidArgumentError(absl::StrCat("field label not supported: ", name));
     }
-    field = found->second;
-    selector.terms_.push_back(Term{field, equal, std::move(value)});
+    selector.terms_.push_back(
+        Term{field, equal, std::move(value), field == Field::kOther ? std::string(name) : ""});
   }
   return selector;
 }
@@ -120,6 +137,9 @@ bool FieldSelector::Matches(const ObjectFields& fields) const {
         actual = fields.unschedulable ? &kTrue : &kFalse;
         break;
       case Field::kEmpty:
+        break;
+      case Field::kOther:
+        if (const std::string* v = FindLabel(fields.other, term.name); v != nullptr) actual = v;
         break;
     }
     if ((*actual == term.value) != term.equal) return false;

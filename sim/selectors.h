@@ -12,9 +12,9 @@
 
 namespace fitledger::sim {
 
-// kLease: coordination.k8s.io/v1 Leases, kept apart from pods and nodes (sim/leases.h); only
-// selectors know it.
-enum class Kind { kPod, kNode, kLease };
+// The kinds the sim serves (sim/kinds.h describes each). ClusterStore (sim/store.h) keeps all but
+// kLease: coordination.k8s.io/v1 Leases have a store of their own (sim/leases.h).
+enum class Kind { kPod, kNode, kEvent, kDeployment, kReplicaSet, kLease };
 
 // The indexed fields of a stored object that selectors can see (the API server's selectable
 // fields: pods pkg/registry/core/pod/strategy.go ToSelectableFields, nodes
@@ -34,6 +34,9 @@ struct ObjectFields {
   bool unschedulable = false;        // nodes: spec.unschedulable
   bool deleting = false;             // metadata.deletionTimestamp is set (not selectable)
   std::vector<std::pair<std::string, std::string>> labels;
+  // The selectable fields of other kinds (events: involvedObject.kind, reason, type, ...), as
+  // (field label, value), sorted by field label.
+  std::vector<std::pair<std::string, std::string>> other;
 };
 
 // `fieldSelector`: comma-separated `field=value`, `field==value` or `field!=value` terms, all of
@@ -41,8 +44,13 @@ struct ObjectFields {
 // metadata.name, metadata.namespace, spec.nodeName (and the old spelling spec.host),
 // spec.restartPolicy, spec.schedulerName, spec.serviceAccountName, spec.hostNetwork,
 // status.phase, status.podIP, status.podIPs (accepted, but not a selectable field: its value is
-// always ""), status.nominatedNodeName; nodes metadata.name and spec.unschedulable; leases
-// metadata.name and metadata.namespace.
+// always ""), status.nominatedNodeName; nodes metadata.name and spec.unschedulable; events
+// metadata.name, metadata.namespace, involvedObject.{kind,namespace,name,uid,apiVersion,
+// resourceVersion,fieldPath}, reason, reportingComponent, source, type (pkg/apis/core/v1/
+// conversion.go, pkg/registry/core/event/strategy.go ToSelectableFields); deployments and
+// replica sets metadata.name, metadata.namespace (and status.replicas for replica sets,
+// pkg/apis/apps/v1/conversion.go); leases metadata.name and metadata.namespace (apiserver
+// pkg/registry/generic/matcher.go ObjectMetaFieldsSet, which the Lease strategy's attributes use).
 class FieldSelector {
  public:
   FieldSelector() = default;  // matches everything
@@ -65,11 +73,13 @@ class FieldSelector {
     kNominatedNodeName,
     kUnschedulable,
     kEmpty,  // converted but not selectable (status.podIPs)
+    kOther,  // one of ObjectFields::other, by `name`
   };
   struct Term {
     Field field;
     bool equal;
     std::string value;
+    std::string name;  // kOther: the field label
   };
   std::vector<Term> terms_;
 };

@@ -10,8 +10,10 @@
 #include "absl/strings/str_split.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "sim/kinds.h"
 #include "sim/leases.h"
 #include "sim/objects.h"
+#include "sim/status.h"
 #include "sim/tables.h"
 
 namespace fitledger::sim {
@@ -26,41 +28,6 @@ constexpr char kJson[] = "application/json; charset=utf-8";
 constexpr size_t kWatchBatch = 1000;
 constexpr absl::Duration kMaxWatchWait = absl::Seconds(1);
 
-std::string ReasonForCode(int code) {
-  switch (code) {
-    case 400:
-      return "BadRequest";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "NotFound";
-    case 405:
-      return "MethodNotAllowed";
-    case 409:
-      return "Conflict";
-    case 410:
-      return "Expired";
-    case 413:
-      return "RequestEntityTooLarge";
-    case 415:
-      return "UnsupportedMediaType";
-    case 422:
-      return "Invalid";
-    case 429:
-      return "TooManyRequests";
-    case 500:
-      return "InternalError";
-    case 503:
-      return "ServiceUnavailable";
-    case 504:
-      return "Timeout";
-    default:
-      return "Unknown";
-  }
-}
-
 void SendStatus(httplib::Response& res, int code, absl::string_view reason,
                 absl::string_view message) {
   res.status = code;
@@ -68,9 +35,8 @@ void SendStatus(httplib::Response& res, int code, absl::string_view reason,
 }
 
 void SendError(httplib::Response& res, const absl::Status& status) {
-  json object = ErrorStatusObject(status);
-  res.status = object["code"].get<int>();
-  res.set_content(Dump(object), kJson);
+  const HttpError error = HttpErrorOf(status);
+  SendStatus(res, error.code, error.reason, status.message());
 }
 
 // One field error of ValidateListOptions (apimachinery pkg/apis/meta/internalversion/validation):
@@ -126,12 +92,10 @@ void SendJson(httplib::Response& res, int code, const std::string& body) {
 
 void SendOk(httplib::Response& res) { SendJson(res, 200, "{\"ok\":true}"); }
 
-std::string ListKind(Kind kind) { return kind == Kind::kPod ? "PodList" : "NodeList"; }
-
 std::string ListJson(Kind kind, const ListResult& list) {
-  std::string out = absl::StrCat("{\"kind\":\"", ListKind(kind),
-                                 "\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"",
-                                 list.resource_version, "\"");
+  std::string out = absl::StrCat(
+      "{\"kind\":\"", InfoOf(kind).list_kind, "\",\"apiVersion\":\"", InfoOf(kind).group_version,
+      "\",\"metadata\":{\"resourceVersion\":\"", list.resource_version, "\"");
   if (!list.continue_token.empty()) {
     absl::StrAppend(&out, ",\"continue\":\"", list.continue_token, "\"");
     if (list.remaining_items.has_value()) {
@@ -148,17 +112,6 @@ std::string ListJson(Kind kind, const ListResult& list) {
   }
   out.append("]}");
   return out;
-}
-
-json ApiResource(const char* name, const char* kind, bool namespaced,
-                 std::vector<const char*> verbs, const char* short_name = nullptr) {
-  json r = {{"name", name},
-            {"singularName", ""},
-            {"namespaced", namespaced},
-            {"kind", kind},
-            {"verbs", verbs}};
-  if (short_name != nullptr) r["shortNames"] = json::array({short_name});
-  return r;
 }
 
 // Parses a JSON request body into an object; an error Status otherwise.
@@ -210,6 +163,7 @@ SimServer::SimServer(SimConfig config, ClusterStore* store)
     : config_(std::move(config)),
       store_(store),
       leases_(std::make_unique<LeaseStore>(store, config_.event_window)),
+      objects_(store),
       watch_list_(config_.watch_list),
       watch_lag_(config_.watch_lag),
       token_(config_.token) {}
@@ -287,6 +241,10 @@ absl::Status SimServer::Start(const std::string& host, int port) {
   }
   listener_ = std::thread([this] { http_->listen_after_bind(); });
   kubelet_thread_ = std::thread([this] { KubeletLoop(); });
+  controllers_ = std::make_unique<Controllers>(
+      store_,
+      [this](const std::string& ns, const std::string& name) { OnPodTerminating(ns, name); });
+  controllers_->Start();
   return absl::OkStatus();
 }
 
@@ -303,6 +261,7 @@ void SimServer::Stop() {
   if (http_) http_->stop();
   if (listener_.joinable()) listener_.join();
   if (kubelet_thread_.joinable()) kubelet_thread_.join();
+  if (controllers_) controllers_->Stop();
 }
 
 void SimServer::DropWatches() {
@@ -434,29 +393,9 @@ void SimServer::Discovery(const std::string& path, httplib::Response& res) {
                        {"serverAddressByClientCIDRs",
                         json::array({{{"clientCIDR", "0.0.0.0/0"},
                                       {"serverAddress", absl::StrCat(host_, ":", port_)}}})}}));
-  } else if (path == "/apis") {
-    SendJson(res, 200,
-             Dump(json{{"kind", "APIGroupList"},
-                       {"apiVersion", "v1"},
-                       {"groups", json::array({CoordinationApiGroup()})}}));
-  } else if (path == "/api/v1") {
-    std::vector<const char*> crud = {"create", "delete", "get", "list", "watch"};
-    SendJson(res, 200,
-             Dump(json{
-                 {"kind", "APIResourceList"},
-                 {"groupVersion", "v1"},
-                 {"resources",
-                  json::array({ApiResource("events", "Event", true, {"list"}, "ev"),
-                               ApiResource("namespaces", "Namespace", false, {"get", "list"}, "ns"),
-                               ApiResource("nodes", "Node", false, {"get", "list", "watch"}, "no"),
-                               ApiResource("pods", "Pod", true, crud, "po"),
-                               ApiResource("pods/binding", "Binding", true, {"create"}),
-                               ApiResource("pods/status", "Pod", true, {"get"})})}}));
   } else {
-    SendJson(
-        res, 200,
-        Dump(json{{"paths", json::array({"/api", "/api/v1", "/apis", "/apis/coordination.k8s.io",
-                                         "/apis/coordination.k8s.io/v1", "/version"})}}));
+    // The root's paths: every group (sim/object_api.h).
+    SendJson(res, 200, *ObjectApi::Discovery("/"));
   }
 }
 
@@ -465,10 +404,28 @@ void SimServer::HandleApi(const httplib::Request& req, httplib::Response& res) {
   const std::string& method = req.method;
   std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
   const bool get = method == "GET";
-  if (get && (parts.empty() || path == "/version" || path == "/api" || path == "/apis" ||
-              path == "/api/v1")) {
+  if (get && (parts.empty() || path == "/version" || path == "/api")) {
     Discovery(path, res);
     return;
+  }
+  // coordination.k8s.io: Leases, in a store of their own, and the group's discovery documents
+  // (sim/leases.cc). Before ObjectApi, which does not serve Leases.
+  if (parts.size() >= 2 && parts[0] == "apis" && parts[1] == "coordination.k8s.io") {
+    return HandleLeases(req, res, parts);
+  }
+  // Discovery of the groups, OpenAPI, updates and the other kinds (sim/object_api.h).
+  ApiRequest api_request{
+      method,   path, req.get_header_value("Content-Type"), req.get_header_value("Accept"),
+      req.body, {}};
+  for (const auto& [key, value] : req.params) api_request.params.emplace(key, value);
+  if (std::optional<ApiResponse> answer = objects_.Handle(api_request)) {
+    return SendJson(res, answer->code, answer->body);
+  }
+  // LIST and WATCH of the kinds other than pods and nodes.
+  if (std::optional<ApiPath> route = ParseApiPath(path);
+      get && route.has_value() && route->kind.has_value() && route->name.empty() &&
+      *route->kind != Kind::kPod && *route->kind != Kind::kNode && *route->kind != Kind::kLease) {
+    return HandleListOrWatch(req, res, *route->kind, route->namespace_name);
   }
   auto not_found = [&] {
     SendStatus(res, 404, "NotFound", "the server could not find the requested resource");
@@ -477,9 +434,6 @@ void SimServer::HandleApi(const httplib::Request& req, httplib::Response& res) {
     SendStatus(res, 405, "MethodNotAllowed",
                absl::StrCat("the server does not allow this method on the requested resource"));
   };
-  if (parts.size() >= 2 && parts[0] == "apis" && parts[1] == "coordination.k8s.io") {
-    return HandleLeases(req, res, parts);
-  }
   if (parts.size() < 3 || parts[0] != "api" || parts[1] != "v1") {
     not_found();
     return;
@@ -490,12 +444,6 @@ void SimServer::HandleApi(const httplib::Request& req, httplib::Response& res) {
     if (!get) return method_not_allowed();
     if (resource == "pods") return HandleListOrWatch(req, res, Kind::kPod, "");
     if (resource == "nodes") return HandleListOrWatch(req, res, Kind::kNode, "");
-    if (resource == "events") {
-      return SendJson(res, 200,
-                      absl::StrCat("{\"kind\":\"EventList\",\"apiVersion\":\"v1\",\"metadata\":"
-                                   "{\"resourceVersion\":\"",
-                                   store_->resource_version(), "\"},\"items\":[]}"));
-    }
     if (resource == "namespaces") {
       json items = json::array();
       for (const char* ns : {"default", "kube-node-lease", "kube-public", "kube-system"}) {
@@ -531,13 +479,6 @@ void SimServer::HandleApi(const httplib::Request& req, httplib::Response& res) {
                               {"status", {{"phase", "Active"}}}}));
   }
   const std::string& sub = parts[4];
-  if (sub == "events" && n == 5) {
-    if (!get) return method_not_allowed();
-    return SendJson(res, 200,
-                    absl::StrCat("{\"kind\":\"EventList\",\"apiVersion\":\"v1\",\"metadata\":"
-                                 "{\"resourceVersion\":\"",
-                                 store_->resource_version(), "\"},\"items\":[]}"));
-  }
   if (sub != "pods") return not_found();
   if (n == 5) {
     if (get) return HandleListOrWatch(req, res, Kind::kPod, ns);
@@ -814,9 +755,9 @@ bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
   };
   auto bookmark_line = [&](bool initial_events_end) {
     return absl::StrCat(
-        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"",
-        state.filter.kind == Kind::kPod ? "Pod" : "Node",
-        "\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"", state.cursor, "\"",
+        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"", InfoOf(state.filter.kind).name,
+        "\",\"apiVersion\":\"", InfoOf(state.filter.kind).group_version,
+        "\",\"metadata\":{\"resourceVersion\":\"", state.cursor, "\"",
         initial_events_end ? ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}" : "",
         "}}}\n");
   };

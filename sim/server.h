@@ -1,5 +1,6 @@
 // fitledger-sim's HTTP front: the core/v1 REST API subset (discovery, pods, nodes, binding,
-// events, namespaces; LIST with paging, WATCH with lag and bookmarks, Tables for kubectl), the
+// events, namespaces; LIST with paging, WATCH with lag and bookmarks, Tables for kubectl; updates,
+// apps/v1 and OpenAPI through sim/object_api.h), the
 // simulated kubelet's admission trigger, and the /sim/ admin API with the fault switches
 // (sim/README.md documents it).
 #ifndef FITLEDGER_SIM_SERVER_H_
@@ -20,6 +21,8 @@
 #include "common/mutex.h"
 #include "sim/change_signal.h"
 #include "sim/config.h"
+#include "sim/controllers.h"
+#include "sim/object_api.h"
 #include "sim/store.h"
 
 namespace httplib {
@@ -33,8 +36,9 @@ namespace fitledger::sim {
 
 class LeaseStore;
 
-// Thread-safe. Start() spawns the listener and the delayed-kubelet thread; Stop() (also run by
-// the destructor) closes every watch and joins them. No lock is held across I/O.
+// Thread-safe. Start() spawns the listener, the delayed-kubelet thread and the controllers'
+// thread; Stop() (also run by the destructor) closes every watch and joins them. No lock is held
+// across I/O.
 class SimServer {
  public:
   // `store` must outlive the server.
@@ -119,7 +123,10 @@ class SimServer {
   const SimConfig config_;
   ClusterStore* const store_;
   const std::unique_ptr<LeaseStore> leases_;
+  ObjectApi objects_;
 
+  // The deployment, replica set and garbage-collection controllers (started with the server).
+  std::unique_ptr<Controllers> controllers_;
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;
   std::thread kubelet_thread_;

@@ -23,6 +23,7 @@
 #include "server/model/pod.h"
 #include "server/model/quantity.h"
 #include "sim/json_edit.h"
+#include "sim/kinds.h"
 #include "sim/objects.h"
 #include "sim/realistic.h"
 
@@ -37,6 +38,12 @@ constexpr size_t kMaxStates = 8;
 
 std::string Key(absl::string_view ns, absl::string_view name) {
   return absl::StrCat(ns, "/", name);
+}
+
+// Leases are LeaseStore's (sim/leases.h), never ClusterStore's: the methods that take a Kind refuse
+// kLease (its map does not exist here).
+absl::Status LeaseRefused() {
+  return absl::InternalError("ClusterStore does not keep Leases (sim/leases.h)");
 }
 
 absl::Status PodNotFound(absl::string_view name) {
@@ -607,14 +614,156 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
 
 absl::StatusOr<ObjectPtr> ClusterStore::Get(Kind kind, absl::string_view namespace_name,
                                             absl::string_view name) const {
+  if (kind == Kind::kLease) return LeaseRefused();
   ReaderMutexLock lock(&mu_);
   const ObjectMap& map = MapLocked(kind);
   auto it = map.find(Key(namespace_name, name));
   if (it == map.end()) {
-    return absl::NotFoundError(
-        absl::StrCat(kind == Kind::kPod ? "pods" : "nodes", " \"", name, "\" not found"));
+    return absl::NotFoundError(absl::StrCat(QualifiedResource(kind), " \"", name, "\" not found"));
   }
   return it->second;
+}
+
+absl::StatusOr<ObjectPtr> ClusterStore::CreateObject(Kind kind, absl::string_view namespace_name,
+                                                     json object) {
+  if (kind == Kind::kPod || kind == Kind::kNode) {
+    return absl::InternalError("CreateObject does not create pods or nodes");
+  }
+  if (kind == Kind::kLease) return LeaseRefused();
+  if (!object.contains("metadata") || !object["metadata"].is_object()) {
+    object["metadata"] = json::object();
+  }
+  json& metadata = object["metadata"];
+  ObjectPtr published;
+  {
+    MutexLock lock(&mu_);
+    std::string name = StringField(metadata, "name");
+    if (name.empty()) {
+      const std::string generate = StringField(metadata, "generateName");
+      if (generate.empty()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(InfoOf(kind).name,
+                         " \"\" is invalid: metadata.name: Required value: name or "
+                         "generateName is required"));
+      }
+      name = absl::StrCat(generate, RandomSuffix(uid_counter_));
+      metadata["name"] = name;
+    }
+    ObjectMap& map = MapLocked(kind);
+    if (map.count(Key(namespace_name, name)) > 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(QualifiedResource(kind), " \"", name, "\" already exists"));
+    }
+    if (InfoOf(kind).namespaced) metadata["namespace"] = std::string(namespace_name);
+    const std::string uid = NextUidLocked();
+    metadata["uid"] = uid;
+    metadata["resourceVersion"] = absl::StrCat(resource_version_ + 1);
+    metadata["creationTimestamp"] = FormatTimestamp(options_.clock());
+    auto stored = std::make_shared<StoredObject>();
+    stored->kind = kind;
+    stored->uid = uid;
+    stored->json = Dump(object);
+    stored->fields = FieldsOf(object);
+    stored->resource_version = ++resource_version_;
+    published = stored;
+    map[Key(namespace_name, name)] = published;
+    RecordLocked(EventType::kAdded, published, nullptr);
+  }
+  signal(kind).Notify();
+  return published;
+}
+
+absl::StatusOr<ObjectPtr> ClusterStore::UpdateObject(Kind kind, absl::string_view namespace_name,
+                                                     absl::string_view name, uint64_t expected_rv,
+                                                     json object) {
+  if (kind == Kind::kLease) return LeaseRefused();
+  if (!object.is_object()) return absl::InvalidArgumentError("the object is not a JSON object");
+  ObjectPtr published;
+  {
+    MutexLock lock(&mu_);
+    ObjectMap& map = MapLocked(kind);
+    auto it = map.find(Key(namespace_name, name));
+    if (it == map.end()) {
+      return absl::NotFoundError(
+          absl::StrCat(QualifiedResource(kind), " \"", name, "\" not found"));
+    }
+    const ObjectPtr old = it->second;
+    if (old->resource_version != expected_rv) {
+      // apiserver storage: the conflict GuaranteedUpdate's callers see (errors.NewConflict).
+      return absl::AbortedError(absl::StrCat(
+          "Operation cannot be fulfilled on ", QualifiedResource(kind), " \"", name,
+          "\": the object has been modified; please apply your changes to the latest version "
+          "and try again"));
+    }
+    // What an update never changes (apiserver pkg/registry/rest/update.go BeforeUpdate).
+    const json previous = json::parse(old->json);
+    if (!object.contains("metadata") || !object["metadata"].is_object()) {
+      object["metadata"] = json::object();
+    }
+    json& metadata = object["metadata"];
+    const json& old_metadata = previous["metadata"];
+    for (const char* key : {"name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                            "deletionGracePeriodSeconds"}) {
+      if (old_metadata.contains(key)) {
+        metadata[key] = old_metadata[key];
+      } else {
+        metadata.erase(key);
+      }
+    }
+    metadata["resourceVersion"] = absl::StrCat(resource_version_ + 1);
+    auto stored = std::make_shared<StoredObject>(*old);
+    stored->json = Dump(object);
+    stored->fields = FieldsOf(object);
+    if (kind == Kind::kPod) {
+      stored->containers = std::make_shared<const ContainerImages>(ContainersOf(object));
+      const bool was_terminal = old->fields.phase == "Succeeded" || old->fields.phase == "Failed";
+      const bool terminal = stored->fields.phase == "Succeeded" || stored->fields.phase == "Failed";
+      if (terminal && !was_terminal) kubelet_.Release(old->uid);
+    }
+    stored->resource_version = ++resource_version_;
+    published = stored;
+    it->second = published;
+    RecordLocked(EventType::kModified, published, old);
+  }
+  signal(kind).Notify();
+  return published;
+}
+
+absl::StatusOr<ObjectPtr> ClusterStore::DeleteObject(Kind kind, absl::string_view namespace_name,
+                                                     absl::string_view name,
+                                                     absl::string_view uid_precondition) {
+  if (kind == Kind::kPod || kind == Kind::kNode) {
+    return absl::InternalError("DeleteObject does not delete pods or nodes");
+  }
+  if (kind == Kind::kLease) return LeaseRefused();
+  ObjectPtr deleted;
+  {
+    MutexLock lock(&mu_);
+    ObjectMap& map = MapLocked(kind);
+    auto it = map.find(Key(namespace_name, name));
+    if (it == map.end()) {
+      return absl::NotFoundError(
+          absl::StrCat(QualifiedResource(kind), " \"", name, "\" not found"));
+    }
+    const ObjectPtr old = it->second;
+    if (!uid_precondition.empty() && uid_precondition != old->uid) {
+      return absl::AbortedError(
+          absl::StrCat("Operation cannot be fulfilled on ", QualifiedResource(kind), " \"", name,
+                       "\": Precondition failed: UID in precondition: ", uid_precondition,
+                       ", UID in object meta: ", old->uid));
+    }
+    map.erase(it);
+    ++resource_version_;
+    const std::vector<std::pair<absl::string_view, std::string>> members = {
+        {"resourceVersion", absl::StrCat("\"", resource_version_, "\"")}};
+    auto object = std::make_shared<StoredObject>(*old);
+    object->json = EditMembers(old->json, {Nested("metadata", members)});
+    object->resource_version = resource_version_;
+    deleted = object;
+    RecordLocked(EventType::kDeleted, deleted, old);
+  }
+  signal(kind).Notify();
+  return deleted;
 }
 
 absl::StatusOr<ClusterStore::DeleteResult> ClusterStore::DeletePod(absl::string_view namespace_name,
@@ -948,6 +1097,7 @@ std::shared_ptr<const ClusterStore::State> ClusterStore::StateAtLocked(Kind kind
 
 absl::StatusOr<ListResult> ClusterStore::List(const ListRequest& request) {
   const ObjectFilter& filter = request.filter;
+  if (filter.kind == Kind::kLease) return LeaseRefused();
   std::string start;
   std::optional<uint64_t> rv = request.exact;
   if (!request.continue_token.empty()) {

@@ -126,6 +126,9 @@ struct GeneratedPodShape {
   ObjectFields fields;  // of a filled-in sample; namespace, name, node and pod IP set per pod
 };
 
+// Every kind but kLease (Leases have a store of their own, sim/leases.h): Get, List, CreateObject,
+// UpdateObject and DeleteObject answer Internal for kLease, and a watch of it sees nothing.
+//
 // Thread-safe: every public method takes mu_ (shared for reads) and never calls out while holding
 // it, except ChangeSignal::Notify after releasing it.
 class ClusterStore {
@@ -207,6 +210,31 @@ class ClusterStore {
   // admitted, or its node does not exist.
   std::optional<Admission> AdmitPod(absl::string_view namespace_name, absl::string_view name);
 
+  // Objects of the other kinds (events, deployments, replica sets), and updates of pods and
+  // nodes (PATCH, PUT; the HTTP layer computes the new object and applies the API server's update
+  // rules first, sim/api_objects.h).
+  //
+  // Stores `object` (validated and defaulted by the caller) as a new object of `kind`, which is
+  // not kPod (CreatePod) nor kNode (AddNode): sets metadata.namespace, uid, resourceVersion,
+  // creationTimestamp, and the name from metadata.generateName when metadata.name is empty.
+  // AlreadyExists; FailedPrecondition (422) if there is no name nor generateName.
+  absl::StatusOr<ObjectPtr> CreateObject(Kind kind, absl::string_view namespace_name,
+                                         nlohmann::json object);
+  // Replaces the object with `object` if its resourceVersion is still `expected_rv` (Aborted,
+  // 409 Conflict "the object has been modified", otherwise: the caller reads it again and
+  // retries, as the API server's GuaranteedUpdate does). Sets metadata.resourceVersion and keeps
+  // the stored uid, name, namespace and creationTimestamp. Pods keep their requests (the update
+  // rules forbid resource changes); a pod whose phase becomes Succeeded or Failed frees its
+  // kubelet capacity. Nodes keep their allocatable. NotFound.
+  absl::StatusOr<ObjectPtr> UpdateObject(Kind kind, absl::string_view namespace_name,
+                                         absl::string_view name, uint64_t expected_rv,
+                                         nlohmann::json object);
+  // Deletes an object of `kind` (not kPod: DeletePod; not kNode) at once (a DELETED event).
+  // NotFound; Aborted (409) when `uid_precondition` is set and differs.
+  absl::StatusOr<ObjectPtr> DeleteObject(Kind kind, absl::string_view namespace_name,
+                                         absl::string_view name,
+                                         absl::string_view uid_precondition);
+
   // Sets status.phase (e.g. Succeeded); a terminal phase frees kubelet capacity. NotFound;
   // InvalidArgument for an unknown phase.
   absl::StatusOr<ObjectPtr> SetPodPhase(absl::string_view namespace_name, absl::string_view name,
@@ -254,12 +282,15 @@ class ClusterStore {
   uint64_t AllocateResourceVersion();
   StoreStats Stats() const;
   // Bumped after every change to objects of `kind` (a pod watch does not wake for node
-  // changes, nor the other way round).
-  ChangeSignal& signal(Kind kind) { return kind == Kind::kPod ? pod_signal_ : node_signal_; }
+  // changes, nor the other way round; the other kinds share one signal).
+  ChangeSignal& signal(Kind kind) {
+    return kind == Kind::kPod ? pod_signal_ : kind == Kind::kNode ? node_signal_ : other_signal_;
+  }
   // Wakes every watcher (a fault switch, a history change).
   void NotifyAll() {
     pod_signal_.Notify();
     node_signal_.Notify();
+    other_signal_.Notify();
   }
 
  private:
@@ -274,10 +305,14 @@ class ClusterStore {
 
   using ObjectMap = std::map<std::string, ObjectPtr, std::less<>>;
   ObjectMap& MapLocked(Kind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return kind == Kind::kPod ? pods_ : nodes_;
+    return kind == Kind::kPod    ? pods_
+           : kind == Kind::kNode ? nodes_
+                                 : others_[static_cast<int>(kind) - kFirstOtherKind];
   }
   const ObjectMap& MapLocked(Kind kind) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return kind == Kind::kPod ? pods_ : nodes_;
+    return kind == Kind::kPod    ? pods_
+           : kind == Kind::kNode ? nodes_
+                                 : others_[static_cast<int>(kind) - kFirstOtherKind];
   }
   // Records an event and trims the history to the window.
   void RecordLocked(EventType type, ObjectPtr object, ObjectPtr previous)
@@ -315,12 +350,19 @@ class ClusterStore {
 
   ChangeSignal pod_signal_;
   ChangeSignal node_signal_;
+  ChangeSignal other_signal_;
   mutable Mutex mu_;
   // Guarded by mu_.
   uint64_t resource_version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t uid_counter_ ABSL_GUARDED_BY(mu_) = 0;
   ObjectMap pods_ ABSL_GUARDED_BY(mu_);
   ObjectMap nodes_ ABSL_GUARDED_BY(mu_);
+  // Events, deployments, replica sets (Kind order from kEvent). Leases are not here: the public
+  // methods refuse kLease before MapLocked sees it.
+  static constexpr int kFirstOtherKind = static_cast<int>(Kind::kEvent);
+  static_assert(static_cast<int>(Kind::kReplicaSet) - kFirstOtherKind == 2 &&
+                static_cast<int>(Kind::kLease) - kFirstOtherKind == 3);
+  ObjectMap others_[3] ABSL_GUARDED_BY(mu_);
   std::map<std::string, int, std::less<>> node_index_ ABSL_GUARDED_BY(mu_);        // for IPs
   std::map<std::string, int64_t, std::less<>> pods_started_ ABSL_GUARDED_BY(mu_);  // per node
   std::deque<Event> history_ ABSL_GUARDED_BY(mu_);

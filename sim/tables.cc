@@ -1,5 +1,7 @@
 #include "sim/tables.h"
 
+#include <cctype>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "sim/objects.h"
@@ -49,6 +51,8 @@ json PodCells(const json& pod, absl::Time now) {
     }
   }
   std::string phase = Str(status, "reason", Str(status, "phase", "Unknown"));
+  // printers.go printPod: a pod being deleted shows Terminating.
+  if (!Str(Child(pod, "metadata"), "deletionTimestamp").empty()) phase = "Terminating";
   return json::array({Str(Child(pod, "metadata"), "name"), absl::StrCat(ready, "/", total), phase,
                       "0", Age(pod, now), Str(status, "podIP", "<none>"),
                       Str(spec, "nodeName", "<none>"), Str(status, "nominatedNodeName", "<none>"),
@@ -63,6 +67,8 @@ json NodeCells(const json& node, absl::Time now) {
       if (Str(c, "type") == "Ready") ready = Str(c, "status") == "True" ? "Ready" : "NotReady";
     }
   }
+  // printers.go printNode: a cordoned node adds SchedulingDisabled.
+  if (Child(Child(node, "spec"), "unschedulable") == json(true)) ready += ",SchedulingDisabled";
   std::string roles;
   for (const auto& [k, v] : Child(Child(node, "metadata"), "labels").items()) {
     constexpr absl::string_view kRolePrefix = "node-role.kubernetes.io/";
@@ -82,6 +88,73 @@ json NodeCells(const json& node, absl::Time now) {
                       Age(node, now), Str(info, "kubeletVersion"), internal_ip, external_ip,
                       Str(info, "osImage", "<unknown>"), Str(info, "kernelVersion", "<unknown>"),
                       Str(info, "containerRuntimeVersion", "<unknown>")});
+}
+
+int64_t Int(const json& j, const char* key) {
+  const json& v = Child(j, key);
+  return v.is_number_integer() ? v.get<int64_t>() : 0;
+}
+
+// The template's container names and images, and the selector, as the workload printers show them
+// with -o wide (printers.go layoutContainerCells, metav1.FormatLabelSelector for matchLabels).
+void AddWorkloadWideCells(const json& object, json& cells) {
+  std::string names, images;
+  for (const json& c :
+       Child(Child(Child(Child(object, "spec"), "template"), "spec"), "containers")) {
+    absl::StrAppend(&names, names.empty() ? "" : ",", Str(c, "name"));
+    absl::StrAppend(&images, images.empty() ? "" : ",", Str(c, "image"));
+  }
+  std::string selector;
+  for (const auto& [k, v] :
+       Child(Child(Child(object, "spec"), "selector"), "matchLabels").items()) {
+    absl::StrAppend(&selector, selector.empty() ? "" : ",", k, "=",
+                    v.is_string() ? v.get<std::string>() : v.dump());
+  }
+  cells.push_back(names);
+  cells.push_back(images);
+  cells.push_back(selector.empty() ? "<none>" : selector);
+}
+
+// printers.go printDeployment: NAME READY UP-TO-DATE AVAILABLE AGE (CONTAINERS IMAGES SELECTOR).
+json DeploymentCells(const json& d, absl::Time now) {
+  const json& status = Child(d, "status");
+  json cells = json::array(
+      {Str(Child(d, "metadata"), "name"),
+       absl::StrCat(Int(status, "readyReplicas"), "/", Int(Child(d, "spec"), "replicas")),
+       Int(status, "updatedReplicas"), Int(status, "availableReplicas"), Age(d, now)});
+  AddWorkloadWideCells(d, cells);
+  return cells;
+}
+
+// printers.go printReplicaSet: NAME DESIRED CURRENT READY AGE (CONTAINERS IMAGES SELECTOR).
+json ReplicaSetCells(const json& rs, absl::Time now) {
+  const json& status = Child(rs, "status");
+  json cells = json::array({Str(Child(rs, "metadata"), "name"), Int(Child(rs, "spec"), "replicas"),
+                            Int(status, "replicas"), Int(status, "readyReplicas"), Age(rs, now)});
+  AddWorkloadWideCells(rs, cells);
+  return cells;
+}
+
+// printers.go printEvent: LAST SEEN TYPE REASON OBJECT MESSAGE (SUBOBJECT SOURCE FIRST SEEN COUNT
+// NAME with -o wide).
+json EventCells(const json& e, absl::Time now) {
+  auto since = [&](const std::string& ts) {
+    absl::Time t = ParseTimestamp(ts);
+    return t == absl::InfinitePast() ? std::string("<unknown>") : HumanDuration(now - t);
+  };
+  std::string last = Str(e, "lastTimestamp", Str(e, "eventTime"));
+  std::string first = Str(e, "firstTimestamp", Str(e, "eventTime"));
+  const json& involved = Child(e, "involvedObject");
+  std::string kind = Str(involved, "kind");
+  for (char& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const json& source = Child(e, "source");
+  std::string from = Str(source, "component", Str(e, "reportingComponent"));
+  if (!Str(source, "host").empty()) absl::StrAppend(&from, ", ", Str(source, "host"));
+  int64_t count = Int(e, "count");
+  return json::array({since(last), Str(e, "type"), Str(e, "reason"),
+                      absl::StrCat(kind, "/", Str(involved, "name")), Str(e, "message"),
+                      Str(involved, "fieldPath"), from, since(first), count == 0 ? 1 : count,
+                      Str(Child(e, "metadata"), "name")});
 }
 
 }  // namespace
@@ -119,6 +192,49 @@ std::string HumanDuration(absl::Duration d) {
 }
 
 json TableColumns(Kind kind) {
+  const char* kAgeDescription =
+      "CreationTimestamp is a timestamp representing the server time when this object was "
+      "created.";
+  if (kind == Kind::kDeployment || kind == Kind::kReplicaSet) {
+    json columns = json::array(
+        {Column("Name", "string", "name", "Name must be unique within a namespace.", 0)});
+    if (kind == Kind::kDeployment) {
+      columns.push_back(Column("Ready", "string", "", "Number of the pod with ready state", 0));
+      columns.push_back(Column("Up-to-date", "string", "",
+                               "Total number of non-terminated pods targeted by this deployment "
+                               "that have the desired template spec.",
+                               0));
+      columns.push_back(Column("Available", "string", "",
+                               "Total number of available pods (ready for at least "
+                               "minReadySeconds) targeted by this deployment.",
+                               0));
+    } else {
+      columns.push_back(Column("Desired", "integer", "", "Number of desired pods.", 0));
+      columns.push_back(Column("Current", "integer", "", "Number of actual pods.", 0));
+      columns.push_back(Column("Ready", "integer", "", "Number of ready pods.", 0));
+    }
+    columns.push_back(Column("Age", "string", "", kAgeDescription, 0));
+    columns.push_back(
+        Column("Containers", "string", "", "Names of each container in the template.", 1));
+    columns.push_back(
+        Column("Images", "string", "", "Images referenced by each container in the template.", 1));
+    columns.push_back(Column("Selector", "string", "", "Label selector for pods.", 1));
+    return columns;
+  }
+  if (kind == Kind::kEvent) {
+    return json::array(
+        {Column("Last Seen", "string", "", "Time when last this event was observed.", 0),
+         Column("Type", "string", "", "Type of this event (Normal, Warning).", 0),
+         Column("Reason", "string", "", "Why the action was taken.", 0),
+         Column("Object", "string", "", "The object that this event is about.", 0),
+         Column("Message", "string", "",
+                "A human-readable description of the status of this operation.", 0),
+         Column("Subobject", "string", "", "The subobject (fieldPath) of the object.", 1),
+         Column("Source", "string", "", "The component reporting this event.", 1),
+         Column("First Seen", "string", "", "The time at which the event was first recorded.", 1),
+         Column("Count", "string", "", "The number of times this event has occurred.", 1),
+         Column("Name", "string", "name", "Name must be unique within a namespace.", 1)});
+  }
   if (kind == Kind::kPod) {
     return json::array(
         {Column("Name", "string", "name", "Name must be unique within a namespace.", 0),
@@ -161,7 +277,26 @@ json TableColumns(Kind kind) {
 
 json TableRow(const StoredObject& object, absl::Time now) {
   json j = json::parse(object.json, nullptr, false);
-  json cells = object.kind == Kind::kPod ? PodCells(j, now) : NodeCells(j, now);
+  json cells;
+  switch (object.kind) {
+    case Kind::kPod:
+      cells = PodCells(j, now);
+      break;
+    case Kind::kNode:
+      cells = NodeCells(j, now);
+      break;
+    case Kind::kEvent:
+      cells = EventCells(j, now);
+      break;
+    case Kind::kDeployment:
+      cells = DeploymentCells(j, now);
+      break;
+    case Kind::kReplicaSet:
+      cells = ReplicaSetCells(j, now);
+      break;
+    case Kind::kLease:  // not a ClusterStore object: LeaseTableJson (sim/leases.h)
+      break;
+  }
   return json{{"cells", cells},
               {"object",
                {{"kind", "PartialObjectMetadata"},

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 #include "server/kube/api_client.h"
 #include "server/kube/connection.h"
@@ -30,16 +31,24 @@ absl::StatusOr<json> Call(kube::ApiClient& client, const std::string& method,
   absl::StatusOr<kube::HttpResponse> r =
       client.Request(method, path, body.is_null() ? "" : body.dump(), kRequestTimeout);
   if (!r.ok()) return r.status();
+  // An answer that is not the expected one is Internal; Unavailable, DeadlineExceeded and Unknown
+  // stay the transport's (nothing answered: see IsTransportError).
   if (want_code != 0 && r->code != want_code) {
-    return absl::UnavailableError(
+    return absl::InternalError(
         absl::StrCat(method, " ", path, ": HTTP ", r->code, ": ", r->body.substr(0, 300)));
   }
   json j = json::parse(r->body, nullptr, false);
   if (j.is_discarded()) {
-    return absl::UnavailableError(absl::StrCat(method, " ", path, ": HTTP ", r->code,
-                                               ": not JSON: ", r->body.substr(0, 200)));
+    return absl::InternalError(absl::StrCat(method, " ", path, ": HTTP ", r->code,
+                                            ": not JSON: ", r->body.substr(0, 200)));
   }
   return j;
+}
+
+// Whether `s` is ApiClient's transport failure (no answer at all), as opposed to an answer.
+bool IsTransportError(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnavailable ||
+         s.code() == absl::StatusCode::kDeadlineExceeded || s.code() == absl::StatusCode::kUnknown;
 }
 
 std::string PodsPath(const BurstOptions& o) {
@@ -84,6 +93,16 @@ json PodManifest(const BurstOptions& o, int i) {
                        {"image", "registry.k8s.io/pause:3.9"},
                        {"resources", {{"requests", {{"cpu", o.cpu}, {"memory", o.memory}}}}}}})}}},
   };
+}
+
+absl::Status WebhookUnreachable(const BurstOptions& o, const absl::Status& s) {
+  // ApiClient words its transport errors for the Kubernetes API; this one is the webhook's.
+  absl::string_view detail = s.message();
+  absl::ConsumePrefix(&detail, "kubernetes API: ");
+  return absl::UnavailableError(absl::StrCat("the fitledger webhook at ", o.webhook_url,
+                                             " does not answer (check --webhook / "
+                                             "$FITLEDGER_WEBHOOK): ",
+                                             detail));
 }
 
 struct Work {
@@ -165,9 +184,11 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
     fprintf(stderr, "\rburst: %d/%d pods bound, %zu queued, %d binds in flight   ", bound,
             o.replicas, queue.size(), binds_in_flight);
   };
+  absl::Status fatal;  // guarded by mu: the webhook stopped answering
   std::unique_lock<std::mutex> lock(mu);
   while (true) {
     cv.wait(lock, [&] { return !queue.empty() || binds_in_flight == 0; });
+    if (!fatal.ok()) break;
     if (queue.empty()) break;  // and nothing in flight
     Work work = std::move(queue.front());
     queue.pop_front();
@@ -177,6 +198,12 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
 
     json args = {{"Pod", work.pod}, {"NodeNames", node_names}};
     absl::StatusOr<json> filtered = Call(webhook, "POST", "/filter", args, 200);
+    if (!filtered.ok() && IsTransportError(filtered.status())) {
+      // The webhook does not answer: say so (not a scheduling outcome), and stop.
+      lock.lock();
+      if (fatal.ok()) fatal = WebhookUnreachable(o, filtered.status());
+      break;
+    }
     std::string error;
     std::vector<std::string> feasible;
     if (!filtered.ok()) {
@@ -243,6 +270,9 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
         bind_error = (*result)["Error"];
       }
       std::lock_guard<std::mutex> guard(mu);
+      if (!result.ok() && IsTransportError(result.status()) && fatal.ok()) {
+        fatal = WebhookUnreachable(o, result.status());
+      }
       BurstPod& p = report.pods[work.index];
       if (bind_error.empty()) {
         p.node = chosen;
@@ -259,6 +289,7 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
   }
   lock.unlock();
   for (std::thread& t : binders) t.join();
+  if (!fatal.ok()) return fatal;
 
   // Wait for the kubelet's verdict on every bound pod.
   absl::Time deadline = absl::Now() + o.verdict_timeout;

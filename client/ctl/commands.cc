@@ -1,12 +1,18 @@
 #include "client/ctl/commands.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "fitledger/v1/introspection.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -28,6 +34,19 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Channel(const ServerTarget& t) {
+  // A Unix socket that is not there: say so, rather than gRPC's connect error after the
+  // deadline (the default /run/fitledger/server.sock does not exist on a fresh machine).
+  if (absl::StartsWith(t.address, "unix:")) {
+    std::string path = t.address.substr(5);
+    if (absl::StartsWith(path, "//")) path = path.substr(2);
+    struct stat st;
+    if (!path.empty() && stat(path.c_str(), &st) != 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "no fitledger-server socket at ", path,
+          " (is the server running? give its address with --server or $FITLEDGER_SERVER; "
+          "after scripts/demo: source .run/env)"));
+    }
+  }
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   grpc::ChannelArguments args;
   if (!t.tls_ca_file.empty() || !t.tls_cert_file.empty() || !t.tls_server_name.empty()) {
@@ -180,51 +199,153 @@ absl::StatusOr<std::string> AssumedTable(const ServerTarget& t) {
   return out;
 }
 
-absl::StatusOr<std::string> Explain(const ServerTarget& t, const std::string& pod_file,
-                                    const std::string& node) {
-  absl::StatusOr<std::string> text = ReadFile(pod_file);
-  if (!text.ok()) return text.status();
-  absl::StatusOr<std::string> json = YamlToJson(*text);
-  if (!json.ok())
-    return absl::InvalidArgumentError(absl::StrCat(pod_file, ": ", json.status().message()));
-  v1::ExplainRequest request;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
-  auto parsed = google::protobuf::util::JsonStringToMessage(*json, request.mutable_pod(), options);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(pod_file, ": not a Pod: ", parsed.ToString()));
+absl::StatusOr<std::vector<ExplainSubject>> ExplainSubjects(const std::string& text,
+                                                            const std::string& source) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid YAML: ", e.what()));
   }
-  request.set_node(node);
+  // The workloads with a pod template, and where it is (k8s.io/api apps/v1, core/v1, batch/v1).
+  struct Workload {
+    const char* kind;
+    std::vector<const char*> template_path;
+  };
+  static const std::vector<Workload>* const kWorkloads = new std::vector<Workload>{
+      {"Deployment", {"spec", "template"}},
+      {"StatefulSet", {"spec", "template"}},
+      {"DaemonSet", {"spec", "template"}},
+      {"ReplicaSet", {"spec", "template"}},
+      {"ReplicationController", {"spec", "template"}},
+      {"Job", {"spec", "template"}},
+      {"CronJob", {"spec", "jobTemplate", "spec", "template"}},
+  };
+  constexpr char kSupported[] =
+      "Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob";
+  std::vector<ExplainSubject> out;
+  for (size_t i = 0; i < documents.size(); ++i) {
+    const nlohmann::json doc = ToJson(documents[i]);
+    if (doc.is_null()) continue;  // an empty document (e.g. a trailing ---)
+    const std::string where =
+        documents.size() > 1 ? absl::StrCat(source, " (document ", i + 1, ")") : source;
+    if (!doc.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": not a Kubernetes object"));
+    }
+    const std::string kind = doc.value("kind", "");
+    if (kind.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": no kind (fitledgerctl explain reads ", kSupported, ")"));
+    }
+    const nlohmann::json metadata = doc.contains("metadata") && doc["metadata"].is_object()
+                                        ? doc["metadata"]
+                                        : nlohmann::json::object();
+    const std::string name = metadata.value("name", "");
+    if (kind == "Pod") {
+      out.push_back({absl::StrCat("pod ", name.empty() ? "(unnamed)" : name), doc.dump()});
+      continue;
+    }
+    const Workload* workload = nullptr;
+    for (const Workload& w : *kWorkloads) {
+      if (kind == w.kind) workload = &w;
+    }
+    if (workload == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": kind ", kind,
+                                                     " has no pod to explain (fitledgerctl "
+                                                     "explain reads ",
+                                                     kSupported, ")"));
+    }
+    const nlohmann::json* node = &doc;
+    for (const char* key : workload->template_path) {
+      if (!node->is_object() || !node->contains(key)) {
+        node = nullptr;
+        break;
+      }
+      node = &(*node)[key];
+    }
+    if (node == nullptr || !node->is_object() || !node->contains("spec")) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", kind, " ", name, " has no ",
+                                                     absl::StrJoin(workload->template_path, "."),
+                                                     ".spec (the pod template)"));
+    }
+    nlohmann::json pod_metadata = node->contains("metadata") && (*node)["metadata"].is_object()
+                                      ? (*node)["metadata"]
+                                      : nlohmann::json::object();
+    pod_metadata["name"] = name;
+    if (metadata.contains("namespace")) pod_metadata["namespace"] = metadata["namespace"];
+    nlohmann::json pod = {{"apiVersion", "v1"},
+                          {"kind", "Pod"},
+                          {"metadata", pod_metadata},
+                          {"spec", (*node)["spec"]}};
+    out.push_back({absl::StrCat(absl::AsciiStrToLower(kind), " ", name.empty() ? "(unnamed)" : name,
+                                " (its pod template)"),
+                   pod.dump()});
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": no object to explain"));
+  }
+  return out;
+}
+
+absl::StatusOr<ExplainResult> Explain(const ServerTarget& t, const std::string& file,
+                                      const std::string& node) {
+  std::string text;
+  std::string source = file;
+  if (file == "-") {
+    std::stringstream buffer;
+    buffer << std::cin.rdbuf();
+    text = buffer.str();
+    source = "standard input";
+  } else {
+    absl::StatusOr<std::string> read = ReadFile(file);
+    if (!read.ok()) return absl::InvalidArgumentError(read.status().message());
+    text = *std::move(read);
+  }
+  absl::StatusOr<std::vector<ExplainSubject>> subjects = ExplainSubjects(text, source);
+  if (!subjects.ok()) return subjects.status();
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Channel(t);
   if (!channel.ok()) return channel.status();
   auto stub = v1::Introspection::NewStub(*channel);
-  v1::ExplainResponse response;
-  grpc::Status s = stub->Explain(Context(t).get(), request, &response);
-  if (!s.ok()) return FromGrpc(s, t);
-  std::string name =
-      request.pod().metadata().name().empty() ? pod_file : request.pod().metadata().name();
-  std::string out;
-  if (response.fits()) {
-    absl::StrAppend(&out, "pod ", name, " fits node ", node, "\n");
-  } else {
-    absl::StrAppend(&out, "pod ", name, " does not fit node ", node, ": ");
-    for (int i = 0; i < response.reasons_size(); ++i) {
-      absl::StrAppend(&out, i ? ", " : "", response.reasons(i));
+  ExplainResult result;
+  for (const ExplainSubject& subject : *subjects) {
+    v1::ExplainRequest request;
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = true;
+    auto parsed = google::protobuf::util::JsonStringToMessage(subject.pod_json,
+                                                              request.mutable_pod(), options);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": ", subject.label, ": not a valid pod: ", parsed.ToString()));
     }
-    absl::StrAppend(&out,
-                    response.unresolvable() ? " (unresolvable: larger than the node)\n" : "\n");
+    request.set_node(node);
+    v1::ExplainResponse response;
+    grpc::Status s = stub->Explain(Context(t).get(), request, &response);
+    if (!s.ok()) return FromGrpc(s, t);
+    std::string& out = result.text;
+    if (!out.empty()) absl::StrAppend(&out, "\n");
+    if (response.fits()) {
+      absl::StrAppend(&out, subject.label, " fits node ", node, "\n");
+    } else {
+      result.all_fit = false;
+      absl::StrAppend(&out, subject.label, " does not fit node ", node, ": ");
+      for (int i = 0; i < response.reasons_size(); ++i) {
+        absl::StrAppend(&out, i ? ", " : "", response.reasons(i));
+      }
+      absl::StrAppend(&out,
+                      response.unresolvable() ? " (unresolvable: larger than the node)\n" : "\n");
+    }
+    absl::StrAppendFormat(&out, "%-22s %12s %12s %12s %12s %12s  %s\n", "RESOURCE", "REQUESTED",
+                          "ALLOCATABLE", "CONFIRMED", "ASSUMED", "FREE", "VERDICT");
+    for (const v1::ResourceExplanation& e : response.resources()) {
+      absl::StrAppendFormat(
+          &out, "%-22s %12s %12s %12s %12s %12s  %s\n", e.resource(),
+          Amount(e.resource(), e.requested()), Amount(e.resource(), e.allocatable()),
+          Amount(e.resource(), e.confirmed()), Amount(e.resource(), e.assumed()),
+          Amount(e.resource(), e.free()),
+          !e.accounted() ? "not accounted" : (e.fits() ? "fits" : "INSUFFICIENT"));
+    }
   }
-  absl::StrAppendFormat(&out, "%-22s %12s %12s %12s %12s %12s  %s\n", "RESOURCE", "REQUESTED",
-                        "ALLOCATABLE", "CONFIRMED", "ASSUMED", "FREE", "VERDICT");
-  for (const v1::ResourceExplanation& e : response.resources()) {
-    absl::StrAppendFormat(&out, "%-22s %12s %12s %12s %12s %12s  %s\n", e.resource(),
-                          Amount(e.resource(), e.requested()),
-                          Amount(e.resource(), e.allocatable()),
-                          Amount(e.resource(), e.confirmed()), Amount(e.resource(), e.assumed()),
-                          Amount(e.resource(), e.free()),
-                          !e.accounted() ? "not accounted" : (e.fits() ? "fits" : "INSUFFICIENT"));
-  }
-  return out;
+  return result;
 }
 
 absl::StatusOr<std::string> RejectionsTable(const ServerTarget& t) {

@@ -3,6 +3,7 @@
 #define FITLEDGER_CLIENT_CTL_COMMANDS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -25,9 +26,30 @@ absl::Status Health(const ServerTarget& target);
 absl::StatusOr<std::string> NodesTable(const ServerTarget& target);
 // The assumed pods, oldest first.
 absl::StatusOr<std::string> AssumedTable(const ServerTarget& target);
-// Why the pod in `pod_file` (YAML or JSON) does or does not fit `node`, with the numbers.
-absl::StatusOr<std::string> Explain(const ServerTarget& target, const std::string& pod_file,
-                                    const std::string& node);
+// One pod to explain: a Pod, or the pod template of a workload.
+struct ExplainSubject {
+  std::string label;     // "pod web", "deployment web (its pod template)"
+  std::string pod_json;  // a Pod object
+};
+// The pods the manifests in `text` describe (YAML or JSON; several YAML documents separated by
+// `---` are explained each; empty documents are skipped): a Pod (v1) itself, and the pod template
+// of a Deployment, StatefulSet, DaemonSet, ReplicaSet (apps/v1), ReplicationController (v1), Job
+// (batch/v1: spec.template) or CronJob (batch/v1: spec.jobTemplate.spec.template), as the pod the
+// workload's controller would create (the template's metadata and spec, named after the
+// workload, in its namespace). InvalidArgument, naming `source` and the document's number, for
+// invalid YAML, a document that is not an object, without `kind`, of another kind, or a workload
+// without a template; and when there is no document at all.
+absl::StatusOr<std::vector<ExplainSubject>> ExplainSubjects(const std::string& text,
+                                                            const std::string& source);
+struct ExplainResult {
+  std::string text;
+  bool all_fit = true;  // false when some subject does not fit
+};
+// Why each pod of the manifests in `file` ("-": standard input; ExplainSubjects) does or does
+// not fit `node`, with the numbers. An error for unreadable or unsupported input, or when the
+// server cannot answer.
+absl::StatusOr<ExplainResult> Explain(const ServerTarget& target, const std::string& file,
+                                      const std::string& node);
 // The kubelet rejections the server has seen.
 absl::StatusOr<std::string> RejectionsTable(const ServerTarget& target);
 // Waits until the server's view includes every pod change the API had made when this was

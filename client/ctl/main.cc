@@ -1,6 +1,8 @@
 // fitledgerctl: look into fitledger-server, and replay the burst experiment.
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -12,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/ctl/burst.h"
 #include "client/ctl/commands.h"
+#include "client/ctl/scheduler.h"
 #include "common/flags.h"
 
 namespace {
@@ -19,6 +22,9 @@ std::string Env(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : fallback;
 }
+
+std::atomic<bool> g_stop{false};
+void OnStopSignal(int) { g_stop = true; }
 }  // namespace
 
 ABSL_FLAG(std::string, server, Env("FITLEDGER_SERVER", "unix:///run/fitledger/server.sock"),
@@ -31,9 +37,10 @@ ABSL_FLAG(int, timeout_seconds, 5, "gRPC call deadline in seconds");
 ABSL_FLAG(bool, watch, false, "nodes: refresh the table until interrupted");
 ABSL_FLAG(int, interval_ms, 1000, "nodes --watch: refresh period in milliseconds");
 ABSL_FLAG(std::string, kubeconfig, "",
-          "burst, await-view: the cluster's kubeconfig (default $KUBECONFIG)");
+          "burst, await-view, scheduler: the cluster's kubeconfig (default $KUBECONFIG)");
 ABSL_FLAG(std::string, webhook, Env("FITLEDGER_WEBHOOK", "http://127.0.0.1:8888"),
-          "burst: the extender webhook's URL prefix, fitledger-server's own or fitledger-shim's "
+          "burst, scheduler: the extender webhook's URL prefix, fitledger-server's own or "
+          "fitledger-shim's "
           "(env FITLEDGER_WEBHOOK)");
 ABSL_FLAG(std::string, namespace, "default", "burst: namespace of the pods");
 ABSL_FLAG(int, replicas, 12, "burst: number of pods");
@@ -44,6 +51,9 @@ ABSL_FLAG(bool, no_ledger, false,
           "FITLEDGER_WEBHOOK_NO_LEDGER) to show the overcommit");
 ABSL_FLAG(bool, json, false, "burst: print the report as JSON");
 ABSL_FLAG(int, wait_seconds, 60, "await-view: give up after this many seconds");
+ABSL_FLAG(std::string, scheduler_name, "fitledger",
+          "scheduler: schedule the pods whose spec.schedulerName is this");
+ABSL_FLAG(int, bind_workers, 16, "scheduler: concurrent binding cycles");
 
 int main(int argc, char** argv) {
   std::vector<char*> args = fitledger::ParseFlags(
@@ -52,13 +62,20 @@ int main(int argc, char** argv) {
       "  health                 exit 0 when the server is SERVING (synced)\n"
       "  nodes [--watch]        allocatable / confirmed / assumed / free per node\n"
       "  assumed                pods bound by fitledger and not yet confirmed by the watch\n"
-      "  explain POD.yaml NODE  why the pod does or does not fit the node, with the numbers\n"
+      "  explain FILE|- NODE    why the pod (or each workload's pod template: Deployment,\n"
+      "                         StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job,\n"
+      "                         CronJob; each YAML document) does or does not fit the node, with\n"
+      "                         the numbers; exit 0 fits, 1 does not fit, 2 error\n"
       "  rejections             pods the kubelet rejected (OutOf*) as the server saw them\n"
       "  await-view             wait until the server's (lagging) view has caught up with the\n"
       "                         API (--kubeconfig; resourceVersions compared as integers)\n"
       "  burst [--replicas N --cpu Q --memory Q] [--no-ledger] [--json]\n"
       "                         create N pods and schedule them through the webhook as\n"
-      "                         kube-scheduler does; print placement and kubelet verdicts",
+      "                         kube-scheduler does; print placement and kubelet verdicts\n"
+      "  scheduler [--scheduler_name NAME] [--webhook URL]\n"
+      "                         schedule the pods of spec.schedulerName NAME through the\n"
+      "                         webhook until interrupted (scripts/demo runs two: fitledger\n"
+      "                         and fitledger-no-ledger; not kube-scheduler, see sim/README.md)",
       "ctl/main.cc");
   absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) {
@@ -117,11 +134,22 @@ int main(int argc, char** argv) {
   }
   if (command == "rejections") return print(fitledger::ctl::RejectionsTable(target));
   if (command == "explain") {
+    // Exit status: 0 every pod fits, 1 some pod does not fit, 2 an error (documented in
+    // docs/configuration.md).
     if (args.size() != 4) {
-      fprintf(stderr, "fitledgerctl: usage: explain POD.yaml NODE\n");
+      fprintf(stderr, "fitledgerctl: usage: explain FILE|- NODE\n");
       return 2;
     }
-    return print(fitledger::ctl::Explain(target, args[2], args[3]));
+    absl::StatusOr<fitledger::ctl::ExplainResult> result =
+        fitledger::ctl::Explain(target, args[2], args[3]);
+    if (!result.ok()) {
+      fprintf(stderr, "fitledgerctl: explain: %s\n",
+              std::string(result.status().message()).c_str());
+      return 2;
+    }
+    fputs(result->text.c_str(), stdout);
+    fflush(stdout);
+    return result->all_fit ? 0 : 1;
   }
   if (command == "burst") {
     fitledger::ctl::BurstOptions o;
@@ -163,6 +191,28 @@ int main(int argc, char** argv) {
       printf("%s\n", fitledger::ctl::ReportJson(*report).c_str());
     } else {
       fputs(fitledger::ctl::FormatReport(*report, o, *ledger).c_str(), stdout);
+    }
+    return 0;
+  }
+  if (command == "scheduler") {
+    fitledger::ctl::SchedulerOptions o;
+    o.kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
+    o.webhook_url = absl::GetFlag(FLAGS_webhook);
+    o.scheduler_name = absl::GetFlag(FLAGS_scheduler_name);
+    o.bind_workers = absl::GetFlag(FLAGS_bind_workers);
+    o.log = [&o](const std::string& line) {
+      printf("%s: %s\n", o.scheduler_name.c_str(), line.c_str());
+      fflush(stdout);
+    };
+    signal(SIGINT, OnStopSignal);
+    signal(SIGTERM, OnStopSignal);
+    printf("%s: scheduling pods with spec.schedulerName=%s through %s\n", o.scheduler_name.c_str(),
+           o.scheduler_name.c_str(), o.webhook_url.c_str());
+    fflush(stdout);
+    absl::Status s = fitledger::ctl::RunScheduler(o, &g_stop);
+    if (!s.ok()) {
+      fprintf(stderr, "fitledgerctl: scheduler: %s\n", std::string(s.message()).c_str());
+      return 2;
     }
     return 0;
   }

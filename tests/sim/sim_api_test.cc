@@ -120,8 +120,10 @@ TEST_F(SimApiTest, BadRequestsGetStatusObjects) {
   ExpectStatus(Call(*client_, "GET", "/api/v2/whatever"), 404, "NotFound");
   ExpectStatus(Call(*client_, "GET", "/api/v1/pods?fieldSelector=spec.foo%3Dbar"), 400,
                "BadRequest");
-  ExpectStatus(Call(*client_, "PUT", "/api/v1/namespaces/default/pods/p1", "{}"), 405,
+  ExpectStatus(Call(*client_, "PUT", "/api/v1/namespaces/default/pods", "{}"), 405,
                "MethodNotAllowed");
+  // A PUT without the pod's containers changes its spec (ValidatePodUpdate).
+  ExpectStatus(Call(*client_, "PUT", "/api/v1/namespaces/default/pods/p1", "{}"), 422, "Invalid");
   ExpectStatus(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/missing"), 404,
                "NotFound");
   ExpectStatus(

@@ -2,6 +2,8 @@
 // KUBECONFIG point into a fresh temp dir so the discovery cache never leaks between runs.
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -135,6 +137,199 @@ TEST_F(SimKubectlTest, DeletePod) {
   CommandResult missing = Kubectl({"delete", "pod", "doomed"});
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_THAT(missing.output, HasSubstr("Error from server (NotFound): pods \"doomed\" not found"));
+}
+
+// Writes `text` to a file in the kubectl home and returns its path.
+std::string Manifest(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  EXPECT_TRUE(WriteFile(path, text).ok());
+  return path;
+}
+
+constexpr char kPodYaml[] = R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  containers:
+  - name: app
+    image: nginx
+    resources:
+      requests: {cpu: 500m, memory: 128Mi}
+      limits: {cpu: 500m, memory: 128Mi}
+)";
+
+TEST_F(SimKubectlTest, CreateAndApplyValidateOnTheServer) {
+  const std::string pod = Manifest(home_, "pod.yaml", kPodYaml);
+  // No --validate=false: kubectl reads the OpenAPI v3 documents and lets the server validate.
+  CommandResult created = Kubectl({"create", "-f", pod});
+  ASSERT_EQ(created.exit_code, 0) << created.output;
+  EXPECT_THAT(created.output, HasSubstr("pod/web created"));
+  CommandResult qos = Kubectl({"get", "pod", "web", "-o", "jsonpath={.status.qosClass}"});
+  EXPECT_EQ(qos.output, "Guaranteed");
+  // apply on an object made by create: patched, with the last-applied annotation.
+  CommandResult applied = Kubectl({"apply", "-f", pod});
+  ASSERT_EQ(applied.exit_code, 0) << applied.output;
+  EXPECT_THAT(applied.output, HasSubstr("pod/web configured"));
+  CommandResult last = Kubectl(
+      {"get", "pod", "web", "-o",
+       "jsonpath={.metadata.annotations.kubectl\\.kubernetes\\.io/last-applied-configuration}"});
+  EXPECT_THAT(last.output, HasSubstr("\"name\":\"web\""));
+  CommandResult again = Kubectl({"apply", "-f", pod});
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_THAT(again.output, HasSubstr("pod/web unchanged"));
+  // A pod's resources cannot change (ValidatePodUpdate).
+  std::string bigger(kPodYaml);
+  bigger.replace(bigger.find("cpu: 500m"), 9, "cpu: 900m");
+  bigger.replace(bigger.find("cpu: 500m"), 9, "cpu: 900m");
+  CommandResult refused = Kubectl({"apply", "-f", Manifest(home_, "bigger.yaml", bigger)});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.output,
+              HasSubstr("spec: Forbidden: pod updates may not change fields other than"));
+  // apply creates what does not exist yet.
+  std::string other(kPodYaml);
+  other.replace(other.find("name: web"), 9, "name: api");
+  CommandResult fresh = Kubectl({"apply", "-f", Manifest(home_, "api.yaml", other)});
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
+  EXPECT_THAT(fresh.output, HasSubstr("pod/api created"));
+}
+
+TEST_F(SimKubectlTest, LabelAnnotateAndEveryPatchType) {
+  ASSERT_EQ(Kubectl({"create", "-f", Manifest(home_, "pod.yaml", kPodYaml)}).exit_code, 0);
+  CommandResult labelled = Kubectl({"label", "pod", "web", "tier=front"});
+  ASSERT_EQ(labelled.exit_code, 0) << labelled.output;
+  EXPECT_THAT(labelled.output, HasSubstr("pod/web labeled"));
+  ASSERT_EQ(Kubectl({"annotate", "pod", "web", "note=hello"}).exit_code, 0);
+  ASSERT_EQ(
+      Kubectl({"patch", "pod", "web", "-p", R"({"metadata":{"labels":{"s":"1"}}})"}).exit_code, 0);
+  ASSERT_EQ(Kubectl({"patch", "pod", "web", "--type=merge", "-p",
+                     R"({"metadata":{"labels":{"tier":null,"m":"2"}}})"})
+                .exit_code,
+            0);
+  ASSERT_EQ(Kubectl({"patch", "pod", "web", "--type=json", "-p",
+                     R"([{"op":"add","path":"/metadata/labels/j","value":"3"}])"})
+                .exit_code,
+            0);
+  CommandResult labels = Kubectl({"get", "pod", "web", "-o", "jsonpath={.metadata.labels}"});
+  EXPECT_EQ(json::parse(labels.output), json({{"app", "web"}, {"s", "1"}, {"m", "2"}, {"j", "3"}}));
+  CommandResult note =
+      Kubectl({"get", "pod", "web", "-o", "jsonpath={.metadata.annotations.note}"});
+  EXPECT_EQ(note.output, "hello");
+  // Only selectors on the new labels find it.
+  CommandResult selected = Kubectl({"get", "pods", "-l", "j=3", "-o", "name"});
+  EXPECT_EQ(selected.output, "pod/web\n");
+  CommandResult failed = Kubectl({"patch", "pod", "web", "--type=json", "-p",
+                                  R"([{"op":"remove","path":"/metadata/labels/absent"}])"});
+  EXPECT_NE(failed.exit_code, 0);
+  EXPECT_THAT(failed.output,
+              HasSubstr("The request is invalid: json patch: key 'absent' not found"));
+}
+
+TEST_F(SimKubectlTest, CordonAndUncordon) {
+  CommandResult cordoned = Kubectl({"cordon", "worker-2"});
+  ASSERT_EQ(cordoned.exit_code, 0) << cordoned.output;
+  EXPECT_THAT(cordoned.output, HasSubstr("node/worker-2 cordoned"));
+  EXPECT_THAT(Kubectl({"get", "nodes"}).output,
+              ContainsRegex("worker-2 +Ready,SchedulingDisabled"));
+  auto unschedulable =
+      Call(*client_, "GET", "/api/v1/nodes?fieldSelector=spec.unschedulable%3Dtrue");
+  ASSERT_EQ(unschedulable.body["items"].size(), 1u);
+  EXPECT_EQ(unschedulable.body["items"][0]["metadata"]["name"], "worker-2");
+  ASSERT_EQ(Kubectl({"uncordon", "worker-2"}).exit_code, 0);
+  EXPECT_THAT(Kubectl({"get", "nodes"}).output, ContainsRegex("worker-2 +Ready +<none>"));
+}
+
+TEST_F(SimKubectlTest, LogsExecAttachSayTheSimRunsNoContainers) {
+  CreateAndBind("web", "worker-1", "100m");
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"logs", "web"}, {"exec", "web", "--", "ls"}, {"attach", "web"}}) {
+    CommandResult r = Kubectl(args);
+    EXPECT_NE(r.exit_code, 0) << args[0];
+    EXPECT_THAT(r.output, HasSubstr("fitledger-sim runs no containers")) << args[0];
+  }
+}
+
+TEST_F(SimKubectlTest, DescribePodShowsTheKubeletsRejection) {
+  CreateAndBind("web", "worker-1", "3");
+  CreateAndBind("late", "worker-1", "2");
+  // The event comes from the sim's controller thread: wait for it.
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  CommandResult r;
+  do {
+    r = Kubectl({"describe", "pod", "late"});
+  } while (r.output.find("OutOfcpu") == std::string::npos && absl::Now() < deadline);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ContainsRegex("Status: +Failed"));
+  EXPECT_THAT(r.output, ContainsRegex("Warning +OutOfcpu +[0-9]+s +kubelet +Node didn't have "
+                                      "enough resource: cpu, requested: 2000, used: 3000, "
+                                      "capacity: 4000"));
+  CommandResult events = Kubectl({"get", "events"});
+  EXPECT_THAT(events.output, ContainsRegex("LAST SEEN +TYPE +REASON +OBJECT +MESSAGE"));
+  EXPECT_THAT(events.output, ContainsRegex("Warning +OutOfcpu +pod/late +Node didn't have"));
+}
+
+TEST_F(SimKubectlTest, DeploymentApplyScaleAndDelete) {
+  const std::string deployment = Manifest(home_, "deploy.yaml", R"(apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: burst
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: burst}
+  template:
+    metadata:
+      labels: {app: burst}
+    spec:
+      containers:
+      - name: app
+        image: registry.k8s.io/pause:3.9
+        resources:
+          requests: {cpu: 400m}
+)");
+  CommandResult applied = Kubectl({"apply", "-f", deployment});
+  ASSERT_EQ(applied.exit_code, 0) << applied.output;
+  EXPECT_THAT(applied.output, HasSubstr("deployment.apps/burst created"));
+  auto pods_named = [&]() {
+    return Kubectl({"get", "pods", "-l", "app=burst", "-o", "name"}).output;
+  };
+  auto pod_count = [&]() {
+    const std::string names = pods_named();
+    return std::count(names.begin(), names.end(), '\n');
+  };
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (pod_count() != 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  const std::string names = pods_named();
+  EXPECT_EQ(std::count(names.begin(), names.end(), '\n'), 3) << names;
+  EXPECT_THAT(names, ContainsRegex("pod/burst-[a-z0-9]+-[a-z0-9]{5}"));
+  EXPECT_THAT(Kubectl({"get", "rs"}).output, ContainsRegex("burst-[a-z0-9]+ +3 +3 +0"));
+  EXPECT_THAT(Kubectl({"get", "deploy"}).output, ContainsRegex("burst +0/3 +3 +0"));
+  CommandResult owner = Kubectl({"get", "pods", "-l", "app=burst", "-o",
+                                 "jsonpath={.items[0].metadata.ownerReferences[0].kind}"});
+  EXPECT_EQ(owner.output, "ReplicaSet");
+  EXPECT_THAT(Kubectl({"describe", "deployment", "burst"}).output,
+              ContainsRegex("ScalingReplicaSet .*Scaled up replica set burst-[a-z0-9]+ to 3"));
+
+  CommandResult scaled = Kubectl({"scale", "deployment", "burst", "--replicas=1"});
+  ASSERT_EQ(scaled.exit_code, 0) << scaled.output;
+  deadline = absl::Now() + absl::Seconds(20);
+  while (pod_count() != 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(pod_count(), 1);
+  CommandResult unchanged = Kubectl({"apply", "-f", deployment});
+  ASSERT_EQ(unchanged.exit_code, 0) << unchanged.output;
+
+  CommandResult deleted = Kubectl({"delete", "-f", deployment});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.output;
+  EXPECT_THAT(deleted.output, HasSubstr("deployment.apps \"burst\" deleted"));
+  deadline = absl::Now() + absl::Seconds(20);
+  while (!pods_named().empty() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(pods_named(), "");
+  EXPECT_THAT(Kubectl({"get", "rs"}).output, HasSubstr("No resources found"));
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -16,7 +18,9 @@ namespace {
 
 using nlohmann::json;
 using ::testing::ContainsRegex;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsSupersetOf;
 
 constexpr char kKubectl[] = "/usr/bin/kubectl";
 constexpr char kLeases[] = "/apis/coordination.k8s.io/v1/namespaces/fitledger/leases";
@@ -201,7 +205,16 @@ TEST_F(SimLeaseTest, WatchEventsComeAfterTheWatchLagAndResumeOrExpire) {
 TEST_F(SimLeaseTest, DiscoveryAndKubectl) {
   HttpResult groups = Call(*client_, "GET", "/apis");
   ASSERT_EQ(groups.status, 200);
-  EXPECT_EQ(groups.body["groups"][0]["name"], "coordination.k8s.io");
+  // Both named groups the sim serves: apps (sim/object_api.h) and coordination.k8s.io.
+  std::vector<std::string> names;
+  for (const auto& g : groups.body["groups"]) names.push_back(g["name"].get<std::string>());
+  EXPECT_THAT(names, ElementsAre("apps", "coordination.k8s.io"));
+  HttpResult root = Call(*client_, "GET", "/");
+  ASSERT_EQ(root.status, 200);
+  std::vector<std::string> paths;
+  for (const auto& p : root.body["paths"]) paths.push_back(p.get<std::string>());
+  EXPECT_THAT(paths, IsSupersetOf({"/api/v1", "/apis", "/apis/apps/v1", "/apis/coordination.k8s.io",
+                                   "/apis/coordination.k8s.io/v1", "/openapi/v3", "/version"}));
   HttpResult group = Call(*client_, "GET", "/apis/coordination.k8s.io");
   EXPECT_EQ(group.body["kind"], "APIGroup");
   EXPECT_EQ(group.body["preferredVersion"]["groupVersion"], "coordination.k8s.io/v1");

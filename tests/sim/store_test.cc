@@ -512,5 +512,86 @@ TEST(TablesTest, HumanDuration) {
   EXPECT_EQ(HumanDuration(absl::Hours(24 * 30)), "30d");
 }
 
+TEST_F(StoreTest, OtherKindsCreateUpdateDelete) {
+  json d = {{"apiVersion", "apps/v1"},
+            {"kind", "Deployment"},
+            {"metadata", {{"generateName", "web-"}, {"labels", {{"app", "web"}}}}},
+            {"spec", {{"replicas", 1}}}};
+  auto created = store_.CreateObject(Kind::kDeployment, "default", d);
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::string name = (*created)->fields.name;
+  EXPECT_THAT(name, ::testing::StartsWith("web-"));
+  EXPECT_EQ((*created)->fields.namespace_name, "default");
+  json stored = json::parse((*created)->json);
+  EXPECT_EQ(stored["metadata"]["uid"], (*created)->uid);
+
+  json updated = stored;
+  updated["spec"]["replicas"] = 3;
+  updated["metadata"]["uid"] = "forged";  // an update never changes the UID
+  auto replaced = store_.UpdateObject(Kind::kDeployment, "default", name,
+                                      (*created)->resource_version, updated);
+  ASSERT_TRUE(replaced.ok()) << replaced.status();
+  EXPECT_EQ(json::parse((*replaced)->json)["spec"]["replicas"], 3);
+  EXPECT_EQ(json::parse((*replaced)->json)["metadata"]["uid"], (*created)->uid);
+  // A writer holding the old resourceVersion loses (409 Conflict).
+  EXPECT_THAT(store_.UpdateObject(Kind::kDeployment, "default", name, (*created)->resource_version,
+                                  updated),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("the object has been modified")));
+
+  ObjectFilter filter;
+  filter.kind = Kind::kDeployment;
+  WatchBatch batch =
+      store_.Poll(filter, (*created)->resource_version - 1, now_, absl::ZeroDuration(), 100);
+  ASSERT_EQ(batch.events.size(), 2u);
+  EXPECT_EQ(batch.events[0].type, EventType::kAdded);
+  EXPECT_EQ(batch.events[1].type, EventType::kModified);
+
+  EXPECT_THAT(store_.DeleteObject(Kind::kDeployment, "default", name, "other-uid"),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("Precondition failed")));
+  ASSERT_TRUE(store_.DeleteObject(Kind::kDeployment, "default", name, "").ok());
+  EXPECT_THAT(store_.Get(Kind::kDeployment, "default", name),
+              StatusIs(absl::StatusCode::kNotFound,
+                       absl::StrCat("deployments.apps \"", name, "\" not found")));
+}
+
+TEST_F(StoreTest, EventsSelectableByInvolvedObject) {
+  json event = {{"apiVersion", "v1"},
+                {"kind", "Event"},
+                {"metadata", {{"name", "web.1"}}},
+                {"involvedObject", {{"kind", "Pod"}, {"name", "web"}, {"namespace", "default"}}},
+                {"reason", "FailedScheduling"},
+                {"type", "Warning"}};
+  ASSERT_TRUE(store_.CreateObject(Kind::kEvent, "default", event).ok());
+  auto matching = FieldSelector::Parse(
+      "involvedObject.name=web,involvedObject.namespace=default,involvedObject.kind=Pod",
+      Kind::kEvent);
+  ASSERT_TRUE(matching.ok()) << matching.status();
+  ObjectFilter filter;
+  filter.kind = Kind::kEvent;
+  filter.fields = *matching;
+  EXPECT_EQ(store_.List(filter, 0, "")->items.size(), 1u);
+  filter.fields = *FieldSelector::Parse("involvedObject.name=other", Kind::kEvent);
+  EXPECT_TRUE(store_.List(filter, 0, "")->items.empty());
+  EXPECT_THAT(
+      FieldSelector::Parse("spec.nodeName=x", Kind::kEvent),
+      StatusIs(absl::StatusCode::kInvalidArgument, "field label not supported: spec.nodeName"));
+}
+
+TEST_F(StoreTest, UpdatingAPodToATerminalPhaseFreesTheKubelet) {
+  auto pod = store_.CreatePod(PodJson("big", "3"), "default");
+  ASSERT_TRUE(pod.ok());
+  ASSERT_TRUE(store_.Bind("default", "big", "", "worker-1").ok());
+  ASSERT_TRUE(store_.AdmitPod("default", "big")->admitted);
+  auto current = store_.Get(Kind::kPod, "default", "big");
+  json done = json::parse((*current)->json);
+  done["status"]["phase"] = "Succeeded";
+  ASSERT_TRUE(
+      store_.UpdateObject(Kind::kPod, "default", "big", (*current)->resource_version, done).ok());
+  // 3 cpu are free again on the 4-cpu node.
+  ASSERT_TRUE(store_.CreatePod(PodJson("next", "3"), "default").ok());
+  ASSERT_TRUE(store_.Bind("default", "next", "", "worker-1").ok());
+  EXPECT_TRUE(store_.AdmitPod("default", "next")->admitted);
+}
+
 }  // namespace
 }  // namespace fitledger::sim

@@ -1,0 +1,33 @@
+// Kubernetes Status objects, the body of every error the sim answers (apimachinery
+// pkg/api/errors: kind Status, status Failure, message, reason, code).
+#ifndef FITLEDGER_SIM_STATUS_H_
+#define FITLEDGER_SIM_STATUS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace fitledger::sim {
+
+// The StatusReason the API server uses with `code` ("NotFound" for 404, ...); "Unknown" if none.
+std::string ReasonForCode(int code);
+
+// A Status object of `code`, `reason` and `message`.
+nlohmann::json StatusObject(int code, absl::string_view reason, absl::string_view message);
+
+// The HTTP code and reason for a store or handler error, as sim/store.h maps them:
+// InvalidArgument 400 BadRequest, FailedPrecondition 422 Invalid, NotFound 404, AlreadyExists
+// 409 AlreadyExists, Aborted 409 Conflict, OutOfRange 410 Expired, Unavailable 503,
+// Unimplemented 415 UnsupportedMediaType, PermissionDenied 405 MethodNotAllowed; anything else
+// 500 InternalError.
+struct HttpError {
+  int code;
+  std::string reason;
+};
+HttpError HttpErrorOf(const absl::Status& status);
+
+}  // namespace fitledger::sim
+
+#endif  // FITLEDGER_SIM_STATUS_H_

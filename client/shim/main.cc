@@ -12,6 +12,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/shim/grpc_backend.h"
 #include "common/file.h"
 #include "common/flags.h"
@@ -87,6 +88,10 @@ int Run(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   RaiseOpenFileLimit();
   KeepFreedMemoryForReuse();  // the HeapTrimmer below gives it back
+  // Abseil checks every absl::Mutex acquisition (gRPC's, here) for lock-order cycles unless built
+  // with NDEBUG, and Debian's libabsl is not: that bookkeeping, under one global lock, is a
+  // measurable share of each call (docs/performance.md). Abseil's optimized builds skip it too.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   MetricsRegistry registry;
   webhook::Metrics metrics(&registry);

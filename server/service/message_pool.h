@@ -16,10 +16,10 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <utility>
-#include <vector>
 
-#include "common/mutex.h"
+#include "common/reuse_pool.h"
 #include "grpcpp/support/message_allocator.h"
 
 namespace fitledger {
@@ -34,30 +34,16 @@ class MessagePool final : public grpc::MessageAllocator<Request, Response> {
       : MessagePool(max_pooled, [keep_limit](const Request& request) {
           return request.ByteSizeLong() <= keep_limit;
         }) {}
-  MessagePool(size_t max_pooled, KeepFn keep) : max_pooled_(max_pooled), keep_(std::move(keep)) {}
-  ~MessagePool() override {
-    for (Holder* holder : idle_) delete holder;
-  }
+  MessagePool(size_t max_pooled, KeepFn keep) : keep_(std::move(keep)), idle_(max_pooled) {}
   MessagePool(const MessagePool&) = delete;
   MessagePool& operator=(const MessagePool&) = delete;
 
   grpc::MessageHolder<Request, Response>* AllocateMessages() override {
-    {
-      MutexLock lock(&mu_);
-      if (!idle_.empty()) {
-        Holder* holder = idle_.back();
-        idle_.pop_back();
-        return holder;
-      }
-    }
-    return new Holder(this);
+    return idle_.Take([this] { return std::make_unique<Holder>(this); }).release();
   }
 
   // Idle pairs ready for reuse (for tests and metrics).
-  size_t idle() const {
-    MutexLock lock(&mu_);
-    return idle_.size();
-  }
+  size_t idle() const { return idle_.idle(); }
 
  private:
   class Holder final : public grpc::MessageHolder<Request, Response> {
@@ -76,26 +62,15 @@ class MessagePool final : public grpc::MessageAllocator<Request, Response> {
   };
 
   void Return(Holder* holder) {
-    if (!keep_(holder->request_)) {
-      delete holder;
-      return;
-    }
-    holder->request_.Clear();
-    holder->response_.Clear();
-    {
-      MutexLock lock(&mu_);
-      if (idle_.size() < max_pooled_) {
-        idle_.push_back(holder);
-        return;
-      }
-    }
-    delete holder;
+    std::unique_ptr<Holder> owned(holder);
+    if (!keep_(owned->request_)) return;
+    owned->request_.Clear();
+    owned->response_.Clear();
+    idle_.Keep(std::move(owned));
   }
 
-  const size_t max_pooled_;
   const KeepFn keep_;
-  mutable Mutex mu_;
-  std::vector<Holder*> idle_ ABSL_GUARDED_BY(mu_);
+  ReusePool<Holder> idle_;
 };
 
 }  // namespace fitledger

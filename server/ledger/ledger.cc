@@ -5,7 +5,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 
 namespace fitledger {
 
@@ -58,7 +57,8 @@ FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
   const Resources& alloc = node.allocatable;
   auto fail = [&result](absl::string_view reason, bool unresolvable) {
     result.fits = false;
-    result.reasons.emplace_back(reason);
+    if (!result.reasons.empty()) result.reasons.append(", ");
+    result.reasons.append(reason.data(), reason.size());
     if (unresolvable) result.unresolvable = true;
   };
   auto used = [&](int64_t confirmed, int64_t assumed, int64_t freed) {
@@ -75,7 +75,10 @@ FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
   }
   auto check = [&](absl::string_view name, int64_t want, int64_t allocatable, int64_t in_use) {
     if (want <= 0 || !policy_.Accounts(name)) return;
-    if (want > allocatable - in_use) fail(absl::StrCat("Insufficient ", name), want > allocatable);
+    if (want > allocatable - in_use) {
+      fail("Insufficient ", want > allocatable);
+      result.reasons.append(name.data(), name.size());
+    }
   };
   check(kResourceCpu, requests.milli_cpu, alloc.milli_cpu,
         used(node.confirmed.milli_cpu, node.assumed.milli_cpu, released ? released->milli_cpu : 0));
@@ -144,9 +147,9 @@ FilterResult Ledger::Filter(const Resources& requests,
     if (fit.fits) {
       out.fits.push_back(i);
     } else if (fit.unresolvable) {
-      out.unresolvable.emplace_back(i, absl::StrJoin(fit.reasons, ", "));
+      out.unresolvable.emplace_back(i, std::move(fit.reasons));
     } else {
-      out.failed.emplace_back(i, absl::StrJoin(fit.reasons, ", "));
+      out.failed.emplace_back(i, std::move(fit.reasons));
     }
   }
   return out;
@@ -280,9 +283,8 @@ absl::StatusOr<AssumeOutcome> Ledger::TryAssume(const std::string& uid,
   FitResult fit = FitLocked(node->second, requests, nullptr);
   if (!fit.fits) {
     ++counters_.assume_rejected;
-    return absl::FailedPreconditionError(absl::StrCat("pod ", namespace_name, "/", name,
-                                                      " no longer fits node ", node_name, ": ",
-                                                      absl::StrJoin(fit.reasons, ", ")));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pod ", namespace_name, "/", name, " no longer fits node ", node_name, ": ", fit.reasons));
   }
   PodEntry entry;
   entry.state = PodState::kAssumed;
@@ -324,7 +326,7 @@ absl::Status Ledger::MoveAssumption(const std::string& uid, uint64_t epoch,
     ++counters_.assume_rejected;
     return absl::FailedPreconditionError(absl::StrCat("pod ", entry.namespace_name, "/", entry.name,
                                                       " no longer fits node ", node_name, ": ",
-                                                      absl::StrJoin(fit.reasons, ", ")));
+                                                      fit.reasons));
   }
   nodes_[entry.node_name].assumed.Subtract(entry.requests);
   std::string old_node = std::exchange(entry.node_name, node_name);

@@ -78,8 +78,11 @@ struct PodRecord {
 // with nothing on it, so preempting pods cannot help.
 struct FitResult {
   bool fits = true;
-  bool unresolvable = false;         // never for "Too many pods": a pod count can be preempted
-  std::vector<std::string> reasons;  // NodeResourcesFit's order and wording
+  bool unresolvable = false;  // never for "Too many pods": a pod count can be preempted
+  // NodeResourcesFit's reasons, in its order and wording, joined by ", " as kube-scheduler's
+  // FailedNodes shows them (one string: Filter answers hundreds of failing nodes per call). A
+  // reason never contains ", ": it is "Too many pods" or "Insufficient <resource name>".
+  std::string reasons;
 };
 
 struct FilterResult {

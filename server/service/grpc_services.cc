@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "proto/fitledger/v1/api_conventions.h"
 #include "server/service/convert.h"
@@ -233,7 +234,11 @@ absl::Status IntrospectionService::DoExplain(const v1::ExplainRequest& request,
   const NodeSummary& node = explained->node;
   response->set_fits(fit.fits);
   response->set_unresolvable(fit.unresolvable);
-  for (const std::string& reason : fit.reasons) response->add_reasons(reason);
+  if (!fit.reasons.empty()) {
+    for (absl::string_view reason : absl::StrSplit(fit.reasons, ", ")) {
+      response->add_reasons(reason.data(), reason.size());
+    }
+  }
   std::vector<std::string> names = {"pods", "cpu", "memory", "ephemeral-storage"};
   for (const auto& [name, value] : requests->scalars) names.push_back(name);
   for (const std::string& name : names) {

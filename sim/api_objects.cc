@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json_access.h"
 #include "server/kube/objects.h"
 #include "server/model/pod.h"
 #include "sim/kinds.h"
@@ -14,6 +15,7 @@
 namespace fitledger::sim {
 
 using nlohmann::json;
+static constexpr auto& Member = JsonMember;
 
 namespace {
 
@@ -21,13 +23,6 @@ std::string StringField(const json& j, const char* key) {
   if (!j.is_object()) return "";
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-const json& Member(const json& j, const char* key) {
-  static const json* null = new json();
-  if (!j.is_object()) return *null;
-  auto it = j.find(key);
-  return it == j.end() ? *null : *it;
 }
 
 // `Deployment.apps "web" is invalid: <errors>` (errors.NewInvalid), as FailedPrecondition.

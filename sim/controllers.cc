@@ -8,12 +8,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/json_access.h"
 #include "sim/api_objects.h"
 #include "sim/objects.h"
 
 namespace fitledger::sim {
 
 using nlohmann::json;
+static constexpr auto& Member = JsonMember;
+static constexpr auto& Str = JsonStr;
+static constexpr auto& Int = JsonInt;
 
 namespace {
 
@@ -28,23 +32,6 @@ std::string Key(absl::string_view ns, absl::string_view name) {
 std::pair<std::string, std::string> SplitKey(const std::string& key) {
   const size_t slash = key.find('/');
   return {key.substr(0, slash), key.substr(slash + 1)};
-}
-
-const json& Member(const json& j, const char* key) {
-  static const json* null = new json();
-  if (!j.is_object()) return *null;
-  auto it = j.find(key);
-  return it == j.end() ? *null : *it;
-}
-
-std::string Str(const json& j, const char* key) {
-  const json& v = Member(j, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
-
-int64_t Int(const json& j, const char* key) {
-  const json& v = Member(j, key);
-  return v.is_number_integer() ? v.get<int64_t>() : 0;
 }
 
 // The UID of the object's controller (the ownerReference with controller: true), or "".

@@ -16,6 +16,7 @@
 #include "sim/server.h"
 #include "sim/status.h"
 #include "sim/tables.h"
+#include "sim/watch_stream.h"
 
 namespace fitledger::sim {
 
@@ -26,7 +27,6 @@ namespace {
 constexpr char kJson[] = "application/json; charset=utf-8";
 constexpr char kGroup[] = "coordination.k8s.io";
 constexpr char kGroupVersion[] = "coordination.k8s.io/v1";
-constexpr absl::Duration kMaxWatchWait = absl::Seconds(1);
 
 std::string Key(absl::string_view ns, absl::string_view name) {
   return absl::StrCat(ns, "/", name);
@@ -424,21 +424,7 @@ std::string LeaseTableJson(const std::vector<LeasePtr>& items, uint64_t resource
 // --- HTTP ---------------------------------------------------------------------------------------
 
 // A watch of Leases, as SimServer::WatchState is for pods and nodes.
-struct SimServer::LeaseWatchState {
-  LeaseFilter filter;
-  bool table = false;
-  bool bookmarks = false;
-  uint64_t epoch = 0;
-  uint64_t cursor = 0;
-  absl::Time deadline;
-  absl::Time next_bookmark;
-  std::vector<LeasePtr> initial;  // sent as ADDED first
-  bool initial_events_end = false;
-  std::string error_line;
-  bool started = false;
-  bool sent_columns = false;
-  std::string stats_key;
-};
+struct SimServer::LeaseWatchState : WatchStream<LeasePtr, LeaseFilter> {};
 
 void SimServer::HandleLeases(const httplib::Request& req, httplib::Response& res,
                              const std::vector<std::string>& parts) {
@@ -589,85 +575,40 @@ void SimServer::HandleLeases(const httplib::Request& req, httplib::Response& res
   res.set_chunked_content_provider(
       kJson,
       [this, state](size_t, httplib::DataSink& sink) {
-        LeaseWatchState& s = *state;
-        auto event_line = [&](const char* type, const LeasePtr& lease) {
-          std::string object = lease->json;
-          if (s.table) {
-            object = LeaseTableJson({lease}, lease->resource_version, !s.sent_columns, absl::Now());
+        // LeaseStore, for WatchStep (sim/watch_stream.h).
+        struct Feed {
+          LeaseStore* leases;
+          ClusterStore* store;
+          absl::string_view kind = "Lease";
+          absl::string_view api_version = kGroupVersion;
+          size_t max_batch = 0;
+          std::string Object(LeaseWatchState& s, const LeasePtr& lease) const {
+            if (!s.table) return lease->json;
+            std::string row =
+                LeaseTableJson({lease}, lease->resource_version, !s.sent_columns, absl::Now());
             s.sent_columns = true;
+            return row;
           }
-          return absl::StrCat("{\"type\":\"", type, "\",\"object\":", object, "}\n");
+          ChangeSignal& signal() const { return leases->signal(); }
+          LeaseStore::Batch Poll(const LeaseWatchState& s, absl::Time now,
+                                 absl::Duration lag) const {
+            return leases->Poll(s.filter, s.cursor, now, lag);
+          }
+          absl::string_view TypeName(const LeaseEvent& e) const {
+            return e.type == LeaseEventType::kAdded      ? "ADDED"
+                   : e.type == LeaseEventType::kModified ? "MODIFIED"
+                                                         : "DELETED";
+          }
+          uint64_t resource_version() const { return store->resource_version(); }
         };
-        auto write = [&](const std::string& text) {
-          CountBytes(s.stats_key, text.size());
-          return sink.write(text.data(), text.size());
-        };
-        auto bookmark_line = [&](bool initial_events_end) {
-          return absl::StrCat(
-              "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Lease\",\"apiVersion\":\"",
-              kGroupVersion, "\",\"metadata\":{\"resourceVersion\":\"", s.cursor, "\"",
-              initial_events_end ? ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}" : "",
-              "}}}\n");
-        };
-        if (!s.started) {
-          s.started = true;
-          if (!s.error_line.empty()) {
-            if (!write(s.error_line)) return false;
-            sink.done();
-            return true;
-          }
-          std::string out;
-          for (const LeasePtr& lease : s.initial) out += event_line("ADDED", lease);
-          s.initial.clear();
-          if (s.initial_events_end) out += bookmark_line(true);
-          return out.empty() || write(out);
-        }
-        const uint64_t generation = leases_->signal().generation();
-        const absl::Time now = absl::Now();
-        if (stopping_ || s.epoch != watch_epoch_.load() || now >= s.deadline) {
-          sink.done();
-          return true;
-        }
-        bool bookmarks_only;
-        absl::Duration lag;
-        {
-          MutexLock lock(&mu_);
-          bookmarks_only = bookmarks_only_;
-          lag = watch_lag_;
-        }
-        absl::Time wake = std::min(s.deadline, now + kMaxWatchWait);
-        if (s.bookmarks) wake = std::min(wake, s.next_bookmark);
-        if (!bookmarks_only) {
-          LeaseStore::Batch batch = leases_->Poll(s.filter, s.cursor, now, lag);
-          if (batch.expired) {
-            std::string line = absl::StrCat(
-                "{\"type\":\"ERROR\",\"object\":",
-                Dump(StatusObject(410, "Expired",
-                                  absl::StrCat("too old resource version: ", s.cursor, " (",
-                                               store_->resource_version(), ")"))),
-                "}\n");
-            if (!write(line)) return false;
-            sink.done();
-            return true;
-          }
-          s.cursor = batch.cursor;
-          std::string out;
-          for (const LeaseEvent& e : batch.events) {
-            out += event_line(e.type == LeaseEventType::kAdded      ? "ADDED"
-                              : e.type == LeaseEventType::kModified ? "MODIFIED"
-                                                                    : "DELETED",
-                              e.object);
-          }
-          if (!out.empty() && !write(out)) return false;
-          if (batch.next_visible.has_value()) wake = std::min(wake, *batch.next_visible);
-        }
-        if (s.bookmarks && now >= s.next_bookmark) {
-          if (!write(bookmark_line(false))) return false;
-          s.next_bookmark = now + config_.bookmark_interval;
-          wake = std::min(wake, s.next_bookmark);
-        }
-        leases_->signal().WaitForChange(generation, wake);
-        return true;
+        const Feed feed{leases_.get(), store_};
+        return sim::WatchStep(
+            *state, sink, feed,
+            [&](const std::string& text) {
+              CountBytes(state->stats_key, text.size());
+              return sink.write(text.data(), text.size());
+            },
+            [&] { return Gate(state->epoch); });
       },
       [this](bool) { --watches_open_; });
 }

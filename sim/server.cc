@@ -15,6 +15,7 @@
 #include "sim/objects.h"
 #include "sim/status.h"
 #include "sim/tables.h"
+#include "sim/watch_stream.h"
 
 namespace fitledger::sim {
 
@@ -26,7 +27,6 @@ namespace {
 // and its streaming compressor holds watch events back.
 constexpr char kJson[] = "application/json; charset=utf-8";
 constexpr size_t kWatchBatch = 1000;
-constexpr absl::Duration kMaxWatchWait = absl::Seconds(1);
 
 void SendStatus(httplib::Response& res, int code, absl::string_view reason,
                 absl::string_view message) {
@@ -142,22 +142,7 @@ absl::StatusOr<bool> OnOff(const std::string& body) {
 
 }  // namespace
 
-struct SimServer::WatchState {
-  ObjectFilter filter;
-  bool table = false;
-  bool bookmarks = false;
-  uint64_t epoch = 0;
-  uint64_t cursor = 0;
-  absl::Time deadline;
-  absl::Time next_bookmark;
-  std::vector<ObjectPtr> initial;  // sent as ADDED first (watch from "" or "0", or WatchList)
-  // WatchList with bookmarks: after `initial`, a BOOKMARK annotated k8s.io/initial-events-end.
-  bool initial_events_end = false;
-  std::string error_line;  // sent, then the stream ends (410, 504)
-  bool started = false;
-  bool sent_columns = false;
-  std::string stats_key;  // the request's line in /sim/requests
-};
+struct SimServer::WatchState : WatchStream<ObjectPtr, ObjectFilter> {};
 
 SimServer::SimServer(SimConfig config, ClusterStore* store)
     : config_(std::move(config)),
@@ -738,93 +723,47 @@ void SimServer::ServeWatch(const httplib::Request& req, httplib::Response& res,
       [this](bool) { --watches_open_; });
 }
 
+WatchGate SimServer::Gate(uint64_t epoch) const {
+  WatchGate gate;
+  gate.closed = stopping_ || epoch != watch_epoch_.load();
+  gate.bookmark_interval = config_.bookmark_interval;
+  MutexLock lock(&mu_);
+  gate.bookmarks_only = bookmarks_only_;
+  gate.lag = watch_lag_;
+  return gate;
+}
+
 bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
-  auto event_line = [&](absl::string_view type, const ObjectPtr& object) {
-    std::string body;
-    if (state.table) {
-      body = TableJson(state.filter.kind, {object}, object->resource_version, "", 0,
-                       !state.sent_columns, absl::Now());
-      state.sent_columns = true;
+  // ClusterStore's kinds, for WatchStep (sim/watch_stream.h).
+  struct Feed {
+    ClusterStore* store;
+    absl::string_view kind;
+    absl::string_view api_version;
+    size_t max_batch;
+    std::string Object(WatchState& s, const ObjectPtr& object) const {
+      if (!s.table) return object->json;
+      std::string row = TableJson(s.filter.kind, {object}, object->resource_version, "", 0,
+                                  !s.sent_columns, absl::Now());
+      s.sent_columns = true;
+      return row;
     }
-    return absl::StrCat("{\"type\":\"", type, "\",\"object\":", state.table ? body : object->json,
-                        "}\n");
+    ChangeSignal& signal() const { return store->signal(kind_id); }
+    WatchBatch Poll(const WatchState& s, absl::Time now, absl::Duration lag) const {
+      return store->Poll(s.filter, s.cursor, now, lag, max_batch);
+    }
+    absl::string_view TypeName(const WatchEvent& e) const { return EventTypeName(e.type); }
+    uint64_t resource_version() const { return store->resource_version(); }
+    Kind kind_id;
   };
-  auto write = [&](const std::string& text) {
-    CountBytes(state.stats_key, text.size());
-    return sink.write(text.data(), text.size());
-  };
-  auto bookmark_line = [&](bool initial_events_end) {
-    return absl::StrCat(
-        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"", InfoOf(state.filter.kind).name,
-        "\",\"apiVersion\":\"", InfoOf(state.filter.kind).group_version,
-        "\",\"metadata\":{\"resourceVersion\":\"", state.cursor, "\"",
-        initial_events_end ? ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}" : "",
-        "}}}\n");
-  };
-  if (!state.started) {
-    state.started = true;
-    if (!state.error_line.empty()) {
-      if (!write(state.error_line)) return false;
-      sink.done();
-      return true;
-    }
-    std::string out;
-    for (const ObjectPtr& object : state.initial) {
-      out += event_line("ADDED", object);
-      if (out.size() > (1 << 20)) {
-        if (!write(out)) return false;
-        out.clear();
-      }
-    }
-    state.initial.clear();
-    if (state.initial_events_end) out += bookmark_line(true);
-    if (!out.empty() && !write(out)) return false;
-    return true;
-  }
-  const uint64_t generation = store_->signal(state.filter.kind).generation();
-  const absl::Time now = absl::Now();
-  if (stopping_ || state.epoch != watch_epoch_.load() || now >= state.deadline) {
-    sink.done();
-    return true;
-  }
-  bool bookmarks_only;
-  absl::Duration lag;
-  {
-    MutexLock lock(&mu_);
-    bookmarks_only = bookmarks_only_;
-    lag = watch_lag_;
-  }
-  absl::Time wake = std::min(state.deadline, now + kMaxWatchWait);
-  if (state.bookmarks) wake = std::min(wake, state.next_bookmark);
-  if (!bookmarks_only) {
-    WatchBatch batch = store_->Poll(state.filter, state.cursor, now, lag, kWatchBatch);
-    if (batch.expired) {
-      std::string line =
-          absl::StrCat("{\"type\":\"ERROR\",\"object\":",
-                       Dump(StatusObject(410, "Expired",
-                                         absl::StrCat("too old resource version: ", state.cursor,
-                                                      " (", store_->resource_version(), ")"))),
-                       "}\n");
-      if (!write(line)) return false;
-      sink.done();
-      return true;
-    }
-    state.cursor = batch.cursor;
-    if (!batch.events.empty()) {
-      std::string out;
-      for (const WatchEvent& e : batch.events) out += event_line(EventTypeName(e.type), e.object);
-      if (!write(out)) return false;
-    }
-    if (batch.events.size() >= kWatchBatch) return true;  // more is waiting
-    if (batch.next_visible.has_value()) wake = std::min(wake, *batch.next_visible);
-  }
-  if (state.bookmarks && now >= state.next_bookmark) {
-    if (!write(bookmark_line(false))) return false;
-    state.next_bookmark = now + config_.bookmark_interval;
-    wake = std::min(wake, state.next_bookmark);
-  }
-  store_->signal(state.filter.kind).WaitForChange(generation, wake);
-  return true;
+  const Feed feed{store_, InfoOf(state.filter.kind).name, InfoOf(state.filter.kind).group_version,
+                  kWatchBatch, state.filter.kind};
+  return sim::WatchStep(
+      state, sink, feed,
+      [&](const std::string& text) {
+        CountBytes(state.stats_key, text.size());
+        return sink.write(text.data(), text.size());
+      },
+      [&] { return Gate(state.epoch); });
 }
 
 void SimServer::HandleCreatePod(const httplib::Request& req, httplib::Response& res,

@@ -35,6 +35,7 @@ class DataSink;
 namespace fitledger::sim {
 
 class LeaseStore;
+struct WatchGate;
 
 // Thread-safe. Start() spawns the listener, the delayed-kubelet thread and the controllers'
 // thread; Stop() (also run by the destructor) closes every watch and joins them. No lock is held
@@ -92,6 +93,8 @@ class SimServer {
                   std::shared_ptr<WatchState> state);
   // One step of a watch stream: writes what is visible, or waits a little. False: abort.
   bool WatchStep(WatchState& state, httplib::DataSink& sink);
+  // What a watch step reads of the sim (sim/watch_stream.h) for a stream begun at `epoch`.
+  WatchGate Gate(uint64_t epoch) const;
   void Discovery(const std::string& path, httplib::Response& res);
   // /apis/coordination.k8s.io/...: the group's discovery and Leases (defined in sim/leases.cc).
   void HandleLeases(const httplib::Request& req, httplib::Response& res,

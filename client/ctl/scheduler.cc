@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/json_access.h"
 #include "common/mutex.h"
 #include "nlohmann/json.hpp"
 #include "server/kube/api_client.h"
@@ -20,21 +21,11 @@ namespace fitledger::ctl {
 namespace {
 
 using nlohmann::json;
+constexpr auto& Member = JsonMember;
+constexpr auto& Str = JsonStr;
 
 // pkg/scheduler/framework/plugins/nodeunschedulable ErrReasonUnschedulable.
 constexpr char kReasonNodeUnschedulable[] = "node(s) were unschedulable";
-
-const json& Member(const json& j, const char* key) {
-  static const json* null = new json();
-  if (!j.is_object()) return *null;
-  auto it = j.find(key);
-  return it == j.end() ? *null : *it;
-}
-
-std::string Str(const json& j, const char* key) {
-  const json& v = Member(j, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
 
 std::string Timestamp(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());

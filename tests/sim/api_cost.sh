@@ -18,29 +18,12 @@ CONFIG="${2:-$ROOT/config/sim/big.yaml}"
 STEADY_SECONDS="${STEADY_SECONDS:-120}"
 CHURN_PODS_PER_MINUTE="${CHURN_PODS_PER_MINUTE:-300}"
 WORK="$(mktemp -d /tmp/fitledger-api-cost.XXXXXX)"
-SIM_PID=""
-SERVER_PID=""
-
-cleanup() {
-  [[ -n "$SERVER_PID" ]] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
-  [[ -n "$SIM_PID" ]] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
 log() { echo "[api_cost] $*" >&2; }
+# shellcheck source=tests/sim/bench_lib.sh
+source "$ROOT/tests/sim/bench_lib.sh"
 
 api() {  # api METHOD PATH [BODY]
   curl -sS -X "$1" "$SIM$2" -H 'Content-Type: application/json' ${3:+-d "$3"}
-}
-
-wait_for() {  # wait_for SECONDS COMMAND...
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || { log "timed out waiting for: $*"; return 1; }
-    sleep 0.2
-  done
 }
 
 metric() {  # the value of a fitledger-server metric series, or 0
@@ -56,24 +39,12 @@ states_at_least() { test "$(states)" -ge "$1"; }
 
 start_sim() {  # start_sim WATCHLIST(true|false)
   { cat "$CONFIG"; echo "bookmarkInterval: 60s"; echo "watchList: $1"; } > "$WORK/sim.yaml"
-  rm -f "$WORK/kubeconfig" "$WORK/ready"
-  "$BUILD/sim/fitledger-sim" --config "$WORK/sim.yaml" --listen 127.0.0.1:0 \
-    --kubeconfig-out "$WORK/kubeconfig" > "$WORK/sim.log" 2>&1 &
-  SIM_PID=$!
-  wait_for 300 test -s "$WORK/kubeconfig"
-  SIM="$(grep -o 'http://127.0.0.1:[0-9]*' "$WORK/sim.log" | head -1 || true)"
-  [[ -n "$SIM" ]] || { log "fitledger-sim did not say where it listens"; return 1; }
+  launch_sim "$WORK/sim.yaml"
 }
 
 start_server() {
   : > "$WORK/server.yaml"
-  rm -f "$WORK/ready"
-  "$BUILD/server/fitledger-server" --config "$WORK/server.yaml" --kubeconfig "$WORK/kubeconfig" \
-    --grpc-listen "unix://$WORK/server.sock" --monitor-listen 127.0.0.1:0 \
-    --ready-file "$WORK/ready" > "$WORK/server.log" 2>&1 &
-  SERVER_PID=$!
-  wait_for 60 test -s "$WORK/ready"
-  MONITOR="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["monitor_port"])' "$WORK/ready")"
+  launch_server
 }
 
 snapshot() {  # snapshot PHASE MODE: print and keep /sim/requests, then reset it

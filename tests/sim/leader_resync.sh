@@ -22,34 +22,12 @@ CONFIG="${2:-$ROOT/config/sim/big.yaml}"
 ROUNDS="${ROUNDS:-5}"
 PAGE_SIZE="${PAGE_SIZE:-500}"  # the server's kubernetes.listPageSize (the consistent LIST's pages)
 WORK="$(mktemp -d /tmp/fitledger-leader-resync.XXXXXX)"
-SIM_PID=""
-SERVER_PID=""
-
-cleanup() {
-  [[ -n "$SERVER_PID" ]] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
-  [[ -n "$SIM_PID" ]] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
 log() { echo "[leader_resync] $*" >&2; }
-
-wait_for() {  # wait_for SECONDS COMMAND...
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || { log "timed out waiting for: $*"; return 1; }
-    sleep 0.2
-  done
-}
+# shellcheck source=tests/sim/bench_lib.sh
+source "$ROOT/tests/sim/bench_lib.sh"
 
 log "starting fitledger-sim ($CONFIG)"
-"$BUILD/sim/fitledger-sim" --config "$CONFIG" --listen 127.0.0.1:0 \
-  --kubeconfig-out "$WORK/kubeconfig" > "$WORK/sim.log" 2>&1 &
-SIM_PID=$!
-wait_for 300 test -s "$WORK/kubeconfig"
-SIM="$(grep -o 'http://127.0.0.1:[0-9]*' "$WORK/sim.log" | head -1 || true)"
-[[ -n "$SIM" ]] || { log "fitledger-sim did not say where it listens"; exit 1; }
+launch_sim "$CONFIG"
 
 cat > "$WORK/server.yaml" <<EOF
 kubernetes:
@@ -60,12 +38,7 @@ leaderElection:
 EOF
 log "starting fitledger-server; waiting for it to be ready (synced)"
 T0="$(date +%s.%N)"
-"$BUILD/server/fitledger-server" --config "$WORK/server.yaml" --kubeconfig "$WORK/kubeconfig" \
-  --grpc-listen "unix://$WORK/server.sock" --monitor-listen 127.0.0.1:0 \
-  --leader-identity bench-a --ready-file "$WORK/ready" > "$WORK/server.log" 2>&1 &
-SERVER_PID=$!
-wait_for 60 test -s "$WORK/ready"
-MONITOR="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["monitor_port"])' "$WORK/ready")"
+launch_server --leader-identity bench-a
 until curl -fsS "http://127.0.0.1:$MONITOR/readyz" > /dev/null 2>&1; do sleep 0.05; done
 T1="$(date +%s.%N)"
 echo "initial sync (start -> /readyz 200, for comparison): $(python3 -c "print(f'{$T1 - $T0:.3f}')") s"

@@ -102,10 +102,6 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   fitledger::RaiseOpenFileLimit();
   fitledger::KeepFreedMemoryForReuse();  // the app's HeapTrimmer gives it back
-  // Abseil checks every absl::Mutex acquisition (gRPC's, here) for lock-order cycles unless built
-  // with NDEBUG, and Debian's libabsl is not: that bookkeeping, under one global lock, is a
-  // measurable share of each call (docs/performance.md). Abseil's optimized builds skip it too.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   absl::StatusOr<std::unique_ptr<fitledger::ServerApp>> app = fitledger::ServerApp::Create(config);
   if (!app.ok()) {

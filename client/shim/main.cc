@@ -90,7 +90,7 @@ int Run(int argc, char** argv) {
   KeepFreedMemoryForReuse();  // the HeapTrimmer below gives it back
   // Abseil checks every absl::Mutex acquisition (gRPC's, here) for lock-order cycles unless built
   // with NDEBUG, and Debian's libabsl is not: that bookkeeping, under one global lock, is a
-  // measurable share of each call (docs/performance.md). Abseil's optimized builds skip it too.
+  // measurable share of each call (docs/performance.md). fitledger-server turns it off too.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   MetricsRegistry registry;

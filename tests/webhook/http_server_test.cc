@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -68,7 +69,9 @@ class Raw {
     char tmp[65536];
     const ssize_t n = recv(fd_, tmp, sizeof(tmp), 0);
     if (n <= 0) {
-      eof_ = n == 0;
+      // Closed: an orderly close, or a reset (the server closed with bytes of ours unread, as it
+      // does to a request it gives up on).
+      eof_ = n == 0 || errno == ECONNRESET;
       return false;
     }
     buf_.append(tmp, static_cast<size_t>(n));

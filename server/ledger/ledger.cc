@@ -55,10 +55,10 @@ FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
                             const Resources* released) const {
   FitResult result;
   const Resources& alloc = node.allocatable;
-  auto fail = [&result](absl::string_view reason, bool unresolvable) {
+  // Appends one reason (`prefix` then `name`, e.g. "Insufficient " "cpu") to the joined list.
+  auto fail = [&result](absl::string_view prefix, absl::string_view name, bool unresolvable) {
     result.fits = false;
-    if (!result.reasons.empty()) result.reasons.append(", ");
-    result.reasons.append(reason.data(), reason.size());
+    absl::StrAppend(&result.reasons, result.reasons.empty() ? "" : ", ", prefix, name);
     if (unresolvable) result.unresolvable = true;
   };
   auto used = [&](int64_t confirmed, int64_t assumed, int64_t freed) {
@@ -67,7 +67,7 @@ FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
   if (policy_.all) {
     int64_t pods = used(node.confirmed.pods, node.assumed.pods, released ? released->pods : 0);
     // Never unresolvable: evicting pods frees pod slots (fit.go leaves Unresolvable unset).
-    if (pods + 1 > alloc.pods) fail("Too many pods", false);
+    if (pods + 1 > alloc.pods) fail("Too many pods", "", false);
   }
   if (requests.milli_cpu == 0 && requests.memory_bytes == 0 &&
       requests.ephemeral_storage_bytes == 0 && requests.scalars.empty()) {
@@ -75,10 +75,7 @@ FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
   }
   auto check = [&](absl::string_view name, int64_t want, int64_t allocatable, int64_t in_use) {
     if (want <= 0 || !policy_.Accounts(name)) return;
-    if (want > allocatable - in_use) {
-      fail("Insufficient ", want > allocatable);
-      result.reasons.append(name.data(), name.size());
-    }
+    if (want > allocatable - in_use) fail("Insufficient ", name, want > allocatable);
   };
   check(kResourceCpu, requests.milli_cpu, alloc.milli_cpu,
         used(node.confirmed.milli_cpu, node.assumed.milli_cpu, released ? released->milli_cpu : 0));

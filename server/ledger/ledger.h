@@ -79,9 +79,10 @@ struct PodRecord {
 struct FitResult {
   bool fits = true;
   bool unresolvable = false;  // never for "Too many pods": a pod count can be preempted
-  // NodeResourcesFit's reasons, in its order and wording, joined by ", " as kube-scheduler's
-  // FailedNodes shows them (one string: Filter answers hundreds of failing nodes per call). A
-  // reason never contains ", ": it is "Too many pods" or "Insufficient <resource name>".
+  // NodeResourcesFit's reasons, in its order and wording (pkg/scheduler/framework/plugins/
+  // noderesources/fit.go: "Too many pods", "Insufficient <resource name>"), joined by ", " into
+  // the one string the extender's FailedNodes holds per node (one allocation: Filter answers
+  // hundreds of failing nodes per call). A reason never contains ", ".
   std::string reasons;
 };
 

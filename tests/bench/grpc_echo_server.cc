@@ -2,9 +2,12 @@
 // Extender/Filter the way fitledger-server does (callback method, pooled messages) but does no
 // work: every candidate passes, with no pod decoding and no ledger. What a client measures
 // against it is the cost of gRPC itself (framing, HTTP/2, threads, the socket) for the same
-// messages; tests/perf/run.sh reports it beside fitledger-server's own numbers.
+// messages. tests/perf/run.sh puts fitledger-shim in front of it (the "hop" system): the most the
+// split layout could do on the machine if fitledger-server's work cost nothing.
 //
-//   grpc_echo_server --port_file FILE     (listens on 127.0.0.1, a port picked by the kernel)
+//   grpc_echo_server [--listen 127.0.0.1:0 | --listen unix:///path] --port_file FILE
+//
+// The port file is written once serving: the port the kernel picked (0 for a Unix socket).
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -15,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/service/message_pool.h"
 
+ABSL_FLAG(std::string, listen, "127.0.0.1:0", "gRPC address: host:port or unix:///path");
 ABSL_FLAG(std::string, port_file, "", "write the listening port here once serving");
 
 namespace fitledger::bench {
@@ -40,14 +44,17 @@ class EchoExtender final : public v1::Extender::CallbackService {
 int Run() {
   EchoExtender service;
   grpc::ServerBuilder builder;
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  const bool unix_socket = listen.rfind("unix:", 0) == 0;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    std::fprintf(stderr, "grpc_echo_server: cannot listen on 127.0.0.1\n");
+  if (server == nullptr || (port == 0 && !unix_socket)) {
+    std::fprintf(stderr, "grpc_echo_server: cannot listen on %s\n", listen.c_str());
     return 1;
   }
+  if (unix_socket) port = 0;
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (!port_file.empty()) {
     // Written whole, then renamed: a reader never sees a partial port.

@@ -1,10 +1,10 @@
 // grpc_filter_load: a closed-loop load client for fitledger-server's Filter rpc, through the
-// generated stub (no shim, no JSON on the wire). Used by tests/perf/run.sh.
+// generated stub (no shim, no JSON on the wire), for measuring by hand.
 //
 //   grpc_filter_load --target 127.0.0.1:PORT --body filter.json --clients 1 --seconds 10
 //
 // `--write_frame FILE` instead writes the request as one gRPC-framed message, h2load's body for
-// the same call (tests/perf/run.sh measures direct gRPC with both clients).
+// the same call, to measure direct gRPC with both clients.
 //
 // `--body` is an ExtenderArgs JSON document (the very body kube-scheduler POSTs; parsed once
 // with protobuf's JSON parser, unknown Kubernetes fields ignored). Each client thread has its own

@@ -7,13 +7,16 @@
 #           to that body, byte for byte (captured first);
 #   server  fitledger-server serving kube-scheduler's webhook itself (the chart's default);
 #   shim    fitledger-shim in front of that server (gRPC over its Unix socket);
+#   hop     fitledger-shim in front of tests/bench/grpc_echo_server, a gRPC Filter answered with
+#           no work (every candidate passes; over a Unix socket too): what the split layout
+#           could do if fitledger-server's work cost nothing (NodeNames body only);
 #   go      tests/perf/go-baseline, a standard-library Go extender.
 # All get the same wrk client, Lua script (Go's headers) and bodies (tests/perf/make_body.py:
 # 500 candidates as NodeNames, nodeCacheCapable: true; and as full Nodes, false). Rounds are
-# interleaved (floor, server, shim, go, floor, ...): calls/s at 8 connections, p50 / p99 at 1,
-# CPU per call per process (utime + stime from /proc). Then the initial sync of the 150,000 pods
-# (start -> SERVING), filter + bind cycles through the server's webhook, and the server's RSS
-# after all that and its peak. tests/perf/summarize.py prints the table (issue 24's targets,
+# interleaved (floor, server, shim, hop, go, floor, ...): calls/s at 8 connections, p50 / p99
+# at 1, CPU per call per process (utime + stime from /proc). Then the initial sync of the
+# 150,000 pods (start -> SERVING), filter + bind cycles through the server's webhook, and the
+# server's RSS after all that and its peak. tests/perf/summarize.py prints the table (issue 24's targets,
 # medians, PASS / MISS, every round's numbers) to stdout and OUT/table.md.
 #
 #   tests/perf/run.sh [--quick] [--rounds N] [--seconds S] [--names gke|eks|aks|mixed]
@@ -133,7 +136,8 @@ SIM_BIN="$BUILD/sim/fitledger-sim"
 SERVER_BIN="$BUILD/server/fitledger-server"
 SHIM_BIN="$BUILD/client/shim/fitledger-shim"
 BENCH="$BUILD/tests/bench"
-for bin in "$SIM_BIN" "$SERVER_BIN" "$SHIM_BIN" "$BENCH/cycle_load" "$BENCH/sync_probe"; do
+for bin in "$SIM_BIN" "$SERVER_BIN" "$SHIM_BIN" "$BENCH/cycle_load" "$BENCH/sync_probe" \
+  "$BENCH/grpc_echo_server"; do
   [[ -x "$bin" ]] || { echo "missing $bin (build the perf_tools target)" >&2; exit 2; }
 done
 log "building the Go baseline"
@@ -223,6 +227,21 @@ SHIM_PID=$!
 PIDS+=("$SHIM_PID")
 wait_file "$SHIM_DIR/port" 30 "$SHIM_PID"
 SHIM_PORT="$(cat "$SHIM_DIR/port")"
+
+HOP_DIR="$OUT/hop"
+mkdir -p "$HOP_DIR"
+rm -f "$HOP_DIR/echo.port" "$HOP_DIR/port"
+"$BENCH/grpc_echo_server" --listen "unix://$HOP_DIR/echo.sock" --port_file "$HOP_DIR/echo.port" \
+  > "$HOP_DIR/echo.log" 2>&1 &
+ECHO_PID=$!
+PIDS+=("$ECHO_PID")
+wait_file "$HOP_DIR/echo.port" 30 "$ECHO_PID"
+"$SHIM_BIN" --listen 127.0.0.1:0 --server "unix://$HOP_DIR/echo.sock" \
+  --monitor-listen 127.0.0.1:0 --port-file "$HOP_DIR/port" > "$HOP_DIR/shim.log" 2>&1 &
+HOP_SHIM_PID=$!
+PIDS+=("$HOP_SHIM_PID")
+wait_file "$HOP_DIR/port" 30 "$HOP_SHIM_PID"
+HOP_PORT="$(cat "$HOP_DIR/port")"
 
 GO_DIR="$OUT/go"
 mkdir -p "$GO_DIR"
@@ -339,9 +358,11 @@ declare -A PROCS=(
   [floor]="nginx=$NGINX_PID,$NGINX_WORKERS"
   [server]="server=$SERVER_PID"
   [shim]="shim=$SHIM_PID server=$SERVER_PID"
+  [hop]="shim=$HOP_SHIM_PID echo=$ECHO_PID"
   [go]="go=$GO_PID"
 )
-declare -A PORTS=([floor]=$NGINX_PORT [server]=$SERVER_PORT [shim]=$SHIM_PORT [go]=$GO_PORT)
+declare -A PORTS=([floor]=$NGINX_PORT [server]=$SERVER_PORT [shim]=$SHIM_PORT [hop]=$HOP_PORT
+                  [go]=$GO_PORT)
 
 wrk_run() {  # wrk_run SYSTEM BODY CONNECTIONS ROUND
   local system="$1" body="$2" conns="$3" round="$4" path=/filter entry name line requests
@@ -367,9 +388,9 @@ wrk_run() {  # wrk_run SYSTEM BODY CONNECTIONS ROUND
 }
 
 # Warm-up: a second of each system and body before the rounds.
-for system in floor server shim go; do
+for system in floor server shim hop go; do
   for body in names nodes; do
-    [[ "$system" == go && "$body" == nodes ]] && continue
+    [[ ( "$system" == go || "$system" == hop ) && "$body" == nodes ]] && continue
     FILTER_BODY="$OUT/body_$body.json" FILTER_PATH="$([[ $system == floor && $body == nodes ]] && echo /nodes/filter || echo /filter)" \
       wrk -t1 -c8 -d1s -s "$PERF/filter.lua" "http://127.0.0.1:${PORTS[$system]}" > /dev/null
   done
@@ -378,11 +399,12 @@ done
 # --- The rounds: interleaved, every system in each ---
 for r in $(seq 1 "$ROUNDS"); do
   log "round $r/$ROUNDS (load average $(loadavg))"
-  for system in floor server shim go; do
+  for system in floor server shim hop go; do
     wrk_run "$system" names 8 "$r"
     wrk_run "$system" names 1 "$r"
   done
-  # Full Nodes (nodeCacheCapable: false): the baseline reads NodeNames only, as written.
+  # Full Nodes (nodeCacheCapable: false): the baseline reads NodeNames only, as written; the
+  # hop's echo answers names, so it is left out too.
   for system in floor server shim; do
     wrk_run "$system" nodes 8 "$r"
     wrk_run "$system" nodes 1 "$r"

@@ -3,9 +3,11 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
@@ -60,8 +62,18 @@ struct HttpServer::Impl {
         io_threads(options.io_threads > 0
                        ? options.io_threads
                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
-        ioc(io_threads),
-        acceptor(net::make_strand(ioc)) {}
+        iocs(Contexts(io_threads)),
+        acceptor(net::make_strand(*iocs[0])) {}
+
+  static std::vector<std::unique_ptr<net::io_context>> Contexts(int n) {
+    std::vector<std::unique_ptr<net::io_context>> out;
+    for (int i = 0; i < n; ++i) out.push_back(std::make_unique<net::io_context>(1));
+    return out;
+  }
+  // The context a new connection lives on: each in turn.
+  net::io_context& NextContext() {
+    return *iocs[next_context.fetch_add(1, std::memory_order_relaxed) % iocs.size()];
+  }
 
   // Registers and starts a session on the accepted (or adopted) socket.
   void Serve(tcp::socket socket);
@@ -80,13 +92,18 @@ struct HttpServer::Impl {
   const HttpObserver observer;
   const int io_threads;
 
-  net::io_context ioc;
+  // One io_context per I/O thread, each run by that thread alone (concurrency hint 1). A
+  // connection lives on one context from accept to close (NextContext, in turn), so the thread
+  // epoll woke for its socket also runs its handler and writes its reply: no event is handed to
+  // another thread, as one context shared by all the threads does when another thread is idle.
+  std::vector<std::unique_ptr<net::io_context>> iocs;
+  std::atomic<size_t> next_context{0};
   std::optional<ssl::context> tls;  // set in Start, before any session exists
   // On its own strand: the accept loop's completions (on any I/O thread), the retry timer and
   // Stop's posted close run one at a time (an acceptor is not safe for concurrent use).
   tcp::acceptor acceptor;
   std::optional<net::steady_timer> accept_retry;  // on the acceptor's strand
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> work;
   std::vector<std::thread> threads;  // owned by Start/Stop's caller
   int bound_port = 0;
   bool started = false;
@@ -443,9 +460,9 @@ void HttpServer::Impl::Serve(tcp::socket socket) {
 }
 
 void HttpServer::Impl::Accept() {
-  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
-    OnAccept(ec, std::move(socket));
-  });
+  acceptor.async_accept(
+      net::make_strand(NextContext()),
+      [this](beast::error_code ec, tcp::socket socket) { OnAccept(ec, std::move(socket)); });
 }
 
 void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
@@ -512,10 +529,10 @@ absl::StatusOr<int> HttpServer::Start(const std::string& host, int port) {
   }
   d.bound_port = d.acceptor.local_endpoint().port();
   d.started = true;
-  d.work.emplace(d.ioc.get_executor());
+  for (auto& ioc : d.iocs) d.work.push_back(net::make_work_guard(*ioc));
   d.Accept();
-  for (int i = 0; i < d.io_threads; ++i) {
-    d.threads.emplace_back([&d] { d.ioc.run(); });
+  for (auto& ioc : d.iocs) {
+    d.threads.emplace_back([ioc = ioc.get()] { ioc->run(); });
   }
   return d.bound_port;
 }
@@ -525,11 +542,12 @@ absl::Status HttpServer::Adopt(int fd) {
   if (!d.started || d.stopping.load()) {
     return absl::FailedPreconditionError("http server is not running");
   }
-  tcp::socket socket(net::make_strand(d.ioc));
+  net::io_context& ioc = d.NextContext();
+  tcp::socket socket(net::make_strand(ioc));
   beast::error_code ec;
   socket.assign(tcp::v4(), fd, ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot adopt fd: ", ec.message()));
-  net::post(d.ioc, [&d, s = std::make_shared<tcp::socket>(std::move(socket))]() mutable {
+  net::post(ioc, [&d, s = std::make_shared<tcp::socket>(std::move(socket))]() mutable {
     d.Serve(std::move(*s));
   });
   return absl::OkStatus();
@@ -570,12 +588,12 @@ void HttpServer::Stop() {
   }
   {
     // Every session gone: a handler finishing a call late (on a closed connection) touches this
-    // server's io_context, so it must have let go of its HttpCall before the threads stop.
+    // server's io_contexts, so it must have let go of its HttpCall before the threads stop.
     MutexLock lock(&d.drain_mu);
     while (d.open.load() > 0 || d.alive.load() > 0) d.drain_cv.Wait(&d.drain_mu);
   }
-  d.work.reset();
-  d.ioc.stop();
+  d.work.clear();
+  for (auto& ioc : d.iocs) ioc->stop();
   for (std::thread& t : d.threads) t.join();
   d.threads.clear();
 }

@@ -1,10 +1,11 @@
 // An HTTP/1.1 (and HTTPS) server on Boost.Beast + Asio, for kube-scheduler's extender webhook and
 // for probes. Beast parses and writes the protocol; this file only adds the connection model:
 //
-// - A fixed number of I/O threads run every connection (an io_context, a strand per connection).
-//   No thread is ever held by a connection: waiting for a request, reading a slow one, a TLS
-//   handshake and writing a reply are asynchronous operations with deadlines (Beast's
-//   tcp_stream timers).
+// - A fixed number of I/O threads run every connection: an io_context per thread, each connection
+//   on one of them (in turn, at accept) for its life, with a strand of its own. No thread is ever
+//   held by a connection: waiting for a request, reading a slow one, a TLS handshake and writing
+//   a reply are asynchronous operations with deadlines (Beast's tcp_stream timers). A slow
+//   handler delays the other connections of its thread: handlers must not block (below).
 // - Deadlines: the first byte of a request must come within idle_timeout of the connection's
 //   start or of the previous reply; then the headers within read_timeout, then the body within
 //   read_timeout; each reply must be written within write_timeout; a TLS handshake must finish

@@ -387,5 +387,13 @@ fi
 
 summary="$passed passed, $failed failed"
 [ "$skipped" -gt 0 ] && summary="$summary, $skipped skipped"
+if [ "$failed" -gt 0 ]; then
+  # What the demo's processes said, for a failure seen only in CI's output.
+  for log in "$run"/*.log; do
+    echo "--- last lines of ${log#"$work"/}"
+    tail -n 25 "$log"
+  done
+  (cd "$work" && source .run/env && kubectl get pods -o wide 2>&1 | tail -n 40) || true
+fi
 echo "$summary"
 [ "$failed" -eq 0 ]

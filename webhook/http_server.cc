@@ -99,8 +99,10 @@ struct HttpServer::Impl {
   std::vector<std::unique_ptr<net::io_context>> iocs;
   std::atomic<size_t> next_context{0};
   std::optional<ssl::context> tls;  // set in Start, before any session exists
-  // On its own strand: the accept loop's completions (on any I/O thread), the retry timer and
-  // Stop's posted close run one at a time (an acceptor is not safe for concurrent use).
+  // On a strand of the first context: the accept loop's completions, the retry timer and Stop's
+  // posted close run one at a time (an acceptor is not safe for concurrent use). With one thread
+  // per context the strands (this one and each connection's) are already implied; they stay so
+  // that the model holds if a context is ever run by more than one thread.
   tcp::acceptor acceptor;
   std::optional<net::steady_timer> accept_retry;  // on the acceptor's strand
   std::vector<net::executor_work_guard<net::io_context::executor_type>> work;

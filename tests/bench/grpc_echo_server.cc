@@ -54,7 +54,7 @@ int Run() {
     std::fprintf(stderr, "grpc_echo_server: cannot listen on %s\n", listen.c_str());
     return 1;
   }
-  if (unix_socket) port = 0;
+  if (unix_socket) port = 0;  // no port to report, whatever gRPC set it to
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (!port_file.empty()) {
     // Written whole, then renamed: a reader never sees a partial port.

@@ -16,8 +16,8 @@
 # interleaved (floor, server, shim, hop, go, floor, ...): calls/s at 8 connections, p50 / p99
 # at 1, CPU per call per process (utime + stime from /proc). Then the initial sync of the
 # 150,000 pods (start -> SERVING), filter + bind cycles through the server's webhook, and the
-# server's RSS after all that and its peak. tests/perf/summarize.py prints the table (issue 24's targets,
-# medians, PASS / MISS, every round's numbers) to stdout and OUT/table.md.
+# server's RSS after all that and its peak. tests/perf/summarize.py prints the table (issue 24's
+# targets, medians, PASS / MISS, every round's numbers) to stdout and OUT/table.md.
 #
 #   tests/perf/run.sh [--quick] [--rounds N] [--seconds S] [--names gke|eks|aks|mixed]
 #                     [--build-dir DIR] [--out DIR] [--no-build] [--perf] [--wait-for-quiet]

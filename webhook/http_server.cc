@@ -255,6 +255,14 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
   }
 
   void ReadBody() {
+    // The body goes into a string with room for simdjson's padding from the start (Beast's
+    // string body reserves exactly the Content-Length when the body begins; this comes first and
+    // makes that a no-op), so OnBody need not copy megabytes of a full-Nodes body to pad it.
+    // Beast has already refused a Content-Length over the body limit (413).
+    if (auto length = parser_->content_length();
+        length.has_value() && *length <= static_cast<uint64_t>(server_->options.max_body_bytes)) {
+      parser_->get().body().reserve(static_cast<size_t>(*length) + kBodyPadding);
+    }
     Lowest().expires_after(Chrono(server_->options.read_timeout));
     http::async_read(
         stream_, buffer_, *parser_,
@@ -352,6 +360,9 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
     } else {
       response_.prepare_payload();
     }
+    // The reply is encoded: a large request body is no longer needed. Released now rather than
+    // after the write, so a connection holds its megabytes of reply or of request, not both.
+    if (request.body.capacity() > kKeepBufferBytes) std::string().swap(request.body);
     after_ = keep ? After::kKeepAlive : After::kClose;
     Lowest().expires_after(Chrono(server_->options.write_timeout));
     http::async_write(

@@ -420,8 +420,33 @@ absl::string_view TrimRight(absl::string_view s) {
   return s;
 }
 
+// A node's metadata.name ("" when absent), the rest of the node skipped unread.
+absl::Status ReadNodeName(ond::value& v, const Path& p, std::string_view* name) {
+  *name = {};
+  return ForEachMember(
+      v, p, "a node object", [&](std::string_view key, ond::value& e, const Path& fp) {
+        if (key != "metadata") return absl::OkStatus();
+        return Message(e, fp, [&](ond::value& m, const Path& mp) {
+          return ForEachMember(m, mp, "an object",
+                               [&](std::string_view k, ond::value& f, const Path& kp) {
+                                 if (k != "name") return absl::OkStatus();
+                                 json_type t;
+                                 RETURN_IF_ERROR(TypeOf(f, kp, &t));
+                                 if (t == json_type::null) return absl::OkStatus();
+                                 if (t != json_type::string)
+                                   return TypeError(kp, "a string or null", t);
+                                 JSON_OK(f.get_string().get(*name), kp);
+                                 return absl::OkStatus();
+                               });
+        });
+      });
+}
+
+// With `names` (not null), each item's name goes there and `out` gets no items (see
+// DecodeExtenderArgs).
 absl::Status ReadNodeList(ond::document& doc, ond::value& v, const Path& p, v1::NodeList* out,
-                          std::vector<absl::string_view>* raw_nodes) {
+                          std::vector<absl::string_view>* raw_nodes,
+                          std::vector<absl::string_view>* names) {
   return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
     if (key == "metadata") {
       return Message(e, fp, [&](ond::value& m, const Path& mp) {
@@ -442,7 +467,13 @@ absl::Status ReadNodeList(ond::document& doc, ond::value& v, const Path& p, v1::
             RETURN_IF_ERROR(TypeOf(item, ip, &t));
             if (t != json_type::object) return TypeError(ip, "a node object", t);
             const char* start = item.raw_json_token().data();
-            RETURN_IF_ERROR(ReadNode(item, ip, out->add_items()));
+            if (names != nullptr) {
+              std::string_view name;
+              RETURN_IF_ERROR(ReadNodeName(item, ip, &name));
+              names->push_back(A(name));
+            } else {
+              RETURN_IF_ERROR(ReadNode(item, ip, out->add_items()));
+            }
             // The node object is consumed: the iterator sits on the ',' or ']' after it.
             const char* end = nullptr;
             JSON_OK(doc.current_location().get(end), ip);
@@ -567,6 +598,7 @@ absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::Extend
   if (raw_nodes != nullptr) raw_nodes->clear();
   if (node_names != nullptr) node_names->clear();
   impl_->node_names_plain = node_names != nullptr;
+  bool nodes_named = false;  // node_names holds Nodes' names (NodeNames are then ignored)
   return impl_->Parse(body, [&](ond::document& doc, ond::value& v, const Path& p) {
     return ForEachMember(
         v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
@@ -577,10 +609,16 @@ absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::Extend
           }
           if (absl::EqualsIgnoreCase(A(key), "Nodes")) {
             return Message(e, fp, [&](ond::value& m, const Path& mp) {
-              return ReadNodeList(doc, m, mp, out->mutable_nodes(), raw_nodes);
+              if (node_names != nullptr && !nodes_named) {
+                node_names->clear();  // Nodes win over NodeNames, wherever they are
+                impl_->node_names_plain = false;
+                nodes_named = true;
+              }
+              return ReadNodeList(doc, m, mp, out->mutable_nodes(), raw_nodes, node_names);
             });
           }
           if (absl::EqualsIgnoreCase(A(key), "NodeNames")) {
+            if (nodes_named) return absl::OkStatus();
             if (node_names != nullptr) {
               return StringViews(e, fp, impl_->end, node_names, &impl_->node_names_plain);
             }
@@ -673,6 +711,18 @@ void AppendStringMap(const FilterResultView::Entries& entries, std::string* out)
   out->push_back('}');
 }
 
+// About the bytes AppendFailuresAndError writes (exact unless a string needs escaping), so a
+// reply is reserved once: a full-Nodes reply of megabytes that outgrew its reservation by its
+// failures was reallocated and copied.
+size_t FailuresAndErrorSize(const FilterResultView& result) {
+  size_t n = 64 + result.error.size();
+  for (const auto& [name, why] : result.failed_nodes) n += name.size() + why.size() + 6;
+  for (const auto& [name, why] : result.failed_and_unresolvable_nodes) {
+    n += name.size() + why.size() + 6;
+  }
+  return n;
+}
+
 void AppendFailuresAndError(const FilterResultView& result, std::string* out) {
   out->append(",\"FailedNodes\":");
   AppendStringMap(result.failed_nodes, out);
@@ -708,7 +758,7 @@ void EncodeFilterResult(const FilterResultView& result, std::string* out, bool n
   size_t list = 0;  // the names in quotes, a comma between two
   for (absl::string_view name : result.node_names) list += name.size() + 3;
   if (list > 0) --list;
-  out->reserve(out->size() + list + 96);
+  out->reserve(out->size() + list + 32 + FailuresAndErrorSize(result));
   out->append("{\"NodeNames\":[");
   if (names_plain) {
     // Each name as it is: the list's exact size, written in one go.
@@ -743,7 +793,7 @@ void EncodeFilterResult(const v1::ExtenderFilterResult& result, std::string* out
 
 void EncodeFilterResultWithNodes(const FilterResultView& result,
                                  absl::Span<const absl::string_view> nodes, std::string* out) {
-  size_t estimate = 128;
+  size_t estimate = 64 + FailuresAndErrorSize(result);
   for (absl::string_view node : nodes) estimate += node.size() + 1;
   out->reserve(out->size() + estimate);
   out->append("{\"Nodes\":{\"metadata\":{},\"items\":[");

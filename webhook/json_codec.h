@@ -48,10 +48,13 @@ class JsonDecoder {
   JsonDecoder& operator=(const JsonDecoder&) = delete;
 
   // The body of filter and prioritize. When it carries Nodes, `raw_nodes` (if not null) gets the
-  // exact JSON text of each Nodes.items[i], in order. With `node_names` (not null), NodeNames go
-  // there instead of into out->node_names. The views point into `body` (names without escapes,
-  // when `body`'s capacity holds simdjson's padding; valid until `body` changes) or into this
-  // decoder (valid until the next Decode* call).
+  // exact JSON text of each Nodes.items[i], in order. With `node_names` (not null), the
+  // candidates' names go there: NodeNames, or, when the body carries Nodes (an object), each
+  // item's metadata.name ("" if absent) and nothing of NodeNames; then out->nodes() is set but
+  // gets no items, and the items' other fields are skipped unread (a full-Nodes body is
+  // megabytes, and a Filter needs only the names). The views point into `body` (names without
+  // escapes, when `body`'s capacity holds simdjson's padding; valid until `body` changes) or
+  // into this decoder (valid until the next Decode* call).
   absl::Status DecodeExtenderArgs(const std::string& body, v1::ExtenderArgs* out,
                                   std::vector<absl::string_view>* raw_nodes,
                                   std::vector<absl::string_view>* node_names = nullptr);

@@ -279,15 +279,9 @@ void Webhook::Filter(const HttpCall& call) const {
       !st.ok()) {
     return BadRequest(Verb::kFilter, st, call);
   }
+  // With full Node objects (nodeCacheCapable: false) s.names holds their names.
   s.with_nodes = args->has_nodes();
-  if (s.with_nodes) {
-    // kube-scheduler sent full Node objects (nodeCacheCapable: false): their names.
-    s.names.clear();
-    for (const v1::Node& node : args->nodes().items()) s.names.push_back(node.metadata().name());
-    s.plain = false;
-  } else {
-    s.plain = t.decoder.node_names_plain();
-  }
+  s.plain = t.decoder.node_names_plain();
   s.OwnNamesOutside(body);
   SetPodKey(args->pod(), &s.pod);
   backend_->Filter(args->pod(), s.names, [this, call, &s](FilterAnswer answer) {
@@ -347,11 +341,7 @@ void Webhook::Prioritize(const HttpCall& call) const {
   if (absl::Status st = t.decoder.DecodeExtenderArgs(body, args, nullptr, &s.names); !st.ok()) {
     return BadRequest(Verb::kPrioritize, st, call);
   }
-  if (args->has_nodes()) {
-    s.names.clear();
-    for (const v1::Node& node : args->nodes().items()) s.names.push_back(node.metadata().name());
-  }
-  s.OwnNamesOutside(body);
+  s.OwnNamesOutside(body);  // with full Node objects, their names
   SetPodKey(args->pod(), &s.pod);
   backend_->Prioritize(args->pod(), s.names, [this, call, &s](PrioritizeAnswer answer) {
     HttpReply& reply = call.reply();

@@ -154,6 +154,56 @@ TEST(JsonCodecTest, RawNodesOfTheRealisticFixtureParseBackToEachItem) {
   }
 }
 
+// With names as views and full Nodes (the webhook's way): the items' names, in order, and their
+// exact text; NodeNames beside them are ignored wherever they stand; the items' other fields are
+// not read (a wrong type there passes), their names are (a wrong type there is an error).
+TEST(JsonCodecTest, NodesAsNamesReadOnlyTheNames) {
+  const std::string nodes =
+      "\"Nodes\": {\"metadata\": {\"resourceVersion\": \"7\"}, \"items\": ["
+      "{\"metadata\":{\"labels\":5,\"name\":\"n\\u0061me-1\"},\"status\":\"x\"},"
+      "{\"spec\":{}},"
+      "{\"metadata\":{\"name\":\"b\"}}]}";
+  for (const std::string& body : {absl::StrCat("{\"NodeNames\": [\"x\", \"y\"], ", nodes, "}"),
+                                  absl::StrCat("{", nodes, ", \"NodeNames\": [\"x\", 1]}")}) {
+    SCOPED_TRACE(body);
+    std::string padded = body;
+    padded.reserve(padded.size() + 64);
+    JsonDecoder decoder;
+    v1::ExtenderArgs args;
+    std::vector<absl::string_view> raw;
+    std::vector<absl::string_view> names;
+    ASSERT_THAT(decoder.DecodeExtenderArgs(padded, &args, &raw, &names), IsOk());
+    EXPECT_TRUE(args.has_nodes());
+    EXPECT_EQ(args.nodes().items_size(), 0);
+    EXPECT_EQ(args.nodes().metadata().resource_version(), "7");
+    EXPECT_THAT(names, ::testing::ElementsAre("name-1", "", "b"));
+    EXPECT_FALSE(decoder.node_names_plain());
+    ASSERT_EQ(raw.size(), 3u);
+    EXPECT_EQ(raw[1], "{\"spec\":{}}");
+    // The full decode refuses what the names-only read skipped.
+    v1::ExtenderArgs full;
+    EXPECT_THAT(decoder.DecodeExtenderArgs(body, &full, nullptr),
+                StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  }
+  JsonDecoder decoder;
+  v1::ExtenderArgs args;
+  std::vector<absl::string_view> names;
+  EXPECT_THAT(decoder.DecodeExtenderArgs(R"({"Nodes": {"items": [{"metadata": {"name": 3}}]}})",
+                                         &args, nullptr, &names),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("Nodes.items[0].metadata.name: expected a string or null")));
+  EXPECT_THAT(decoder.DecodeExtenderArgs(R"({"Nodes": {"items": [7]}})", &args, nullptr, &names),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("Nodes.items[0]: expected a node object, got number")));
+  // Nodes null: the NodeNames are the candidates.
+  v1::ExtenderArgs fresh;
+  ASSERT_THAT(
+      decoder.DecodeExtenderArgs(R"({"Nodes": null, "NodeNames": ["a"]})", &fresh, nullptr, &names),
+      IsOk());
+  EXPECT_FALSE(fresh.has_nodes());
+  EXPECT_THAT(names, ::testing::ElementsAre("a"));
+}
+
 // NodeNames as views (the shim's way: plain names read in place, the rest by simdjson) and as
 // strings: the same names, or the same error, on every spelling; plain names point into the body.
 TEST(JsonCodecTest, NodeNamesAsViewsAreTheNamesAsStrings) {

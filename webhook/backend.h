@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,11 +28,14 @@ namespace fitledger::webhook {
 
 // Filter's answer. Nodes are named by their position among the candidates the call was given;
 // a candidate in none of the lists is treated as failed without a reason.
+// The reasons are views: into `texts`, into static text, or into what the backend keeps alive
+// until `done` returns (the webhook encodes the reply before it returns).
 struct FilterAnswer {
   absl::Status status;  // not OK: the call failed (the lists are then ignored)
   std::vector<size_t> passing;
-  std::vector<std::pair<size_t, std::string>> failed;        // position, reasons
-  std::vector<std::pair<size_t, std::string>> unresolvable;  // preemption cannot help
+  std::vector<std::pair<size_t, absl::string_view>> failed;        // position, reasons
+  std::vector<std::pair<size_t, absl::string_view>> unresolvable;  // preemption cannot help
+  std::deque<std::string> texts;  // reasons' text, if the views need a home (moves keep them)
 };
 
 // Prioritize's answer: scores 0..10 by candidate position (candidates not listed get none).

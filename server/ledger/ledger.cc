@@ -54,6 +54,16 @@ Ledger::Ledger(AccountingPolicy policy, ScoringStrategy scoring,
 FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
                             const Resources* released) const {
   FitResult result;
+  FitLocked(node, requests, released, &result);
+  return result;
+}
+
+void Ledger::FitLocked(const NodeState& node, const Resources& requests, const Resources* released,
+                       FitResult* out) const {
+  FitResult& result = *out;
+  result.fits = true;
+  result.unresolvable = false;
+  result.reasons.clear();
   const Resources& alloc = node.allocatable;
   // Appends one reason (`prefix` then `name`, e.g. "Insufficient " "cpu") to the joined list.
   auto fail = [&result](absl::string_view prefix, absl::string_view name, bool unresolvable) {
@@ -71,7 +81,7 @@ FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
   }
   if (requests.milli_cpu == 0 && requests.memory_bytes == 0 &&
       requests.ephemeral_storage_bytes == 0 && requests.scalars.empty()) {
-    return result;
+    return;
   }
   auto check = [&](absl::string_view name, int64_t want, int64_t allocatable, int64_t in_use) {
     if (want <= 0 || !policy_.Accounts(name)) return;
@@ -90,7 +100,6 @@ FitResult Ledger::FitLocked(const NodeState& node, const Resources& requests,
         name, want, alloc.Get(name),
         used(node.confirmed.Get(name), node.assumed.Get(name), released ? released->Get(name) : 0));
   }
-  return result;
 }
 
 const Resources* Ledger::OwnLocked(absl::string_view uid, absl::string_view node_name) const {
@@ -108,6 +117,7 @@ FilterResult Ledger::Filter(const Resources& requests,
   // The common case, decided without building reasons: every resource is accounted, the pod
   // requests no scalar resources, and it fits. Anything else takes FitLocked's full check.
   const bool plain = policy_.all && requests.scalars.empty();
+  FitResult fit;  // reused for every node that takes the full check
   const auto room = [](int64_t want, int64_t allocatable, int64_t confirmed, int64_t assumed) {
     return want <= 0 || want <= allocatable - confirmed - assumed;
   };
@@ -140,14 +150,23 @@ FilterResult Ledger::Filter(const Resources& requests,
         continue;
       }
     }
-    FitResult fit = FitLocked(it->second, requests, released);
+    FitLocked(it->second, requests, released, &fit);
     if (fit.fits) {
       out.fits.push_back(i);
-    } else if (fit.unresolvable) {
-      out.unresolvable.emplace_back(i, std::move(fit.reasons));
-    } else {
-      out.failed.emplace_back(i, std::move(fit.reasons));
+      continue;
     }
+    // The text, stored once per distinct text (a few per call; more are each stored anew
+    // past kDistinct rather than searched for).
+    constexpr size_t kDistinct = 16;
+    absl::string_view text;
+    for (size_t k = 0; k < out.texts.size() && k < kDistinct; ++k) {
+      if (out.texts[k] == fit.reasons) {
+        text = out.texts[k];
+        break;
+      }
+    }
+    if (text.data() == nullptr) text = out.texts.emplace_back(fit.reasons);
+    (fit.unresolvable ? out.unresolvable : out.failed).emplace_back(i, text);
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #define FITLEDGER_SERVER_LEDGER_LEDGER_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -87,9 +88,15 @@ struct FitResult {
 };
 
 struct FilterResult {
-  std::vector<size_t> fits;                            // indices into the candidate names
-  std::vector<std::pair<size_t, std::string>> failed;  // index, reasons joined by ", "
-  std::vector<std::pair<size_t, std::string>> unresolvable;
+  std::vector<size_t> fits;  // indices into the candidate names
+  // Index, reasons joined by ", " (FitResult::reasons): views into `texts` (or into static
+  // text), each distinct text stored once. A call answers hundreds of failing nodes with a
+  // handful of distinct texts; a string per node was an allocation and a free per node.
+  std::vector<std::pair<size_t, absl::string_view>> failed;
+  std::vector<std::pair<size_t, absl::string_view>> unresolvable;
+  // The views' text. A deque: moving the result (or this member) moves no string, so the
+  // views stay valid wherever the result goes.
+  std::deque<std::string> texts;
 };
 
 enum class AssumeOutcome {
@@ -296,6 +303,9 @@ class Ledger {
     Resources requests;
   };
 
+  // Into `out` (reset first; its reasons' buffer is reused).
+  void FitLocked(const NodeState& node, const Resources& requests, const Resources* released,
+                 FitResult* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   FitResult FitLocked(const NodeState& node, const Resources& requests,
                       const Resources* released) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The pod's own requests on `node_name`, if `uid` is counted there; else nullptr.

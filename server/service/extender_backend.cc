@@ -38,6 +38,7 @@ void ExtenderBackend::Filter(const v1::Pod& pod, absl::Span<const absl::string_v
     answer.passing = std::move(result->fits);
     answer.failed = std::move(result->failed);
     answer.unresolvable = std::move(result->unresolvable);
+    answer.texts = std::move(result->texts);
   } else {
     answer.status = result.status();
   }

@@ -85,10 +85,13 @@ grpc::ServerUnaryReactor* ExtenderService::Filter(grpc::CallbackServerContext* c
     }
     if (args->has_nodes()) result->mutable_nodes();  // present, even if empty
     for (const auto& [i, why] : answer.failed) {
-      if (i < n) (*result->mutable_failed_nodes())[std::string(names[i])] = why;
+      if (i < n) (*result->mutable_failed_nodes())[std::string(names[i])] = std::string(why);
     }
     for (const auto& [i, why] : answer.unresolvable) {
-      if (i < n) (*result->mutable_failed_and_unresolvable_nodes())[std::string(names[i])] = why;
+      if (i < n) {
+        (*result->mutable_failed_and_unresolvable_nodes())[std::string(names[i])] =
+            std::string(why);
+      }
     }
     reactor->Finish(grpc::Status::OK);
   });

@@ -34,9 +34,8 @@ class FakeBackend final : public Backend {
     FilterAnswer answer = filter_answer;
     if (echo_pod_in_failures) {
       // Every candidate fails with the pod's name: which request an answer belongs to is visible.
-      for (size_t i = 0; i < candidates.size(); ++i) {
-        answer.failed.emplace_back(i, pod.metadata().name());
-      }
+      const std::string& name = answer.texts.emplace_back(pod.metadata().name());
+      for (size_t i = 0; i < candidates.size(); ++i) answer.failed.emplace_back(i, name);
     }
     Run([answer = std::move(answer), done = std::move(done)]() mutable {
       done(std::move(answer));

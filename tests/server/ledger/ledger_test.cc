@@ -21,6 +21,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Pair;
+using ::testing::SizeIs;
 using ::testing::UnorderedElementsAre;
 
 constexpr int64_t kMi = 1024 * 1024;
@@ -70,7 +71,7 @@ std::vector<std::string> Fits(const Ledger& ledger, const Resources& r,
 std::map<std::string, std::string> Failed(const FilterResult& r,
                                           const std::vector<std::string>& names) {
   std::map<std::string, std::string> out;
-  for (const auto& [i, why] : r.failed) out[names[i]] = why;
+  for (const auto& [i, why] : r.failed) out[names[i]] = std::string(why);
   return out;
 }
 
@@ -270,6 +271,34 @@ TEST_F(LedgerTest, RequestLargerThanAllocatableIsUnresolvable) {
   EXPECT_EQ(r.unresolvable[0].first, 1u);
   EXPECT_EQ(r.unresolvable[0].second, "Insufficient cpu");
   EXPECT_THAT(r.failed, IsEmpty());
+}
+
+// Hundreds of failing nodes share a few distinct texts: each is stored once, every node's
+// reasons are a view of it, and the views survive moving the result.
+TEST_F(LedgerTest, FailingNodesShareOneTextPerDistinctReason) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 300; ++i) {
+    names.push_back(absl::StrCat("n-", i));
+    ledger_.UpsertNode(Node(names.back(), i % 3 == 0 ? 100 : 1000, 4 * kMi));
+    if (i % 3 == 1) ledger_.UpsertPod(Bound(absl::StrCat("u", i), names.back(), Req(0, 3 * kMi)));
+  }
+  std::vector<absl::string_view> views(names.begin(), names.end());
+  FilterResult moved = ledger_.Filter(Req(500, 2 * kMi), views);
+  FilterResult r = std::move(moved);
+  EXPECT_THAT(r.fits, SizeIs(100));
+  EXPECT_THAT(r.failed, SizeIs(100));        // n-1, n-4, ...: memory
+  EXPECT_THAT(r.unresolvable, SizeIs(100));  // n-0, n-3, ...: cpu over allocatable
+  EXPECT_EQ(r.texts.size(), 2u);
+  for (const auto& [i, why] : r.failed) {
+    EXPECT_EQ(i % 3, 1u);
+    EXPECT_EQ(why, "Insufficient memory");
+    EXPECT_EQ(why.data(), r.failed[0].second.data());  // one text
+  }
+  for (const auto& [i, why] : r.unresolvable) {
+    EXPECT_EQ(i % 3, 0u);
+    EXPECT_EQ(why, "Insufficient cpu");
+    EXPECT_EQ(why.data(), r.unresolvable[0].second.data());
+  }
 }
 
 TEST_F(LedgerTest, ZeroRequestsAreNeverCheckedButPodsAre) {

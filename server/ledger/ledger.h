@@ -82,8 +82,9 @@ struct FitResult {
   bool unresolvable = false;  // never for "Too many pods": a pod count can be preempted
   // NodeResourcesFit's reasons, in its order and wording (pkg/scheduler/framework/plugins/
   // noderesources/fit.go: "Too many pods", "Insufficient <resource name>"), joined by ", " into
-  // the one string the extender's FailedNodes holds per node (one allocation: Filter answers
-  // hundreds of failing nodes per call). A reason never contains ", ".
+  // the one string the extender's FailedNodes holds per node (Filter answers hundreds of
+  // failing nodes per call: FilterResult keeps each distinct text once). A reason never
+  // contains ", ".
   std::string reasons;
 };
 

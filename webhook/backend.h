@@ -29,7 +29,8 @@ namespace fitledger::webhook {
 // Filter's answer. Nodes are named by their position among the candidates the call was given;
 // a candidate in none of the lists is treated as failed without a reason.
 // The reasons are views: into `texts`, into static text, or into what the backend keeps alive
-// until `done` returns (the webhook encodes the reply before it returns).
+// until `done` returns (the webhook encodes the reply before it returns). A copy's views still
+// point into the source's `texts`: move an answer, do not copy one that has texts.
 struct FilterAnswer {
   absl::Status status;  // not OK: the call failed (the lists are then ignored)
   std::vector<size_t> passing;

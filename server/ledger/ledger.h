@@ -96,7 +96,8 @@ struct FilterResult {
   std::vector<std::pair<size_t, absl::string_view>> failed;
   std::vector<std::pair<size_t, absl::string_view>> unresolvable;
   // The views' text. A deque: moving the result (or this member) moves no string, so the
-  // views stay valid wherever the result goes.
+  // views stay valid wherever the result goes. A copy's views still point into the source's
+  // texts: move a result, do not copy it.
   std::deque<std::string> texts;
 };
 

@@ -197,9 +197,8 @@ TEST(JsonCodecTest, NodesAsNamesReadOnlyTheNames) {
                        HasSubstr("Nodes.items[0]: expected a node object, got number")));
   // Nodes null: the NodeNames are the candidates.
   v1::ExtenderArgs fresh;
-  ASSERT_THAT(
-      decoder.DecodeExtenderArgs(R"({"Nodes": null, "NodeNames": ["a"]})", &fresh, nullptr, &names),
-      IsOk());
+  const std::string body = R"({"Nodes": null, "NodeNames": ["a"]})";  // outlives the views
+  ASSERT_THAT(decoder.DecodeExtenderArgs(body, &fresh, nullptr, &names), IsOk());
   EXPECT_FALSE(fresh.has_nodes());
   EXPECT_THAT(names, ::testing::ElementsAre("a"));
 }

@@ -138,14 +138,21 @@ absl::Status Message(ond::value& v, const Path& p, Fn&& fn) {
   return fn(v, p);
 }
 
-absl::Status String(ond::value& v, const Path& p, std::string* out) {
+// A string or null: a string's view (into the decoder's buffer) goes to `out`; null leaves
+// `out` as it is.
+absl::Status StringView(ond::value& v, const Path& p, std::string_view* out) {
   json_type t;
   RETURN_IF_ERROR(TypeOf(v, p, &t));
   if (t == json_type::null) return absl::OkStatus();
   if (t != json_type::string) return TypeError(p, "a string or null", t);
-  std::string_view s;
-  JSON_OK(v.get_string().get(s), p);
-  out->assign(s.data(), s.size());
+  JSON_OK(v.get_string().get(*out), p);
+  return absl::OkStatus();
+}
+
+absl::Status String(ond::value& v, const Path& p, std::string* out) {
+  std::string_view s;  // data() stays null for null
+  RETURN_IF_ERROR(StringView(v, p, &s));
+  if (s.data() != nullptr) out->assign(s.data(), s.size());
   return absl::OkStatus();
 }
 
@@ -429,14 +436,7 @@ absl::Status ReadNodeName(ond::value& v, const Path& p, std::string_view* name) 
         return Message(e, fp, [&](ond::value& m, const Path& mp) {
           return ForEachMember(m, mp, "an object",
                                [&](std::string_view k, ond::value& f, const Path& kp) {
-                                 if (k != "name") return absl::OkStatus();
-                                 json_type t;
-                                 RETURN_IF_ERROR(TypeOf(f, kp, &t));
-                                 if (t == json_type::null) return absl::OkStatus();
-                                 if (t != json_type::string)
-                                   return TypeError(kp, "a string or null", t);
-                                 JSON_OK(f.get_string().get(*name), kp);
-                                 return absl::OkStatus();
+                                 return k == "name" ? StringView(f, kp, name) : absl::OkStatus();
                                });
         });
       });

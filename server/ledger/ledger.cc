@@ -435,7 +435,7 @@ void Ledger::ReplaceNodes(const std::vector<NodeRecord>& nodes) {
   for (auto& [name, state] : nodes_) {
     state.known = false;
     state.allocatable = Resources();
-    names.push_back(name);
+    names.push_back(name.str());
   }
   for (const NodeRecord& node : nodes) UpsertNodeLocked(node);
   for (const std::string& name : names) DropNodeIfEmptyLocked(name);
@@ -606,7 +606,7 @@ std::vector<NodeSummary> Ledger::Nodes() const {
     ReaderMutexLock lock(&mu_);
     out.reserve(nodes_.size());
     for (const auto& [name, state] : nodes_) {
-      out.push_back({name, state.known, state.allocatable, state.confirmed, state.assumed,
+      out.push_back({name.str(), state.known, state.allocatable, state.confirmed, state.assumed,
                      state.confirmed.pods, state.assumed.pods});
     }
   }

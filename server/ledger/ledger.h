@@ -12,8 +12,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/mutex.h"
@@ -295,6 +298,30 @@ class Ledger {
     uint64_t epoch = 0;
     uint64_t bound_at = 0;  // clock_ when the pod was known bound; 0: not known
   };
+  // A node's name as the node map's key, held in the map's own slot up to kInline characters.
+  // Filter looks up hundreds of candidates per call in a map of thousands of nodes; with a
+  // std::string key, a cloud node's name (33-45 characters, past its short-string buffer) was
+  // a second cache miss per candidate, read apart from the node's slot (perf at 8 connections:
+  // the key's memcmp, 12% of the server's samples; 4.6% with the key in the slot).
+  class NodeKey {
+   public:
+    static constexpr size_t kInline = 48;
+    NodeKey(absl::string_view name) : chars_(name.begin(), name.end()) {}  // NOLINT: implicit
+    operator absl::string_view() const { return {chars_.data(), chars_.size()}; }  // NOLINT
+    std::string str() const { return std::string(chars_.data(), chars_.size()); }
+
+   private:
+    absl::InlinedVector<char, kInline> chars_;
+  };
+  // Lookups by any string form of a name (transparent), hashed and compared as views.
+  struct NodeKeyHash {
+    using is_transparent = void;
+    size_t operator()(absl::string_view name) const { return absl::HashOf(name); }
+  };
+  struct NodeKeyEq {
+    using is_transparent = void;
+    bool operator()(absl::string_view a, absl::string_view b) const { return a == b; }
+  };
   struct NodeState {
     bool known = false;
     Resources allocatable;
@@ -331,7 +358,7 @@ class Ledger {
 
   mutable Mutex mu_;
   // Guarded by mu_.
-  absl::flat_hash_map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<NodeKey, NodeState, NodeKeyHash, NodeKeyEq> nodes_ ABSL_GUARDED_BY(mu_);
   // By UID. A node map: each entry is its own allocation and the table holds pointers, so the
   // table's growth steps cost 8 bytes per slot, not a ~225-byte inline PodEntry per slot (with
   // a flat map, the step past ~229,000 counted pods added 112 MiB at once).

@@ -1,5 +1,6 @@
 #include "server/ledger/ledger.h"
 
+#include <algorithm>
 #include <optional>
 #include <random>
 #include <set>
@@ -299,6 +300,37 @@ TEST_F(LedgerTest, FailingNodesShareOneTextPerDistinctReason) {
     EXPECT_EQ(why, "Insufficient cpu");
     EXPECT_EQ(why.data(), r.unresolvable[0].second.data());
   }
+}
+
+// The node map keeps names of up to 48 characters in its own slots and longer ones apart; names
+// on either side of that, and up to the 253 a DNS subdomain allows, are distinct nodes whose
+// accounting is found again by any string form of the name.
+TEST_F(LedgerTest, NodeNamesOfEveryLengthKeepTheirOwnAccounting) {
+  std::vector<std::string> names;
+  for (size_t length : {1, 15, 16, 47, 48, 49, 64, 253}) {
+    names.push_back(std::string(length - 1, 'a') + "b");
+    names.push_back(std::string(length, 'a'));
+  }
+  for (const std::string& name : names) ledger_.UpsertNode(Node(name, 1000));
+  // Each node's own pod, sized by its index: a name mixed up with another shows.
+  for (size_t i = 0; i < names.size(); ++i) {
+    ledger_.UpsertPod(Bound(absl::StrCat("u", i), names[i], Req(100 + static_cast<int64_t>(i))));
+  }
+  const std::vector<NodeSummary> nodes = ledger_.Nodes();
+  ASSERT_THAT(nodes, SizeIs(names.size()));
+  for (const NodeSummary& n : nodes) {
+    const size_t i = std::find(names.begin(), names.end(), n.name) - names.begin();
+    ASSERT_LT(i, names.size()) << n.name;
+    EXPECT_EQ(n.confirmed.milli_cpu, 100 + static_cast<int64_t>(i)) << n.name;
+  }
+  // 895m fits beside a node's own pod of (100 + i)m on 1000m only for i <= 5.
+  FilterResult r =
+      ledger_.Filter(Req(895), std::vector<absl::string_view>(names.begin(), names.end()));
+  EXPECT_THAT(r.fits, ElementsAre(0, 1, 2, 3, 4, 5));
+  ledger_.DeletePod("u15");
+  ledger_.DeleteNode(names[15]);
+  EXPECT_THAT(ledger_.Nodes(), SizeIs(names.size() - 1));
+  EXPECT_THAT(Fits(ledger_, Req(1), {names[14], names[15]}), ElementsAre(names[14]));
 }
 
 TEST_F(LedgerTest, ZeroRequestsAreNeverCheckedButPodsAre) {

@@ -307,13 +307,25 @@ absl::StatusOr<DecodedNode> ParseNode(absl::string_view json) {
 
 absl::StatusOr<PodRecord> ToPodRecord(const Pod& pod) {
   PodRecord r;
+  ASSIGN_OR_RETURN(r.requests, PodRequests(pod, RequestBasis::kSpecAndStatus));
   r.uid = pod.uid;
   r.namespace_name = pod.namespace_name;
   r.name = pod.name;
   r.node_name = pod.node_name;
   r.terminal = pod.IsTerminal();
   r.deleting = pod.deleting;
+  return r;
+}
+
+absl::StatusOr<PodRecord> ToPodRecord(Pod&& pod) {
+  PodRecord r;
   ASSIGN_OR_RETURN(r.requests, PodRequests(pod, RequestBasis::kSpecAndStatus));
+  r.uid = std::move(pod.uid);
+  r.namespace_name = std::move(pod.namespace_name);
+  r.name = std::move(pod.name);
+  r.node_name = std::move(pod.node_name);
+  r.terminal = pod.IsTerminal();
+  r.deleting = pod.deleting;
   return r;
 }
 

@@ -493,7 +493,7 @@ absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cu
       if (IsKubeletRejection(*pod)) state.rejected.push_back(*std::move(pod));
       return !Cancelled(stream);
     }
-    absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
+    absl::StatusOr<PodRecord> record = ToPodRecord(*std::move(pod));
     if (record.ok()) {
       state.pods.push_back(std::move(*record));
     } else {
@@ -689,7 +689,7 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
       pod_state.Remove(uid);
       return true;
     }
-    absl::StatusOr<PodRecord> record = ToPodRecord(*event->pod);
+    absl::StatusOr<PodRecord> record = ToPodRecord(*std::move(event->pod));
     if (record.ok()) {
       pod_state.Put(uid, *std::move(record));
     } else {
@@ -855,7 +855,7 @@ bool Watcher::ApplyEvent(Stream stream, std::string_view line, std::string* reso
     // selector) with its previous, non-terminal content.
     ledger_->DeletePod(event->pod.has_value() ? event->pod->uid : event->deleted_key);
   } else {
-    absl::StatusOr<PodRecord> record = ToPodRecord(*event->pod);
+    absl::StatusOr<PodRecord> record = ToPodRecord(*std::move(event->pod));
     if (!record.ok()) {
       {
         MutexLock lock(&mu_);

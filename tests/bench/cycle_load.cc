@@ -17,6 +17,8 @@
 // `--skip_filter`: bind only (the node is chosen without asking), for the memory-per-assumed-pod
 // measurement: with `--rss_pid` the server's VmRSS is read before and after the binds, and with
 // `--watch_lag` the sim's watch lag is raised first so the binds stay Assumed while measured.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -106,6 +108,14 @@ std::string PickNode(const std::string& reply, size_t k, size_t* count) {
   if (names.empty()) return "";
   const auto& [start, len] = names[k % names.size()];
   return reply.substr(start, len);
+}
+
+// This process's CPU time (user + system, all threads) in microseconds.
+int64_t SelfCpuUs() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000LL + usage.ru_utime.tv_usec +
+         usage.ru_stime.tv_usec;
 }
 
 int64_t Percentile(std::vector<int64_t> v, double p) {
@@ -253,6 +263,7 @@ int Run() {
     std::ofstream(path) << "started\n";
   }
   const absl::Time start = absl::Now();
+  const int64_t cpu_start_us = SelfCpuUs();
   std::vector<std::thread> binders;
   for (size_t b = 0; b < bind_ns.size(); ++b) {
     binders.emplace_back([&, b] {
@@ -312,6 +323,7 @@ int Run() {
   cv.notify_all();
   for (std::thread& t : binders) t.join();
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  const int64_t load_cpu_us = SelfCpuUs() - cpu_start_us;
 
   std::vector<int64_t> all_binds;
   for (const auto& v : bind_ns) all_binds.insert(all_binds.end(), v.begin(), v.end());
@@ -336,11 +348,13 @@ int Run() {
   std::printf(
       "CYCLE_JSON {\"pods\":%d,\"bound\":%d,\"seconds\":%.3f,\"pods_per_s\":%.1f,"
       "\"filter_p50_us\":%lld,\"filter_p99_us\":%lld,\"bind_p50_us\":%lld,\"bind_p99_us\":%lld,"
-      "\"filter_errors\":%d,\"bind_errors\":%d,\"rss_before_kib\":%lld,\"rss_after_kib\":%lld}\n",
+      "\"filter_errors\":%d,\"bind_errors\":%d,\"rss_before_kib\":%lld,\"rss_after_kib\":%lld,"
+      "\"load_cpu_us_per_pod\":%.1f}\n",
       n, bound, elapsed, pods_per_s, (long long)Percentile(filter_ns, 50) / 1000,
       (long long)Percentile(filter_ns, 99) / 1000, (long long)Percentile(all_binds, 50) / 1000,
       (long long)Percentile(all_binds, 99) / 1000, filter_errors.load(), bind_errors.load(),
-      (long long)rss_before, (long long)rss_after);
+      (long long)rss_before, (long long)rss_after,
+      bound > 0 ? static_cast<double>(load_cpu_us) / bound : 0.0);
   return bind_errors > 0 || filter_errors > 0 ? 1 : 0;
 }
 

@@ -240,9 +240,10 @@ def report(results, out_dir):
         add(f"| in the cycle: filter p50 / p99, bind p50 / p99 (us) | "
             f"{fmt(median([c['filter_p50_us'] for c in cycles]))} / {fmt(median([c['filter_p99_us'] for c in cycles]))}, "
             f"{fmt(median([c['bind_p50_us'] for c in cycles]))} / {fmt(median([c['bind_p99_us'] for c in cycles]))} | |")
-        add(f"| in the cycle: CPU per pod, server / sim (us) | "
+        add(f"| in the cycle: CPU per pod, server / sim / cycle_load (us) | "
             f"{fmt(median([c['cpu_us_per_pod']['server'] for c in cycles]), 1)} / "
-            f"{fmt(median([c['cpu_us_per_pod']['sim'] for c in cycles]), 1)} | |")
+            f"{fmt(median([c['cpu_us_per_pod']['sim'] for c in cycles]), 1)} / "
+            f"{fmt(median([c.get('load_cpu_us_per_pod') for c in cycles]), 1)} | |")
     syncs = results.select("sync")
     if syncs:
         add(f"| server: start -> SERVING (ms) | {fmt(median([s['serving_ms'] for s in syncs]))} | "

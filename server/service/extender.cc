@@ -243,11 +243,8 @@ absl::StatusOr<bool> Extender::SettleEarlierBind(const BindRequest& request,
     Count("no_longer_fits");
   } else if (absl::IsNotFound(moved)) {
     Count("node_not_found");
-  } else {
-    Count("bind_in_flight");
-    return absl::UnavailableError(absl::StrCat(moved.message(), "; retry shortly"));
   }
-  return moved;
+  return moved;  // Aborted: the entry changed meanwhile (BindAssumed decides again)
 }
 
 absl::Status Extender::BindAssumed(const BindRequest& request, absl::Time start,
@@ -269,13 +266,28 @@ absl::Status Extender::BindAssumed(const BindRequest& request, absl::Time start,
   }
   if (!options_.ledger_enabled) return BindWithoutLedger(request, deadline);
 
-  absl::StatusOr<AssumeOutcome> assumed = ledger_->TryAssume(
-      request.uid, request.namespace_name, request.name, request.node, *requests, absl::Now());
-  if (absl::IsAlreadyExists(assumed.status())) {
+  // An earlier bind's assumption can change while SettleEarlierBind asks the API about it: the
+  // reconciler settles the same entry with the API at the same moment (after an outage, both
+  // find the pod unbound, and the reconciler drops the assumption first). The decision is then
+  // taken again on what the ledger holds now, a few times, before the scheduler is asked to
+  // retry.
+  constexpr int kAttempts = 3;
+  absl::StatusOr<AssumeOutcome> assumed;
+  for (int attempt = 1;; ++attempt) {
+    assumed = ledger_->TryAssume(request.uid, request.namespace_name, request.name, request.node,
+                                 *requests, absl::Now());
+    if (!absl::IsAlreadyExists(assumed.status())) break;
     absl::StatusOr<bool> post = SettleEarlierBind(request, *requests, assumed.status(), deadline);
-    if (!post.ok()) return post.status();
-    if (!*post) return absl::OkStatus();
-    assumed = AssumeOutcome::kAlreadyAssumed;
+    if (post.ok()) {
+      if (!*post) return absl::OkStatus();
+      assumed = AssumeOutcome::kAlreadyAssumed;
+      break;
+    }
+    if (!absl::IsAborted(post.status())) return post.status();
+    if (attempt == kAttempts) {
+      Count("bind_in_flight");
+      return absl::UnavailableError(absl::StrCat(post.status().message(), "; retry shortly"));
+    }
   }
   if (!assumed.ok()) {
     Count(absl::IsFailedPrecondition(assumed.status()) ? "no_longer_fits" : "node_not_found");

@@ -104,7 +104,8 @@ class Extender {
   absl::Status BindWithoutLedger(const BindRequest& request, absl::Time deadline);
   // The pod is assumed on another node (TryAssume said `elsewhere`): settles that earlier bind
   // with the API. true: the assumption now sits on request.node with a bind in flight (POST
-  // next); false: the pod is already bound to request.node (answer OK). Errors are the answer.
+  // next); false: the pod is already bound to request.node (answer OK). Errors are the answer,
+  // except Aborted: the entry changed while the API was asked (decide again).
   absl::StatusOr<bool> SettleEarlierBind(const BindRequest& request, const Resources& requests,
                                          const absl::Status& elsewhere, absl::Time deadline);
   void Count(const std::string& outcome);

@@ -51,6 +51,12 @@ class FakeBinder : public kube::Binder {
   }
   absl::StatusOr<Pod> GetPod(const std::string& ns, const std::string& name,
                              absl::Time deadline) override {
+    std::function<void()> before;
+    {
+      MutexLock lock(&mu_);
+      before = std::exchange(before_get_, nullptr);
+    }
+    if (before) before();
     MutexLock lock(&mu_);
     ++gets_;
     last_deadline_ = deadline;
@@ -81,6 +87,11 @@ class FakeBinder : public kube::Binder {
     MutexLock lock(&mu_);
     next_outcome_ = outcome;
     elsewhere_node_ = std::move(elsewhere);
+  }
+  // Runs once, at the start of the next GetPod (as another thread acting while the API is asked).
+  void BeforeNextGet(std::function<void()> f) {
+    MutexLock lock(&mu_);
+    before_get_ = std::move(f);
   }
   void SetApiDown(bool down) {
     MutexLock lock(&mu_);
@@ -121,6 +132,7 @@ class FakeBinder : public kube::Binder {
   kube::BindOutcome next_outcome_ ABSL_GUARDED_BY(mu_) = kube::BindOutcome::kBound;
   std::string elsewhere_node_ ABSL_GUARDED_BY(mu_);
   bool api_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> before_get_ ABSL_GUARDED_BY(mu_);
   std::mutex hang_mu_;  // for hang_cv_, hang_ and hanging_
   std::condition_variable hang_cv_;
   bool hang_ = false;
@@ -287,6 +299,50 @@ TEST_F(ExtenderTest, ARetryElsewhereAfterAnUnknownOutcomeMovesTheAssumptionWhenT
   EXPECT_EQ(Assumed("w1"), 0);
   EXPECT_EQ(Assumed("w2"), 600);
   EXPECT_EQ(extender_.bind_counters().outcomes["moved"], 1u);
+}
+
+// The reconciler and a retried bind settle the same unknown outcome at once: while the bind asks
+// the API, the reconciler finds the pod unbound and drops the assumption. The bind then decides
+// again on what the ledger holds (nothing: it assumes afresh and POSTs) rather than answering
+// "retry shortly" (the e2e fault test met this under ASan in CI).
+TEST_F(ExtenderTest, ARetriedBindThatLosesTheSettleToTheReconcilerDecidesAgain) {
+  binder_.Script(kube::BindOutcome::kUnknown);
+  ASSERT_FALSE(FilterAndBind("u1", "p1", 600, "w1").ok());
+  std::optional<AssumedPod> entry = ledger_.AssumedEntry("u1");
+  ASSERT_TRUE(entry.has_value());
+  bool settled = false;
+  binder_.BeforeNextGet(
+      [&] { settled = ledger_.Settle("u1", entry->epoch, ApiPodState::kUnbound, nullptr); });
+  binder_.Script(kube::BindOutcome::kBound);
+  const int binds = binder_.binds();
+  EXPECT_THAT(extender_.Bind({"ns", "p1", "u1", "w2"}), IsOk());
+  EXPECT_TRUE(settled);
+  EXPECT_EQ(binder_.binds(), binds + 1);
+  EXPECT_EQ(Assumed("w1"), 0);
+  EXPECT_EQ(Assumed("w2"), 600);
+  EXPECT_EQ(ledger_.pod_count(), 1u);
+  EXPECT_EQ(extender_.bind_counters().outcomes["bind_in_flight"], 0u);
+}
+
+// Another bind of the same pod starts while this one asks the API: that one holds the entry, and
+// this one answers "retry shortly" without a POST of its own.
+TEST_F(ExtenderTest, ARetriedBindThatMeetsAnotherBindInFlightAsksForARetry) {
+  binder_.Script(kube::BindOutcome::kUnknown);
+  ASSERT_FALSE(FilterAndBind("u1", "p1", 600, "w1").ok());
+  absl::StatusOr<AssumeOutcome> other;
+  binder_.BeforeNextGet([&] {
+    // As a concurrent bind to w1 would: its TryAssume marks the entry in flight (the requests
+    // of the pod's own entry on its own node are not compared again).
+    other = ledger_.TryAssume("u1", "ns", "p1", "w1", Resources(), absl::Now());
+  });
+  const int binds = binder_.binds();
+  EXPECT_THAT(extender_.Bind({"ns", "p1", "u1", "w2"}),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("retry shortly")));
+  ASSERT_THAT(other, IsOk());
+  EXPECT_EQ(*other, AssumeOutcome::kAlreadyAssumed);
+  EXPECT_EQ(binder_.binds(), binds);
+  EXPECT_EQ(Assumed("w1"), 600);
+  EXPECT_EQ(Assumed("w2"), 0);
 }
 
 TEST_F(ExtenderTest, AfterAnUnknownOutcomeThePodStillPassesFilterEverywhere) {

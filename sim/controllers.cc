@@ -426,18 +426,20 @@ void Controllers::ReconcileReplicaSet(const std::string& key) {
   if (!stored.ok()) {
     // Gone: its pods go too (background cascading deletion), those that still name it.
     auto uid = deleted_replica_sets_.find(key);
+    // Deleted in this pass (by its deployment's cascade) and its DELETED event, which says whose
+    // pods are its, not read yet: that event brings it back here. Its pods are kept till then.
+    if (uid == deleted_replica_sets_.end()) return;
     for (const std::string& pod_key : pods) {
       const std::pair<std::string, std::string> pod_ns_pod_name = SplitKey(pod_key);
       const std::string& pod_ns = pod_ns_pod_name.first;
       const std::string& pod_name = pod_ns_pod_name.second;
       auto pod = store_->Get(Kind::kPod, pod_ns, pod_name);
-      if (uid != deleted_replica_sets_.end() && pod.ok() &&
-          ControllerUid(json::parse((*pod)->json)) == uid->second) {
+      if (pod.ok() && ControllerUid(json::parse((*pod)->json)) == uid->second) {
         DeletePod(pod_ns, pod_name);
       }
       owner_of_.erase(pod_key);
     }
-    if (uid != deleted_replica_sets_.end()) deleted_replica_sets_.erase(uid);
+    deleted_replica_sets_.erase(uid);
     pods_of_.erase(key);
     return;
   }

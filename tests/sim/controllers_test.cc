@@ -168,6 +168,22 @@ TEST_F(ControllersTest, DeletingTheDeploymentDeletesWhatItMade) {
   EXPECT_TRUE(Objects(Kind::kPod).empty());  // unbound pods: deleted at once
 }
 
+// The deployment is deleted while its replica set is due a pass anyway (one of its pods just
+// changed): the replica set, deleted by the deployment's pass, is reconciled gone before its
+// DELETED event is read. Its pods must still go once that event says whose they were (the
+// README's clean-up block met this: a churning Deployment's pods stayed after its deletion).
+TEST_F(ControllersTest, DeletingTheDeploymentWhileItsPodsChangeDeletesThemToo) {
+  CreateDeployment(2);
+  controllers_.SyncOnce();
+  std::vector<ObjectPtr> pods = Objects(Kind::kPod);
+  ASSERT_EQ(pods.size(), 2u);
+  ASSERT_TRUE(store_.Bind("default", pods[0]->fields.name, "", "worker-1").ok());
+  ASSERT_TRUE(store_.DeleteObject(Kind::kDeployment, "default", "web", "").ok());
+  controllers_.SyncOnce();
+  EXPECT_TRUE(Objects(Kind::kReplicaSet).empty());
+  EXPECT_TRUE(Objects(Kind::kPod).empty());
+}
+
 TEST_F(ControllersTest, TemplateChangeReplacesTheReplicaSet) {
   CreateDeployment(2);
   controllers_.SyncOnce();

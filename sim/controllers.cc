@@ -424,7 +424,9 @@ void Controllers::ReconcileReplicaSet(const std::string& key) {
   std::set<std::string>& pods = pods_of_[key];
   auto stored = store_->Get(Kind::kReplicaSet, ns, name);
   if (!stored.ok()) {
-    // Gone: its pods go too (background cascading deletion), those that still name it.
+    // Gone: its pods go too (background cascading deletion: the garbage collector deletes a
+    // dependent whose owner by that uid is absent, pkg/controller/garbagecollector/
+    // garbagecollector.go attemptToDeleteItem), those that still name it.
     auto uid = deleted_replica_sets_.find(key);
     // Deleted in this pass (by its deployment's cascade) and its DELETED event, which says whose
     // pods are its, not read yet: that event brings it back here. Its pods are kept till then.

@@ -305,29 +305,27 @@ absl::StatusOr<DecodedNode> ParseNode(absl::string_view json) {
   return ParseWhole<DecodedNode>(json, [](value v) { return DecodeNode(v); });
 }
 
-absl::StatusOr<PodRecord> ToPodRecord(const Pod& pod) {
+namespace {
+
+// ToPodRecord's body for both: the names copied from a const pod, moved from an rvalue one.
+template <typename P>
+absl::StatusOr<PodRecord> MakePodRecord(P&& pod) {
   PodRecord r;
   ASSIGN_OR_RETURN(r.requests, PodRequests(pod, RequestBasis::kSpecAndStatus));
-  r.uid = pod.uid;
-  r.namespace_name = pod.namespace_name;
-  r.name = pod.name;
-  r.node_name = pod.node_name;
   r.terminal = pod.IsTerminal();
   r.deleting = pod.deleting;
+  r.uid = std::forward<P>(pod).uid;
+  r.namespace_name = std::forward<P>(pod).namespace_name;
+  r.name = std::forward<P>(pod).name;
+  r.node_name = std::forward<P>(pod).node_name;
   return r;
 }
 
-absl::StatusOr<PodRecord> ToPodRecord(Pod&& pod) {
-  PodRecord r;
-  ASSIGN_OR_RETURN(r.requests, PodRequests(pod, RequestBasis::kSpecAndStatus));
-  r.uid = std::move(pod.uid);
-  r.namespace_name = std::move(pod.namespace_name);
-  r.name = std::move(pod.name);
-  r.node_name = std::move(pod.node_name);
-  r.terminal = pod.IsTerminal();
-  r.deleting = pod.deleting;
-  return r;
-}
+}  // namespace
+
+absl::StatusOr<PodRecord> ToPodRecord(const Pod& pod) { return MakePodRecord(pod); }
+
+absl::StatusOr<PodRecord> ToPodRecord(Pod&& pod) { return MakePodRecord(std::move(pod)); }
 
 }  // namespace fitledger::kube
 

@@ -273,13 +273,21 @@ absl::StatusOr<AssumeOutcome> Ledger::TryAssume(const std::string& uid,
                                                 const std::string& namespace_name,
                                                 const std::string& name,
                                                 const std::string& node_name,
-                                                const Resources& requests, absl::Time now) {
+                                                const Resources& requests, absl::Time now,
+                                                std::optional<AssumedPod>* elsewhere) {
   MutexLock lock(&mu_);
   auto existing = pods_.find(uid);
   if (existing != pods_.end()) {
     PodEntry& entry = existing->second;
     bool assumed = entry.state == PodState::kAssumed;
     if (entry.node_name != node_name) {
+      if (elsewhere != nullptr) {
+        if (assumed) {
+          *elsewhere = ViewLocked(uid, entry);
+        } else {
+          elsewhere->reset();
+        }
+      }
       return absl::AlreadyExistsError(
           absl::StrCat("pod ", namespace_name, "/", name, " is already ",
                        assumed ? "assumed on" : "bound to", " node ", entry.node_name,

@@ -239,10 +239,13 @@ class Ledger {
   // Atomically re-checks that `requests` fits `node_name` and records the pod as Assumed with a
   // bind in flight. Idempotent per UID. Errors: NotFound (unknown node), FailedPrecondition (does
   // not fit: the message lists the reasons), AlreadyExists (the pod is assumed or bound on
-  // another node: see MoveAssumption).
+  // another node: see MoveAssumption). With AlreadyExists, `elsewhere` (if given) receives the
+  // pod's assumption on that other node, read under the same lock as the decision, or nullopt
+  // when the watch has confirmed the pod there.
   absl::StatusOr<AssumeOutcome> TryAssume(const std::string& uid, const std::string& namespace_name,
                                           const std::string& name, const std::string& node_name,
-                                          const Resources& requests, absl::Time now);
+                                          const Resources& requests, absl::Time now,
+                                          std::optional<AssumedPod>* elsewhere = nullptr);
   // The API says the pod is unbound, and it is Assumed elsewhere with no bind in flight (as of
   // `epoch`): atomically re-checks that `requests` fits `node_name` and moves the assumption
   // there with a bind in flight. The outcome-unknown mark stays until the API shows the pod

@@ -169,8 +169,11 @@ absl::Status Extender::BindWithoutLedger(const BindRequest& request, absl::Time 
 absl::StatusOr<bool> Extender::SettleEarlierBind(const BindRequest& request,
                                                  const Resources& requests,
                                                  const absl::Status& elsewhere,
+                                                 const std::optional<AssumedPod>& previous,
                                                  absl::Time deadline) {
-  std::optional<AssumedPod> previous = ledger_->AssumedEntry(request.uid);
+  // `previous` is the entry TryAssume decided on, not read again: between the two reads the
+  // reconciler could drop the assumption (settled unbound), and the pod would look confirmed
+  // elsewhere. A change after TryAssume is caught by the epoch (MoveAssumption, Settle).
   if (!previous.has_value()) {
     // Confirmed on another node by the watch: the API's answer is known.
     Count("bound_elsewhere");
@@ -273,11 +276,13 @@ absl::Status Extender::BindAssumed(const BindRequest& request, absl::Time start,
   // retry.
   constexpr int kAttempts = 3;
   absl::StatusOr<AssumeOutcome> assumed;
+  std::optional<AssumedPod> previous;
   for (int attempt = 1;; ++attempt) {
     assumed = ledger_->TryAssume(request.uid, request.namespace_name, request.name, request.node,
-                                 *requests, absl::Now());
+                                 *requests, absl::Now(), &previous);
     if (!absl::IsAlreadyExists(assumed.status())) break;
-    absl::StatusOr<bool> post = SettleEarlierBind(request, *requests, assumed.status(), deadline);
+    absl::StatusOr<bool> post =
+        SettleEarlierBind(request, *requests, assumed.status(), previous, deadline);
     if (post.ok()) {
       if (!*post) return absl::OkStatus();
       assumed = AssumeOutcome::kAlreadyAssumed;

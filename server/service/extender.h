@@ -102,12 +102,15 @@ class Extender {
   absl::StatusOr<Resources> RequestsFor(const BindRequest& request, absl::Time deadline);
   absl::Status BindAssumed(const BindRequest& request, absl::Time start, absl::Time deadline);
   absl::Status BindWithoutLedger(const BindRequest& request, absl::Time deadline);
-  // The pod is assumed on another node (TryAssume said `elsewhere`): settles that earlier bind
-  // with the API. true: the assumption now sits on request.node with a bind in flight (POST
-  // next); false: the pod is already bound to request.node (answer OK). Errors are the answer,
-  // except Aborted: the entry changed while the API was asked (decide again).
+  // The pod is counted on another node (TryAssume said `elsewhere`; `previous` is its
+  // assumption there as TryAssume read it, nullopt if the watch confirmed it there): settles that
+  // earlier bind with the API. true: the assumption now sits on request.node with a bind in
+  // flight (POST next); false: the pod is already bound to request.node (answer OK). Errors are
+  // the answer, except Aborted: the entry changed while the API was asked (decide again).
   absl::StatusOr<bool> SettleEarlierBind(const BindRequest& request, const Resources& requests,
-                                         const absl::Status& elsewhere, absl::Time deadline);
+                                         const absl::Status& elsewhere,
+                                         const std::optional<AssumedPod>& previous,
+                                         absl::Time deadline);
   void Count(const std::string& outcome);
   void Remember(const std::string& uid, const Resources& requests);
 

@@ -156,6 +156,34 @@ TEST_F(LedgerTest, RepeatBindIsIdempotent) {
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already bound to node b")));
 }
 
+// The bind's next step (settling the earlier bind) works from the entry TryAssume decided on,
+// read under the same lock: a second read could find it dropped meanwhile and take the pod for
+// one confirmed elsewhere.
+TEST_F(LedgerTest, AssumeElsewhereHandsBackTheEntryItDecidedOn) {
+  ASSERT_THAT(Assume("u1", "b", Req(1500)), IsOkAndHolds(AssumeOutcome::kAssumed));
+  ledger_.MarkBindUnknown("u1");
+  std::optional<AssumedPod> elsewhere;
+  EXPECT_THAT(ledger_.TryAssume("u1", "ns", "pod-u1", "a", Req(1500), kT0, &elsewhere),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already assumed on node b")));
+  ASSERT_TRUE(elsewhere.has_value());
+  EXPECT_EQ(elsewhere->uid, "u1");
+  EXPECT_EQ(elsewhere->node_name, "b");
+  EXPECT_TRUE(elsewhere->outcome_unknown);
+  EXPECT_FALSE(elsewhere->bind_in_flight);
+  EXPECT_EQ(elsewhere->requests.milli_cpu, 1500);
+  std::optional<AssumedPod> now = ledger_.AssumedEntry("u1");
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(elsewhere->epoch, now->epoch);
+  // Nothing on "a" was counted by the refused call.
+  EXPECT_EQ(Summary(ledger_, "a").assumed.milli_cpu, 0);
+
+  // Confirmed on b by the watch: AlreadyExists, and no assumption handed back.
+  ledger_.UpsertPod(Bound("u1", "b", Req(1500)));
+  EXPECT_THAT(ledger_.TryAssume("u1", "ns", "pod-u1", "a", Req(1500), kT0, &elsewhere),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already bound to node b")));
+  EXPECT_FALSE(elsewhere.has_value());
+}
+
 TEST_F(LedgerTest, ConfirmOnAnotherNodeMovesTheCount) {
   ASSERT_THAT(Assume("u1", "a", Req(1000)), IsOk());
   ledger_.UpsertPod(Bound("u1", "b", Req(1000)));

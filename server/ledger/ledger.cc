@@ -64,7 +64,7 @@ void Ledger::FitLocked(const NodeState& node, const Resources& requests, const R
   result.fits = true;
   result.unresolvable = false;
   result.reasons.clear();
-  const Resources& alloc = node.allocatable;
+  const Resources& alloc = node.allocatable();
   // Appends one reason (`prefix` then `name`, e.g. "Insufficient " "cpu") to the joined list.
   auto fail = [&result](absl::string_view prefix, absl::string_view name, bool unresolvable) {
     result.fits = false;
@@ -75,7 +75,7 @@ void Ledger::FitLocked(const NodeState& node, const Resources& requests, const R
     return confirmed + assumed - freed;
   };
   if (policy_.all) {
-    int64_t pods = used(node.confirmed.pods, node.assumed.pods, released ? released->pods : 0);
+    int64_t pods = used(node.confirmed().pods, node.assumed().pods, released ? released->pods : 0);
     // Never unresolvable: evicting pods frees pod slots (fit.go leaves Unresolvable unset).
     if (pods + 1 > alloc.pods) fail("Too many pods", "", false);
   }
@@ -88,17 +88,18 @@ void Ledger::FitLocked(const NodeState& node, const Resources& requests, const R
     if (want > allocatable - in_use) fail("Insufficient ", name, want > allocatable);
   };
   check(kResourceCpu, requests.milli_cpu, alloc.milli_cpu,
-        used(node.confirmed.milli_cpu, node.assumed.milli_cpu, released ? released->milli_cpu : 0));
+        used(node.confirmed().milli_cpu, node.assumed().milli_cpu,
+             released ? released->milli_cpu : 0));
   check(kResourceMemory, requests.memory_bytes, alloc.memory_bytes,
-        used(node.confirmed.memory_bytes, node.assumed.memory_bytes,
+        used(node.confirmed().memory_bytes, node.assumed().memory_bytes,
              released ? released->memory_bytes : 0));
   check(kResourceEphemeralStorage, requests.ephemeral_storage_bytes, alloc.ephemeral_storage_bytes,
-        used(node.confirmed.ephemeral_storage_bytes, node.assumed.ephemeral_storage_bytes,
+        used(node.confirmed().ephemeral_storage_bytes, node.assumed().ephemeral_storage_bytes,
              released ? released->ephemeral_storage_bytes : 0));
   for (const auto& [name, want] : requests.scalars) {
-    check(
-        name, want, alloc.Get(name),
-        used(node.confirmed.Get(name), node.assumed.Get(name), released ? released->Get(name) : 0));
+    check(name, want, alloc.Get(name),
+          used(node.confirmed().Get(name), node.assumed().Get(name),
+               released ? released->Get(name) : 0));
   }
 }
 
@@ -118,9 +119,7 @@ FilterResult Ledger::Filter(const Resources& requests,
   // requests no scalar resources, and it fits. Anything else takes FitLocked's full check.
   const bool plain = policy_.all && requests.scalars.empty();
   FitResult fit;  // reused for every node that takes the full check
-  const auto room = [](int64_t want, int64_t allocatable, int64_t confirmed, int64_t assumed) {
-    return want <= 0 || want <= allocatable - confirmed - assumed;
-  };
+  const auto fits = [](int64_t want, int64_t room) { return want <= 0 || want <= room; };
   ReaderMutexLock lock(&mu_);
   // The pod's own entry (an assumption whose outcome is unknown, or a lagging view of a bound
   // pod) is left out on its node: it must not keep the pod off the node it may already hold.
@@ -138,14 +137,10 @@ FilterResult Ledger::Filter(const Resources& requests,
     const Resources* released =
         own != nullptr && own->node_name == node_names[i] ? &own->requests : nullptr;
     if (plain && released == nullptr) {
-      const Resources& a = it->second.allocatable;
-      const Resources& c = it->second.confirmed;
-      const Resources& s = it->second.assumed;
-      if (c.pods + s.pods + 1 <= a.pods &&
-          room(requests.milli_cpu, a.milli_cpu, c.milli_cpu, s.milli_cpu) &&
-          room(requests.memory_bytes, a.memory_bytes, c.memory_bytes, s.memory_bytes) &&
-          room(requests.ephemeral_storage_bytes, a.ephemeral_storage_bytes,
-               c.ephemeral_storage_bytes, s.ephemeral_storage_bytes)) {
+      const NodeState::Room& room = it->second.room();
+      if (room.pods >= 1 && fits(requests.milli_cpu, room.milli_cpu) &&
+          fits(requests.memory_bytes, room.memory_bytes) &&
+          fits(requests.ephemeral_storage_bytes, room.ephemeral_storage_bytes)) {
         out.fits.push_back(i);
         continue;
       }
@@ -186,13 +181,13 @@ int64_t Ledger::ScoreLocked(const NodeState& node, const Resources& requests,
       return confirmed + assumed - freed;
     };
     if (name == kResourceCpu) {
-      allocatable = node.allocatable.milli_cpu;
-      requested = used(node.confirmed.non_zero_milli_cpu, node.assumed.non_zero_milli_cpu,
+      allocatable = node.allocatable().milli_cpu;
+      requested = used(node.confirmed().non_zero_milli_cpu, node.assumed().non_zero_milli_cpu,
                        released ? released->non_zero_milli_cpu : 0) +
                   requests.non_zero_milli_cpu;
     } else if (name == kResourceMemory) {
-      allocatable = node.allocatable.memory_bytes;
-      requested = used(node.confirmed.non_zero_memory_bytes, node.assumed.non_zero_memory_bytes,
+      allocatable = node.allocatable().memory_bytes;
+      requested = used(node.confirmed().non_zero_memory_bytes, node.assumed().non_zero_memory_bytes,
                        released ? released->non_zero_memory_bytes : 0) +
                   requests.non_zero_memory_bytes;
     } else {
@@ -200,8 +195,8 @@ int64_t Ledger::ScoreLocked(const NodeState& node, const Resources& requests,
       // An extended (scalar) resource the pod does not request is not scored.
       if (want == 0 && IsScalarResourceName(name)) continue;
       if (name != kResourceEphemeralStorage && !IsScalarResourceName(name)) continue;
-      allocatable = node.allocatable.Get(name);
-      requested = used(node.confirmed.Get(name), node.assumed.Get(name),
+      allocatable = node.allocatable().Get(name);
+      requested = used(node.confirmed().Get(name), node.assumed().Get(name),
                        released ? released->Get(name) : 0) +
                   want;
     }
@@ -352,10 +347,10 @@ absl::Status Ledger::MoveAssumption(const std::string& uid, uint64_t epoch,
                                                       " no longer fits node ", node_name, ": ",
                                                       fit.reasons));
   }
-  nodes_[entry.node_name].assumed.Subtract(entry.requests);
+  nodes_[entry.node_name].SubtractAssumed(entry.requests);
   std::string old_node = std::exchange(entry.node_name, node_name);
   entry.requests = requests;
-  nodes_[node_name].assumed.Add(entry.requests);
+  nodes_[node_name].AddAssumed(entry.requests);
   DropNodeIfEmptyLocked(old_node);
   entry.assumed_at = now;
   entry.bind_in_flight = true;
@@ -375,9 +370,9 @@ void Ledger::MarkBound(const std::string& uid, const std::string& node_name) {
   entry.epoch = clock_++;
   entry.bound_at = clock_++;
   if (entry.node_name != node_name) {
-    nodes_[entry.node_name].assumed.Subtract(entry.requests);
+    nodes_[entry.node_name].SubtractAssumed(entry.requests);
     std::string old_node = std::exchange(entry.node_name, node_name);
-    nodes_[node_name].assumed.Add(entry.requests);
+    nodes_[node_name].AddAssumed(entry.requests);
     DropNodeIfEmptyLocked(old_node);
   }
 }
@@ -425,7 +420,7 @@ void Ledger::UpsertNode(const NodeRecord& node) {
 void Ledger::UpsertNodeLocked(const NodeRecord& node) {
   NodeState& state = nodes_[node.name];
   state.known = true;
-  state.allocatable = node.allocatable;
+  state.SetAllocatable(node.allocatable);
 }
 
 void Ledger::DeleteNode(const std::string& name) {
@@ -433,7 +428,7 @@ void Ledger::DeleteNode(const std::string& name) {
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return;
   it->second.known = false;
-  it->second.allocatable = Resources();
+  it->second.SetAllocatable(Resources());
   DropNodeIfEmptyLocked(name);
 }
 
@@ -442,7 +437,7 @@ void Ledger::ReplaceNodes(const std::vector<NodeRecord>& nodes) {
   std::vector<std::string> names;
   for (auto& [name, state] : nodes_) {
     state.known = false;
-    state.allocatable = Resources();
+    state.SetAllocatable(Resources());
     names.push_back(name.str());
   }
   for (const NodeRecord& node : nodes) UpsertNodeLocked(node);
@@ -494,10 +489,10 @@ void Ledger::UpsertPodLocked(const PodRecord& pod) {
   // Already confirmed: re-account a resize (or, defensively, a node change).
   PodEntry& entry = it->second;
   if (entry.node_name == pod.node_name && entry.requests == pod.requests) return;
-  nodes_[entry.node_name].confirmed.Subtract(entry.requests);
+  nodes_[entry.node_name].SubtractConfirmed(entry.requests);
   std::string old_node = std::exchange(entry.node_name, pod.node_name);
   entry.requests = pod.requests;
-  nodes_[entry.node_name].confirmed.Add(entry.requests);
+  nodes_[entry.node_name].AddConfirmed(entry.requests);
   if (old_node != entry.node_name) DropNodeIfEmptyLocked(old_node);
 }
 
@@ -614,8 +609,8 @@ std::vector<NodeSummary> Ledger::Nodes() const {
     ReaderMutexLock lock(&mu_);
     out.reserve(nodes_.size());
     for (const auto& [name, state] : nodes_) {
-      out.push_back({name.str(), state.known, state.allocatable, state.confirmed, state.assumed,
-                     state.confirmed.pods, state.assumed.pods});
+      out.push_back({name.str(), state.known, state.allocatable(), state.confirmed(),
+                     state.assumed(), state.confirmed().pods, state.assumed().pods});
     }
   }
   std::sort(out.begin(), out.end(),
@@ -646,8 +641,9 @@ absl::StatusOr<Explanation> Ledger::Explain(const Resources& requests, const std
   const NodeState& state = it->second;
   Explanation out;
   out.fit = FitLocked(state, requests, OwnLocked(uid, node_name));
-  out.node = {node_name,     state.known,          state.allocatable, state.confirmed,
-              state.assumed, state.confirmed.pods, state.assumed.pods};
+  out.node = {node_name,           state.known,     state.allocatable(),
+              state.confirmed(),   state.assumed(), state.confirmed().pods,
+              state.assumed().pods};
   if (!uid.empty()) {
     // Leave the pod's own counted requests out of the numbers, as the verdict does.
     auto pod = pods_.find(uid);
@@ -671,12 +667,41 @@ size_t Ledger::pod_count() const {
 
 // --- Private ---
 
+void Ledger::NodeState::SetAllocatable(const Resources& allocatable) {
+  allocatable_ = allocatable;
+  UpdateRoom();
+}
+void Ledger::NodeState::AddConfirmed(const Resources& requests) {
+  confirmed_.Add(requests);
+  UpdateRoom();
+}
+void Ledger::NodeState::SubtractConfirmed(const Resources& requests) {
+  confirmed_.Subtract(requests);
+  UpdateRoom();
+}
+void Ledger::NodeState::AddAssumed(const Resources& requests) {
+  assumed_.Add(requests);
+  UpdateRoom();
+}
+void Ledger::NodeState::SubtractAssumed(const Resources& requests) {
+  assumed_.Subtract(requests);
+  UpdateRoom();
+}
+void Ledger::NodeState::UpdateRoom() {
+  room_.milli_cpu = allocatable_.milli_cpu - confirmed_.milli_cpu - assumed_.milli_cpu;
+  room_.memory_bytes = allocatable_.memory_bytes - confirmed_.memory_bytes - assumed_.memory_bytes;
+  room_.ephemeral_storage_bytes = allocatable_.ephemeral_storage_bytes -
+                                  confirmed_.ephemeral_storage_bytes -
+                                  assumed_.ephemeral_storage_bytes;
+  room_.pods = allocatable_.pods - confirmed_.pods - assumed_.pods;
+}
+
 void Ledger::AddLocked(const std::string& uid, PodEntry entry) {
   NodeState& node = nodes_[entry.node_name];
   if (entry.state == PodState::kAssumed) {
-    node.assumed.Add(entry.requests);
+    node.AddAssumed(entry.requests);
   } else {
-    node.confirmed.Add(entry.requests);
+    node.AddConfirmed(entry.requests);
   }
   pods_.insert_or_assign(uid, std::move(entry));
 }
@@ -687,16 +712,16 @@ void Ledger::RemoveLocked(const std::string& uid) {
   std::string node_name = std::move(it->second.node_name);
   NodeState& node = nodes_[node_name];
   if (it->second.state == PodState::kAssumed) {
-    node.assumed.Subtract(it->second.requests);
+    node.SubtractAssumed(it->second.requests);
   } else {
-    node.confirmed.Subtract(it->second.requests);
+    node.SubtractConfirmed(it->second.requests);
   }
   pods_.erase(it);
   DropNodeIfEmptyLocked(node_name);
 }
 
 void Ledger::ConfirmLocked(PodEntry& entry, const PodRecord& pod) {
-  nodes_[entry.node_name].assumed.Subtract(entry.requests);
+  nodes_[entry.node_name].SubtractAssumed(entry.requests);
   std::string old_node = std::exchange(entry.node_name, pod.node_name);
   entry.state = PodState::kConfirmed;
   entry.requests = pod.requests;
@@ -705,14 +730,14 @@ void Ledger::ConfirmLocked(PodEntry& entry, const PodRecord& pod) {
   entry.bind_in_flight = false;
   entry.outcome_unknown = false;
   entry.bound_at = 0;
-  nodes_[entry.node_name].confirmed.Add(entry.requests);
+  nodes_[entry.node_name].AddConfirmed(entry.requests);
   if (old_node != entry.node_name) DropNodeIfEmptyLocked(old_node);
 }
 
 void Ledger::DropNodeIfEmptyLocked(const std::string& name) {
   auto it = nodes_.find(name);
   if (it == nodes_.end() || it->second.known) return;
-  if (it->second.confirmed.IsZero() && it->second.assumed.IsZero()) nodes_.erase(it);
+  if (it->second.confirmed().IsZero() && it->second.assumed().IsZero()) nodes_.erase(it);
 }
 
 }  // namespace fitledger

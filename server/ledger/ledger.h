@@ -325,11 +325,38 @@ class Ledger {
     using is_transparent = void;
     bool operator()(absl::string_view a, absl::string_view b) const { return a == b; }
   };
-  struct NodeState {
+  // A node's accounting. The sums change only through the mutators, which keep `room()`
+  // current: what Filter's common case reads, placed right after the key in the map's slot so
+  // that the check of one candidate touches one or two cache lines, not the slot's ~300 bytes.
+  class NodeState {
+   public:
+    // allocatable - confirmed - assumed, of the four resources every node has.
+    struct Room {
+      int64_t milli_cpu = 0;
+      int64_t memory_bytes = 0;
+      int64_t ephemeral_storage_bytes = 0;
+      int64_t pods = 0;
+    };
     bool known = false;
-    Resources allocatable;
-    Resources confirmed;  // sums of counted pods' requests (pods = their count)
-    Resources assumed;
+
+    const Room& room() const { return room_; }
+    const Resources& allocatable() const { return allocatable_; }
+    const Resources& confirmed() const { return confirmed_; }  // counted pods' requests summed
+    const Resources& assumed() const { return assumed_; }      // (pods = their count)
+
+    void SetAllocatable(const Resources& allocatable);
+    void AddConfirmed(const Resources& requests);
+    void SubtractConfirmed(const Resources& requests);
+    void AddAssumed(const Resources& requests);
+    void SubtractAssumed(const Resources& requests);
+
+   private:
+    void UpdateRoom();
+
+    Room room_;
+    Resources allocatable_;
+    Resources confirmed_;
+    Resources assumed_;
   };
   struct PendingPod {
     Resources requests;

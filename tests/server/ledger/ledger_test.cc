@@ -184,6 +184,106 @@ TEST_F(LedgerTest, AssumeElsewhereHandsBackTheEntryItDecidedOn) {
   EXPECT_FALSE(elsewhere.has_value());
 }
 
+// Filter's common case reads each node's room (allocatable - confirmed - assumed), kept by the
+// node's mutators; Explain takes the full check from the sums themselves. Through a long seeded
+// mix of every change the ledger takes, both must agree with the sums Nodes() reports. (A room
+// left too large would pass pods that do not fit: this fails. One left too small only sends the
+// node to the full check, which still answers right.)
+TEST(LedgerRoomTest, FiltersQuickCheckAgreesWithTheSumsThroughEveryKindOfChange) {
+  Ledger ledger(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
+  const std::vector<std::string> names = {"n0", "n1", "n2", "n3"};
+  std::mt19937 rng(20261202);
+  auto pick = [&rng](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  auto requests = [&]() {
+    Resources r = Req(250 * pick(9), 256 * kMi * pick(5));
+    r.ephemeral_storage_bytes = pick(3) == 0 ? 512 * kMi * pick(3) : 0;
+    return r;
+  };
+  auto node = [&](const std::string& name) {
+    NodeRecord n = Node(name, 1000 * (1 + pick(4)), 1024 * kMi * (1 + pick(4)), 2 + pick(4));
+    n.allocatable.ephemeral_storage_bytes = 1024 * kMi * (1 + pick(3));
+    return n;
+  };
+  for (const std::string& name : names) ledger.UpsertNode(node(name));
+  std::vector<uint64_t> epochs(16, 0);
+  int checked = 0;
+  for (int step = 0; step < 4000; ++step) {
+    const std::string uid = absl::StrCat("u", pick(16));
+    const std::string where = names[pick(4)];
+    switch (pick(10)) {
+      case 0:
+      case 1:
+        (void)ledger.TryAssume(uid, "ns", "pod-" + uid, where, requests(), kT0);
+        break;
+      case 2:
+        ledger.Forget(uid);
+        break;
+      case 3:
+        ledger.MarkBound(uid, where);
+        break;
+      case 4:
+        ledger.MarkBindUnknown(uid);
+        if (std::optional<AssumedPod> a = ledger.AssumedEntry(uid); a.has_value()) {
+          (void)ledger.MoveAssumption(uid, a->epoch, where, a->requests, kT0);
+        }
+        break;
+      case 5:
+        ledger.UpsertPod(Bound(uid, where, requests()));  // confirm, move or resize
+        break;
+      case 6:
+        ledger.DeletePod(uid);
+        break;
+      case 7:
+        ledger.UpsertNode(node(where));  // a new allocatable
+        break;
+      case 8:
+        if (pick(4) == 0) {
+          ledger.DeleteNode(where);
+        } else {
+          ledger.ForgetGone(uid);
+        }
+        break;
+      default:
+        if (pick(8) == 0) {
+          std::vector<NodeRecord> nodes;
+          for (const std::string& name : names) {
+            if (pick(5) != 0) nodes.push_back(node(name));
+          }
+          ledger.ReplaceNodes(nodes);
+        }
+        break;
+    }
+    const Resources want = requests();
+    const std::vector<std::string> fits = Fits(ledger, want, names);
+    for (const NodeSummary& n : ledger.Nodes()) {
+      if (!n.known) continue;
+      auto room = [&](int64_t a, int64_t c, int64_t s) { return a - c - s; };
+      const bool expected =
+          room(n.allocatable.pods, n.confirmed.pods, n.assumed.pods) >= 1 &&
+          (want.milli_cpu <= 0 ||
+           want.milli_cpu <=
+               room(n.allocatable.milli_cpu, n.confirmed.milli_cpu, n.assumed.milli_cpu)) &&
+          (want.memory_bytes <= 0 ||
+           want.memory_bytes <= room(n.allocatable.memory_bytes, n.confirmed.memory_bytes,
+                                     n.assumed.memory_bytes)) &&
+          (want.ephemeral_storage_bytes <= 0 ||
+           want.ephemeral_storage_bytes <= room(n.allocatable.ephemeral_storage_bytes,
+                                                n.confirmed.ephemeral_storage_bytes,
+                                                n.assumed.ephemeral_storage_bytes));
+      const bool filtered = std::find(fits.begin(), fits.end(), n.name) != fits.end();
+      absl::StatusOr<Explanation> explained = ledger.Explain(want, n.name);
+      ASSERT_THAT(explained, IsOk());
+      ASSERT_EQ(filtered, expected)
+          << "step " << step << " node " << n.name << " " << ToString(want) << " alloc "
+          << ToString(n.allocatable) << " confirmed " << ToString(n.confirmed) << " assumed "
+          << ToString(n.assumed);
+      ASSERT_EQ(explained->fit.fits, expected) << "step " << step << " node " << n.name;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 4000);  // most steps had known nodes to check
+}
+
 TEST_F(LedgerTest, ConfirmOnAnotherNodeMovesTheCount) {
   ASSERT_THAT(Assume("u1", "a", Req(1000)), IsOk());
   ledger_.UpsertPod(Bound("u1", "b", Req(1000)));

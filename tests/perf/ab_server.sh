@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Two fitledger-server binaries against each other on one machine: is a change, or the machine,
+# what moved a row of issue 24's table? (docs/performance.md, "This machine, not the code").
+#   tests/perf/ab_server.sh BUILD SERVER_A SERVER_B [ROUNDS] [SECONDS]
+# BUILD is a Release build of this tree (tests/perf/run.sh's build-perf: its fitledger-sim);
+# SERVER_A / SERVER_B are fitledger-server binaries (e.g. one built from a git worktree of the
+# commit before). One sim of config/sim/big-realistic.yaml (GKE-style names); the NodeNames body
+# from tests/perf/make_body.py; in each round each server is started in turn, warmed for 2 s and
+# loaded by wrk at 8 connections (tests/perf/filter.lua: Go's client headers). Prints one line
+# per run: calls/s, p50 / p99 and the server's CPU per call (utime + stime from /proc/PID/stat).
+# Loopback only; stops what it started, by pid.
+set -euo pipefail
+[ $# -ge 3 ] || { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+BUILD="$1"
+SERVERS=("$2" "$3")
+ROUNDS="${4:-3}"
+SECS="${5:-8}"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+D="$(mktemp -d "${TMPDIR:-/tmp}/fitledger-ab.XXXXXX")"
+PIDS=()
+cleanup() { [ ${#PIDS[@]} -gt 0 ] && kill "${PIDS[@]}" 2>/dev/null; true; }
+trap cleanup EXIT
+wait_for() {  # wait_for FILE: it exists and is not empty (10 minutes at most)
+  for _ in $(seq 1 1200); do [ -s "$1" ] && return 0; sleep 0.5; done
+  echo "timed out waiting for $1" >&2; exit 1
+}
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+
+"$BUILD/sim/fitledger-sim" --config "$ROOT/config/sim/big-realistic.yaml" --listen 127.0.0.1:0 \
+  --kubeconfig-out "$D/kubeconfig" > "$D/sim.log" 2>&1 &
+PIDS+=($!)
+wait_for "$D/kubeconfig"
+SIM_PORT="$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$D/sim.log" | head -1)"
+python3 "$HERE/make_body.py" --api "http://127.0.0.1:$SIM_PORT" --names-out "$D/body_names.json" \
+  --nodes-out "$D/body_nodes.json" --pod-out "$D/pod.json" --node-names-out "$D/node_names.txt" \
+  --candidates-out "$D/candidates.txt" >&2
+printf 'kubernetes: {bindTimeout: 3s}\nlog: {level: warn}\n' > "$D/server.yaml"
+
+for round in $(seq 1 "$ROUNDS"); do
+  for i in 0 1; do
+    label=$([ "$i" = 0 ] && echo A || echo B)
+    rm -f "$D/ready"
+    "${SERVERS[$i]}" --config "$D/server.yaml" --kubeconfig "$D/kubeconfig" \
+      --grpc-listen 127.0.0.1:0 --monitor-listen 127.0.0.1:0 --webhook-listen 127.0.0.1:0 \
+      --ready-file "$D/ready" > "$D/server-$label.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    wait_for "$D/ready"
+    port="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["webhook_port"])' "$D/ready")"
+    FILTER_BODY="$D/body_names.json" wrk -t1 -c8 -d2s -s "$HERE/filter.lua" \
+      "http://127.0.0.1:$port" > /dev/null
+    before="$(ticks "$pid")"
+    line="$(FILTER_BODY="$D/body_names.json" wrk -t1 -c8 -d"${SECS}s" --latency \
+      -s "$HERE/filter.lua" "http://127.0.0.1:$port" | sed -n 's/^WRK_JSON //p')"
+    after="$(ticks "$pid")"
+    requests="$(sed -n 's/.*"requests":\([0-9]*\).*/\1/p' <<< "$line")"
+    rps="$(sed -n 's/.*"rps":\([0-9.]*\).*/\1/p' <<< "$line")"
+    p50="$(sed -n 's/.*"p50_us":\([0-9]*\).*/\1/p' <<< "$line")"
+    p99="$(sed -n 's/.*"p99_us":\([0-9]*\).*/\1/p' <<< "$line")"
+    cpu="$(awk -v b="$before" -v a="$after" -v n="$requests" -v t="$TICK_US" \
+      'BEGIN { printf "%.1f", (a - b) * t / (n > 0 ? n : 1) }')"
+    echo "round $round $label: $rps calls/s, p50 $p50 us, p99 $p99 us, server CPU $cpu us per call"
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+  done
+done

@@ -694,7 +694,8 @@ std::vector<const typename google::protobuf::Map<std::string, V>::value_type*> S
 }
 
 // Entries sorted by key, as Go's encoding/json writes maps; of entries with one key, the last.
-void AppendStringMap(const FilterResultView::Entries& entries, std::string* out) {
+// `keys_plain`: the caller knows no key needs escaping (node names read in place).
+void AppendStringMap(const FilterResultView::Entries& entries, std::string* out, bool keys_plain) {
   FilterResultView::Entries sorted(entries.begin(), entries.end());
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -704,7 +705,13 @@ void AppendStringMap(const FilterResultView::Entries& entries, std::string* out)
     if (i + 1 < sorted.size() && sorted[i + 1].first == sorted[i].first) continue;
     if (!first) out->push_back(',');
     first = false;
-    AppendJsonString(sorted[i].first, out);
+    if (keys_plain) {
+      out->push_back('"');
+      out->append(sorted[i].first.data(), sorted[i].first.size());
+      out->push_back('"');
+    } else {
+      AppendJsonString(sorted[i].first, out);
+    }
     out->push_back(':');
     AppendJsonString(sorted[i].second, out);
   }
@@ -723,11 +730,11 @@ size_t FailuresAndErrorSize(const FilterResultView& result) {
   return n;
 }
 
-void AppendFailuresAndError(const FilterResultView& result, std::string* out) {
+void AppendFailuresAndError(const FilterResultView& result, std::string* out, bool names_plain) {
   out->append(",\"FailedNodes\":");
-  AppendStringMap(result.failed_nodes, out);
+  AppendStringMap(result.failed_nodes, out, names_plain);
   out->append(",\"FailedAndUnresolvableNodes\":");
-  AppendStringMap(result.failed_and_unresolvable_nodes, out);
+  AppendStringMap(result.failed_and_unresolvable_nodes, out, names_plain);
   out->append(",\"Error\":");
   AppendJsonString(result.error, out);
   out->push_back('}');
@@ -782,7 +789,7 @@ void EncodeFilterResult(const FilterResultView& result, std::string* out, bool n
     }
   }
   out->push_back(']');
-  AppendFailuresAndError(result, out);
+  AppendFailuresAndError(result, out, names_plain);
 }
 
 void EncodeFilterResult(const v1::ExtenderFilterResult& result, std::string* out) {
@@ -804,7 +811,7 @@ void EncodeFilterResultWithNodes(const FilterResultView& result,
     out->append(node.data(), node.size());
   }
   out->append("]}");
-  AppendFailuresAndError(result, out);
+  AppendFailuresAndError(result, out, /*names_plain=*/false);
 }
 
 void EncodeFilterResultWithNodes(const v1::ExtenderFilterResult& result,

@@ -1,10 +1,12 @@
 #include "server/ledger/ledger.h"
 
 #include <algorithm>
+#include <array>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace fitledger {
 
@@ -110,13 +112,46 @@ const Resources* Ledger::OwnLocked(absl::string_view uid, absl::string_view node
   return &it->second.requests;
 }
 
+namespace {
+
+// What a node's room lacks for a pod, in Filter's common case.
+constexpr unsigned kShortOfPods = 1;
+constexpr unsigned kShortOfCpu = 2;
+constexpr unsigned kShortOfMemory = 4;
+constexpr unsigned kShortOfStorage = 8;
+
+// FitLocked's reasons for a node short of `short_of` (a combination of the above), joined as it
+// joins them: static text, so Filter's common case stores none.
+absl::string_view PlainReasons(unsigned short_of) {
+  static const std::array<std::string, 16> kTexts = [] {
+    std::array<std::string, 16> texts;
+    for (unsigned m = 1; m < texts.size(); ++m) {
+      std::vector<std::string> parts;
+      if ((m & kShortOfPods) != 0) parts.emplace_back("Too many pods");
+      if ((m & kShortOfCpu) != 0) parts.push_back(absl::StrCat("Insufficient ", kResourceCpu));
+      if ((m & kShortOfMemory) != 0) {
+        parts.push_back(absl::StrCat("Insufficient ", kResourceMemory));
+      }
+      if ((m & kShortOfStorage) != 0) {
+        parts.push_back(absl::StrCat("Insufficient ", kResourceEphemeralStorage));
+      }
+      texts[m] = absl::StrJoin(parts, ", ");
+    }
+    return texts;
+  }();
+  return kTexts[short_of & 15];
+}
+
+}  // namespace
+
 FilterResult Ledger::Filter(const Resources& requests,
                             absl::Span<const absl::string_view> node_names,
                             absl::string_view uid) const {
   FilterResult out;
   out.fits.reserve(node_names.size());
-  // The common case, decided without building reasons: every resource is accounted, the pod
-  // requests no scalar resources, and it fits. Anything else takes FitLocked's full check.
+  // The common case, decided from the node's room alone: every resource is accounted and the
+  // pod requests no scalar resources, and this is not the node the pod's own entry is on.
+  // Anything else takes FitLocked's full check.
   const bool plain = policy_.all && requests.scalars.empty();
   FitResult fit;  // reused for every node that takes the full check
   const auto fits = [](int64_t want, int64_t room) { return want <= 0 || want <= room; };
@@ -138,12 +173,28 @@ FilterResult Ledger::Filter(const Resources& requests,
         own != nullptr && own->node_name == node_names[i] ? &own->requests : nullptr;
     if (plain && released == nullptr) {
       const NodeState::Room& room = it->second.room();
-      if (room.pods >= 1 && fits(requests.milli_cpu, room.milli_cpu) &&
-          fits(requests.memory_bytes, room.memory_bytes) &&
-          fits(requests.ephemeral_storage_bytes, room.ephemeral_storage_bytes)) {
+      unsigned short_of = 0;
+      if (room.pods < 1) short_of |= kShortOfPods;
+      if (!fits(requests.milli_cpu, room.milli_cpu)) short_of |= kShortOfCpu;
+      if (!fits(requests.memory_bytes, room.memory_bytes)) short_of |= kShortOfMemory;
+      if (!fits(requests.ephemeral_storage_bytes, room.ephemeral_storage_bytes)) {
+        short_of |= kShortOfStorage;
+      }
+      if (short_of == 0) {
         out.fits.push_back(i);
         continue;
       }
+      // Decided from the room too, as FitLocked decides from the sums: the same reasons in the
+      // same order (static text, one per combination), unresolvable when a resource it lacks
+      // exceeds the node's allocatable. Filter answers hundreds of such nodes per call.
+      const Resources& alloc = it->second.allocatable();
+      const bool unresolvable =
+          ((short_of & kShortOfCpu) != 0 && requests.milli_cpu > alloc.milli_cpu) ||
+          ((short_of & kShortOfMemory) != 0 && requests.memory_bytes > alloc.memory_bytes) ||
+          ((short_of & kShortOfStorage) != 0 &&
+           requests.ephemeral_storage_bytes > alloc.ephemeral_storage_bytes);
+      (unresolvable ? out.unresolvable : out.failed).emplace_back(i, PlainReasons(short_of));
+      continue;
     }
     FitLocked(it->second, requests, released, &fit);
     if (fit.fits) {

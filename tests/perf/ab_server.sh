@@ -5,12 +5,13 @@
 # BUILD is a Release build of this tree (tests/perf/run.sh's build-perf: its fitledger-sim);
 # SERVER_A / SERVER_B are fitledger-server binaries (e.g. one built from a git worktree of the
 # commit before). One sim of config/sim/big-realistic.yaml (GKE-style names); the NodeNames body
-# from tests/perf/make_body.py; in each round each server is started in turn, warmed for 2 s and
-# loaded by wrk at 8 connections (tests/perf/filter.lua: Go's client headers). Prints one line
-# per run: calls/s, p50 / p99 and the server's CPU per call (utime + stime from /proc/PID/stat).
+# from tests/perf/make_body.py; in each round each server is started in turn, synced (/readyz),
+# warmed for 2 s, then loaded by wrk at 8 connections and at 1 (tests/perf/filter.lua: Go's
+# client headers). Prints one line per run: calls/s, p50 / p99 and the server's CPU per call
+# (utime + stime from /proc/PID/stat) at 8 connections, p50 / p99 at 1.
 # Loopback only; stops what it started, by pid.
 set -euo pipefail
-[ $# -ge 3 ] || { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 BUILD="$1"
 SERVERS=("$2" "$3")
 ROUNDS="${4:-3}"
@@ -49,6 +50,14 @@ for round in $(seq 1 "$ROUNDS"); do
     PIDS+=("$pid")
     wait_for "$D/ready"
     port="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["webhook_port"])' "$D/ready")"
+    monitor="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["monitor_port"])' "$D/ready")"
+    # The ports are bound before the initial sync ends: wait for /readyz (synced), so that no
+    # measured second overlaps the sync.
+    for _ in $(seq 1 1200); do
+      curl -fsS -o /dev/null "http://127.0.0.1:$monitor/readyz" 2>/dev/null && break
+      sleep 0.5
+    done
+    curl -fsS -o /dev/null "http://127.0.0.1:$monitor/readyz" || { echo "never ready" >&2; exit 1; }
     FILTER_BODY="$D/body_names.json" wrk -t1 -c8 -d2s -s "$HERE/filter.lua" \
       "http://127.0.0.1:$port" > /dev/null
     before="$(ticks "$pid")"
@@ -61,7 +70,12 @@ for round in $(seq 1 "$ROUNDS"); do
     p99="$(sed -n 's/.*"p99_us":\([0-9]*\).*/\1/p' <<< "$line")"
     cpu="$(awk -v b="$before" -v a="$after" -v n="$requests" -v t="$TICK_US" \
       'BEGIN { printf "%.1f", (a - b) * t / (n > 0 ? n : 1) }')"
-    echo "round $round $label: $rps calls/s, p50 $p50 us, p99 $p99 us, server CPU $cpu us per call"
+    line1="$(FILTER_BODY="$D/body_names.json" wrk -t1 -c1 -d"${SECS}s" --latency \
+      -s "$HERE/filter.lua" "http://127.0.0.1:$port" | sed -n 's/^WRK_JSON //p')"
+    p50_1="$(sed -n 's/.*"p50_us":\([0-9]*\).*/\1/p' <<< "$line1")"
+    p99_1="$(sed -n 's/.*"p99_us":\([0-9]*\).*/\1/p' <<< "$line1")"
+    echo "round $round $label: c8 $rps calls/s, p50 $p50 us, p99 $p99 us, server CPU $cpu us per call;" \
+      "c1 p50 $p50_1 us, p99 $p99_1 us"
     kill "$pid"
     wait "$pid" 2>/dev/null || true
   done

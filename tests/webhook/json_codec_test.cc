@@ -375,7 +375,8 @@ TEST(JsonCodecTest, EncodesFilterResultWithNames) {
   EXPECT_EQ(out, R"({"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})");
 }
 
-// Names known to need no escaping are written without looking: the same bytes.
+// Names known to need no escaping are written without looking, in NodeNames and as the keys of
+// both failure maps (sorted, the last of a repeated key kept): the same bytes.
 TEST(JsonCodecTest, PlainNamesEncodeAsAnyNames) {
   const std::vector<std::vector<absl::string_view>> lists = {
       {}, {"a"}, {"", "node-1", "b"}, {"node-1", "node-2", "x-very-long-node-name-0123456789"}};
@@ -383,6 +384,12 @@ TEST(JsonCodecTest, PlainNamesEncodeAsAnyNames) {
     FilterResultView view;
     view.node_names = names;
     view.failed_nodes = {{"f", "Insufficient cpu"}};
+    for (absl::string_view name : names) {
+      view.failed_nodes.emplace_back(name, "Insufficient memory");
+      view.failed_and_unresolvable_nodes.emplace(view.failed_and_unresolvable_nodes.begin(), name,
+                                                 "Insufficient \"x\"");
+    }
+    view.failed_nodes.emplace_back("f", "Too many pods");
     view.error = "e";
     std::string looked = "kept";
     EncodeFilterResult(view, &looked);

@@ -1,6 +1,7 @@
 #include "server/ledger/ledger.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <random>
 #include <set>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/status_matchers.h"
@@ -185,8 +187,9 @@ TEST_F(LedgerTest, AssumeElsewhereHandsBackTheEntryItDecidedOn) {
 }
 
 // Filter's common case reads each node's room (allocatable - confirmed - assumed), kept by the
-// node's mutators; Explain takes the full check from the sums themselves. Through a long seeded
-// mix of every change the ledger takes, both must agree with the sums Nodes() reports. (A room
+// node's mutators, and words its reasons from it; Explain takes the full check from the sums
+// themselves. Through a long seeded mix of every change the ledger takes, both must agree with
+// the sums Nodes() reports, and a node that does not fit gets the same reasons from both. (A room
 // left too large would pass pods that do not fit: this fails. One left too small only sends the
 // node to the full check, which still answers right.)
 TEST(LedgerRoomTest, FiltersQuickCheckAgreesWithTheSumsThroughEveryKindOfChange) {
@@ -195,8 +198,8 @@ TEST(LedgerRoomTest, FiltersQuickCheckAgreesWithTheSumsThroughEveryKindOfChange)
   std::mt19937 rng(20261202);
   auto pick = [&rng](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   auto requests = [&]() {
-    Resources r = Req(250 * pick(9), 256 * kMi * pick(5));
-    r.ephemeral_storage_bytes = pick(3) == 0 ? 512 * kMi * pick(3) : 0;
+    Resources r = Req(250 * pick(9), 256 * kMi * pick(9));
+    r.ephemeral_storage_bytes = pick(3) == 0 ? 512 * kMi * pick(5) : 0;
     return r;
   };
   auto node = [&](const std::string& name) {
@@ -207,6 +210,8 @@ TEST(LedgerRoomTest, FiltersQuickCheckAgreesWithTheSumsThroughEveryKindOfChange)
   for (const std::string& name : names) ledger.UpsertNode(node(name));
   std::vector<uint64_t> epochs(16, 0);
   int checked = 0;
+  int reasons_checked = 0;
+  std::set<std::string> texts_seen;
   for (int step = 0; step < 4000; ++step) {
     const std::string uid = absl::StrCat("u", pick(16));
     const std::string where = names[pick(4)];
@@ -254,7 +259,14 @@ TEST(LedgerRoomTest, FiltersQuickCheckAgreesWithTheSumsThroughEveryKindOfChange)
         break;
     }
     const Resources want = requests();
-    const std::vector<std::string> fits = Fits(ledger, want, names);
+    const std::vector<absl::string_view> views(names.begin(), names.end());
+    const FilterResult result = ledger.Filter(want, views);
+    std::vector<std::string> fits;
+    for (size_t i : result.fits) fits.push_back(names[i]);
+    std::map<std::string, std::string> failed;
+    std::map<std::string, std::string> unresolvable;
+    for (const auto& [i, why] : result.failed) failed[names[i]] = std::string(why);
+    for (const auto& [i, why] : result.unresolvable) unresolvable[names[i]] = std::string(why);
     for (const NodeSummary& n : ledger.Nodes()) {
       if (!n.known) continue;
       auto room = [&](int64_t a, int64_t c, int64_t s) { return a - c - s; };
@@ -278,10 +290,24 @@ TEST(LedgerRoomTest, FiltersQuickCheckAgreesWithTheSumsThroughEveryKindOfChange)
           << ToString(n.allocatable) << " confirmed " << ToString(n.confirmed) << " assumed "
           << ToString(n.assumed);
       ASSERT_EQ(explained->fit.fits, expected) << "step " << step << " node " << n.name;
+      // A node that does not fit: Filter's reasons (decided from the room) are the full
+      // check's, word for word, in the same list (unresolvable or not).
+      if (!expected) {
+        const auto& list = explained->fit.unresolvable ? unresolvable : failed;
+        const auto& other = explained->fit.unresolvable ? failed : unresolvable;
+        ASSERT_TRUE(list.count(n.name) == 1 && other.count(n.name) == 0)
+            << "step " << step << " node " << n.name << ": " << explained->fit.reasons;
+        ASSERT_EQ(list.at(n.name), explained->fit.reasons) << "step " << step;
+        texts_seen.insert(explained->fit.reasons);
+        ++reasons_checked;
+      }
       ++checked;
     }
   }
   EXPECT_GT(checked, 4000);  // most steps had known nodes to check
+  EXPECT_GT(reasons_checked, 1000);
+  // Every combination of the four reasons came up (pods, cpu, memory, ephemeral-storage).
+  EXPECT_EQ(texts_seen.size(), 15u) << absl::StrJoin(texts_seen, " | ");
 }
 
 TEST_F(LedgerTest, ConfirmOnAnotherNodeMovesTheCount) {
@@ -408,25 +434,34 @@ TEST_F(LedgerTest, FailingNodesShareOneTextPerDistinctReason) {
   std::vector<std::string> names;
   for (int i = 0; i < 300; ++i) {
     names.push_back(absl::StrCat("n-", i));
-    ledger_.UpsertNode(Node(names.back(), i % 3 == 0 ? 100 : 1000, 4 * kMi));
+    NodeRecord node = Node(names.back(), i % 3 == 0 ? 100 : 1000, 4 * kMi);
+    node.allocatable.scalars = {{"example.com/dongle", 8}};
+    ledger_.UpsertNode(node);
     if (i % 3 == 1) ledger_.UpsertPod(Bound(absl::StrCat("u", i), names.back(), Req(0, 3 * kMi)));
   }
   std::vector<absl::string_view> views(names.begin(), names.end());
-  FilterResult moved = ledger_.Filter(Req(500, 2 * kMi), views);
-  FilterResult r = std::move(moved);
-  EXPECT_THAT(r.fits, SizeIs(100));
-  EXPECT_THAT(r.failed, SizeIs(100));        // n-1, n-4, ...: memory
-  EXPECT_THAT(r.unresolvable, SizeIs(100));  // n-0, n-3, ...: cpu over allocatable
-  EXPECT_EQ(r.texts.size(), 2u);
-  for (const auto& [i, why] : r.failed) {
-    EXPECT_EQ(i % 3, 1u);
-    EXPECT_EQ(why, "Insufficient memory");
-    EXPECT_EQ(why.data(), r.failed[0].second.data());  // one text
-  }
-  for (const auto& [i, why] : r.unresolvable) {
-    EXPECT_EQ(i % 3, 0u);
-    EXPECT_EQ(why, "Insufficient cpu");
-    EXPECT_EQ(why.data(), r.unresolvable[0].second.data());
+  // The common case (no scalar resource asked) words its reasons from static text; a pod that
+  // asks for one takes the full check, whose texts the result stores, each once.
+  Resources with_scalar = Req(500, 2 * kMi);
+  with_scalar.scalars = {{"example.com/dongle", 1}};
+  for (const Resources& want : {Req(500, 2 * kMi), with_scalar}) {
+    SCOPED_TRACE(ToString(want));
+    FilterResult moved = ledger_.Filter(want, views);
+    FilterResult r = std::move(moved);
+    EXPECT_THAT(r.fits, SizeIs(100));
+    EXPECT_THAT(r.failed, SizeIs(100));        // n-1, n-4, ...: memory
+    EXPECT_THAT(r.unresolvable, SizeIs(100));  // n-0, n-3, ...: cpu over allocatable
+    EXPECT_EQ(r.texts.size(), want.scalars.empty() ? 0u : 2u);
+    for (const auto& [i, why] : r.failed) {
+      EXPECT_EQ(i % 3, 1u);
+      EXPECT_EQ(why, "Insufficient memory");
+      EXPECT_EQ(why.data(), r.failed[0].second.data());  // one text
+    }
+    for (const auto& [i, why] : r.unresolvable) {
+      EXPECT_EQ(i % 3, 0u);
+      EXPECT_EQ(why, "Insufficient cpu");
+      EXPECT_EQ(why.data(), r.unresolvable[0].second.data());
+    }
   }
 }
 

@@ -1,9 +1,12 @@
 #include "webhook/json_codec.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
+#include "absl/base/internal/endian.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -693,27 +696,77 @@ std::vector<const typename google::protobuf::Map<std::string, V>::value_type*> S
   return entries;
 }
 
+// The 8 bytes of `s` from `at` as a big-endian integer, zeros past its end.
+uint64_t WordAt(absl::string_view s, size_t at) {
+  uint64_t word = 0;
+  if (at + 8 <= s.size()) {
+    std::memcpy(&word, s.data() + at, 8);
+    return absl::big_endian::ToHost64(word);
+  }
+  for (size_t i = at; i < at + 8; ++i) {
+    word = word << 8 | (i < s.size() ? static_cast<unsigned char>(s[i]) : 0u);
+  }
+  return word;
+}
+
 // Entries sorted by key, as Go's encoding/json writes maps; of entries with one key, the last.
 // `keys_plain`: the caller knows no key needs escaping (node names read in place).
+// A call's failing nodes are hundreds of names that share a long prefix (the cluster's name,
+// then a few pools'): each is ordered by the 16 bytes after the prefix they all share, taken as
+// two integers once, and by the whole name only when those are equal (a memcmp per comparison
+// was half of this function's time).
 void AppendStringMap(const FilterResultView::Entries& entries, std::string* out, bool keys_plain) {
-  FilterResultView::Entries sorted(entries.begin(), entries.end());
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  size_t shared = entries.empty() ? 0 : entries[0].first.size();
+  for (const auto& [key, value] : entries) {
+    const absl::string_view first = entries[0].first;
+    shared = std::min(shared, key.size());
+    if (shared == 0) break;
+    if (std::memcmp(first.data(), key.data(), shared) == 0) continue;
+    shared = static_cast<size_t>(
+        std::mismatch(first.begin(), first.begin() + shared, key.begin()).first - first.begin());
+  }
+  // Of two keys equal before `shared`, the one with the smaller words is the smaller (bytewise,
+  // as Go compares strings; a word past a key's end is padded with zeros, so a key equal to
+  // another up to its end is not after it); equal words decide nothing.
+  struct Key {
+    uint64_t high;
+    uint64_t low;
+    uint32_t index;
+  };
+  std::vector<Key> keys(entries.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const absl::string_view key = entries[i].first;
+    keys[i] = Key{WordAt(key, shared), WordAt(key, shared + 8), static_cast<uint32_t>(i)};
+  }
+  const auto same_words = [](const Key& a, const Key& b) {
+    return a.high == b.high && a.low == b.low;
+  };
+  // By key, then by position: of entries with one key, the last comes last.
+  std::sort(keys.begin(), keys.end(), [&](const Key& a, const Key& b) {
+    if (a.high != b.high) return a.high < b.high;
+    if (a.low != b.low) return a.low < b.low;
+    const int c = entries[a.index].first.compare(entries[b.index].first);
+    return c != 0 ? c < 0 : a.index < b.index;
+  });
   out->push_back('{');
   bool first = true;
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    if (i + 1 < sorted.size() && sorted[i + 1].first == sorted[i].first) continue;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const auto& [key, value] = entries[keys[k].index];
+    if (k + 1 < keys.size() && same_words(keys[k + 1], keys[k]) &&
+        entries[keys[k + 1].index].first == key) {
+      continue;
+    }
     if (!first) out->push_back(',');
     first = false;
     if (keys_plain) {
       out->push_back('"');
-      out->append(sorted[i].first.data(), sorted[i].first.size());
+      out->append(key.data(), key.size());
       out->push_back('"');
     } else {
-      AppendJsonString(sorted[i].first, out);
+      AppendJsonString(key, out);
     }
     out->push_back(':');
-    AppendJsonString(sorted[i].second, out);
+    AppendJsonString(value, out);
   }
   out->push_back('}');
 }

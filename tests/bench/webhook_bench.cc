@@ -83,6 +83,45 @@ void BM_EncodeFilterResult500Names(benchmark::State& state) {
 }
 BENCHMARK(BM_EncodeFilterResult500Names);
 
+// The reply the server writes on issue 24's realistic body: 500 GKE-style names of three pools
+// (gke-<cluster>-<pool>-<8 hex>-<4 chars>, 38-41 characters), a third failing with one of three
+// reasons, the names known plain (read in place from the request).
+void BM_EncodeFilterResultGkeNamesAThirdFailing(benchmark::State& state) {
+  std::vector<std::string> names;
+  const char* const pools[] = {"default-pool", "highmem-pool", "spot-pool"};
+  const char* const reasons[] = {"Insufficient cpu", "Insufficient memory",
+                                 "Insufficient cpu, Insufficient memory"};
+  uint32_t x = 2463534242;
+  auto next = [&x] {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return x;
+  };
+  for (int i = 0; i < kCandidates; ++i) {
+    names.push_back(absl::StrCat("gke-prod-europe-west1-", pools[next() % 3], "-",
+                                 absl::Hex(next(), absl::kZeroPad8), "-",
+                                 std::string(1, static_cast<char>('a' + next() % 26)),
+                                 absl::Hex(next() % 4096, absl::kZeroPad3)));
+  }
+  FilterResultView view;
+  for (int i = 0; i < kCandidates; ++i) {
+    if (i % 3 == 2) {
+      view.failed_nodes.emplace_back(names[i], reasons[next() % 3]);
+    } else {
+      view.node_names.push_back(names[i]);
+    }
+  }
+  std::string out;
+  for (auto _ : state) {
+    out.clear();
+    EncodeFilterResult(view, &out, /*names_plain=*/true);
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()));
+}
+BENCHMARK(BM_EncodeFilterResultGkeNamesAThirdFailing);
+
 // What gRPC adds on the two ends: serialize the request, parse it on the other side.
 void BM_ProtoSerializeParseExtenderArgs(benchmark::State& state) {
   JsonDecoder decoder;

@@ -3,6 +3,8 @@
 #include "webhook/json_codec.h"
 
 #include <fstream>
+#include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -396,6 +398,54 @@ TEST(JsonCodecTest, PlainNamesEncodeAsAnyNames) {
     std::string unlooked = "kept";
     EncodeFilterResult(view, &unlooked, /*names_plain=*/true);
     EXPECT_EQ(unlooked, looked);
+  }
+}
+
+// The failure maps come out as Go writes a map: keys in bytewise order, each once, with the value
+// of its last entry. Seeded keys that share long prefixes (as a cluster's node names do), end
+// inside the 8 bytes compared at once, repeat, or hold NUL and bytes of 0x80 and up; checked
+// against std::map (bytewise, last insert wins).
+TEST(JsonCodecTest, FailureMapsComeOutSortedByKeyOnceEachLastValueKept) {
+  std::mt19937 rng(24);
+  const std::vector<std::string> prefixes = {
+      "",       "gke-prod-pool-1-",         "gke-prod-pool-2-",
+      "ip-10-", std::string("ip-10-\0", 7), "aks-a-12345678-vmss"};
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<std::string> keys;
+    std::vector<std::string> values;
+    const size_t n = rng() % 40;
+    for (size_t i = 0; i < n; ++i) {
+      if (!keys.empty() && rng() % 5 == 0) {
+        keys.push_back(keys[rng() % keys.size()]);  // a repeated key
+      } else {
+        std::string key = prefixes[rng() % prefixes.size()];
+        for (size_t len = rng() % 14; len > 0; --len) {
+          const unsigned r = rng();
+          key.push_back(r % 6 == 0 ? static_cast<char>(r >> 8 & 0xff) : "0123ab"[r % 6]);
+        }
+        keys.push_back(key);
+      }
+      values.push_back(absl::StrCat("reason ", i));
+    }
+    FilterResultView view;
+    std::map<std::string, std::string> want;
+    for (size_t i = 0; i < n; ++i) {
+      view.failed_nodes.emplace_back(keys[i], values[i]);
+      want[keys[i]] = values[i];
+    }
+    std::string expected = R"({"NodeNames":[],"FailedNodes":{)";
+    bool first = true;
+    for (const auto& [key, value] : want) {
+      if (!first) expected.push_back(',');
+      first = false;
+      AppendJsonString(key, &expected);
+      expected.push_back(':');
+      AppendJsonString(value, &expected);
+    }
+    expected += R"(},"FailedAndUnresolvableNodes":{},"Error":""})";
+    std::string out;
+    EncodeFilterResult(view, &out);
+    ASSERT_EQ(out, expected) << "trial " << trial;
   }
 }
 

@@ -6,7 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/internal/endian.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -698,10 +697,11 @@ std::vector<const typename google::protobuf::Map<std::string, V>::value_type*> S
 
 // The 8 bytes of `s` from `at` as a big-endian integer, zeros past its end.
 uint64_t WordAt(absl::string_view s, size_t at) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the first byte must end up highest");
   uint64_t word = 0;
   if (at + 8 <= s.size()) {
     std::memcpy(&word, s.data() + at, 8);
-    return absl::big_endian::ToHost64(word);
+    return __builtin_bswap64(word);
   }
   for (size_t i = at; i < at + 8; ++i) {
     word = word << 8 | (i < s.size() ? static_cast<unsigned char>(s[i]) : 0u);

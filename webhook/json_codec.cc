@@ -709,7 +709,8 @@ uint64_t WordAt(absl::string_view s, size_t at) {
   return word;
 }
 
-// Entries sorted by key, as Go's encoding/json writes maps; of entries with one key, the last.
+// Entries sorted by key, as Go's encoding/json writes maps (src/encoding/json/encode.go,
+// mapEncoder: keys sorted as strings, bytewise); of entries with one key, the last.
 // `keys_plain`: the caller knows no key needs escaping (node names read in place).
 // A call's failing nodes are hundreds of names that share a long prefix (the cluster's name,
 // then a few pools'): each is ordered by the 16 bytes after the prefix they all share, taken as

@@ -42,6 +42,13 @@ std::vector<ResourceWeight> DefaultScoringResources(const AccountingPolicy& poli
   return out;
 }
 
+// NodeResourcesFit's reasons (pkg/scheduler/framework/plugins/noderesources/fit.go: "Too many
+// pods", "Insufficient " + the resource's name) and the separator the extender's FailedNodes
+// text joins them with. FitLocked and Filter's common case both word their reasons from these.
+constexpr absl::string_view kTooManyPods = "Too many pods";
+constexpr absl::string_view kInsufficient = "Insufficient ";
+constexpr absl::string_view kReasonSeparator = ", ";
+
 }  // namespace
 
 Ledger::Ledger(AccountingPolicy policy, ScoringStrategy scoring,
@@ -70,7 +77,7 @@ void Ledger::FitLocked(const NodeState& node, const Resources& requests, const R
   // Appends one reason (`prefix` then `name`, e.g. "Insufficient " "cpu") to the joined list.
   auto fail = [&result](absl::string_view prefix, absl::string_view name, bool unresolvable) {
     result.fits = false;
-    absl::StrAppend(&result.reasons, result.reasons.empty() ? "" : ", ", prefix, name);
+    absl::StrAppend(&result.reasons, result.reasons.empty() ? "" : kReasonSeparator, prefix, name);
     if (unresolvable) result.unresolvable = true;
   };
   auto used = [&](int64_t confirmed, int64_t assumed, int64_t freed) {
@@ -79,7 +86,7 @@ void Ledger::FitLocked(const NodeState& node, const Resources& requests, const R
   if (policy_.all) {
     int64_t pods = used(node.confirmed().pods, node.assumed().pods, released ? released->pods : 0);
     // Never unresolvable: evicting pods frees pod slots (fit.go leaves Unresolvable unset).
-    if (pods + 1 > alloc.pods) fail("Too many pods", "", false);
+    if (pods + 1 > alloc.pods) fail(kTooManyPods, "", false);
   }
   if (requests.milli_cpu == 0 && requests.memory_bytes == 0 &&
       requests.ephemeral_storage_bytes == 0 && requests.scalars.empty()) {
@@ -87,7 +94,7 @@ void Ledger::FitLocked(const NodeState& node, const Resources& requests, const R
   }
   auto check = [&](absl::string_view name, int64_t want, int64_t allocatable, int64_t in_use) {
     if (want <= 0 || !policy_.Accounts(name)) return;
-    if (want > allocatable - in_use) fail("Insufficient ", name, want > allocatable);
+    if (want > allocatable - in_use) fail(kInsufficient, name, want > allocatable);
   };
   check(kResourceCpu, requests.milli_cpu, alloc.milli_cpu,
         used(node.confirmed().milli_cpu, node.assumed().milli_cpu,
@@ -127,15 +134,15 @@ absl::string_view PlainReasons(unsigned short_of) {
     std::array<std::string, 16> texts;
     for (unsigned m = 1; m < texts.size(); ++m) {
       std::vector<std::string> parts;
-      if ((m & kShortOfPods) != 0) parts.emplace_back("Too many pods");
-      if ((m & kShortOfCpu) != 0) parts.push_back(absl::StrCat("Insufficient ", kResourceCpu));
+      if ((m & kShortOfPods) != 0) parts.emplace_back(kTooManyPods);
+      if ((m & kShortOfCpu) != 0) parts.push_back(absl::StrCat(kInsufficient, kResourceCpu));
       if ((m & kShortOfMemory) != 0) {
-        parts.push_back(absl::StrCat("Insufficient ", kResourceMemory));
+        parts.push_back(absl::StrCat(kInsufficient, kResourceMemory));
       }
       if ((m & kShortOfStorage) != 0) {
-        parts.push_back(absl::StrCat("Insufficient ", kResourceEphemeralStorage));
+        parts.push_back(absl::StrCat(kInsufficient, kResourceEphemeralStorage));
       }
-      texts[m] = absl::StrJoin(parts, ", ");
+      texts[m] = absl::StrJoin(parts, kReasonSeparator);
     }
     return texts;
   }();
@@ -186,7 +193,8 @@ FilterResult Ledger::Filter(const Resources& requests,
       }
       // Decided from the room too, as FitLocked decides from the sums: the same reasons in the
       // same order (static text, one per combination), unresolvable when a resource it lacks
-      // exceeds the node's allocatable. Filter answers hundreds of such nodes per call.
+      // exceeds the node's allocatable (fit.go fitsRequest: InsufficientResource.Unresolvable).
+      // Filter answers hundreds of such nodes per call.
       const Resources& alloc = it->second.allocatable();
       const bool unresolvable =
           ((short_of & kShortOfCpu) != 0 && requests.milli_cpu > alloc.milli_cpu) ||

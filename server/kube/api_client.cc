@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -142,21 +143,37 @@ size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
     }
     return len;
   }
-  state->buffer.append(data, len);
-  size_t start = 0;
-  while (true) {
-    size_t nl = state->buffer.find('\n', start);
-    if (nl == std::string::npos) break;
-    absl::string_view line(state->buffer.data() + start, nl - start);
-    start = nl + 1;
+  // Complete lines are handed on from libcurl's buffer; only a line cut by the chunk's end is
+  // copied (into state->buffer), to be completed by the next chunk.
+  auto emit = [state](absl::string_view line) {
     line = absl::StripTrailingAsciiWhitespace(line);
-    if (line.empty()) continue;
-    if (!(*state->on_line)(line)) {
-      state->stopped = true;
-      return 0;  // aborts the transfer
+    if (line.empty() || (*state->on_line)(line)) return true;
+    state->stopped = true;
+    return false;
+  };
+  size_t pos = 0;
+  if (!state->buffer.empty()) {
+    const void* nl = memchr(data, '\n', len);
+    if (nl == nullptr) {
+      pos = len;
+      state->buffer.append(data, len);
+    } else {
+      pos = static_cast<const char*>(nl) - data + 1;
+      state->buffer.append(data, pos - 1);
+      if (!emit(state->buffer)) return 0;  // aborts the transfer
+      state->buffer.clear();
     }
   }
-  state->buffer.erase(0, start);
+  while (pos < len) {
+    const void* nl = memchr(data + pos, '\n', len - pos);
+    if (nl == nullptr) {
+      state->buffer.assign(data + pos, len - pos);
+      break;
+    }
+    const size_t end = static_cast<const char*>(nl) - data;
+    if (!emit(absl::string_view(data + pos, end - pos))) return 0;  // aborts the transfer
+    pos = end + 1;
+  }
   if (state->buffer.size() > state->max_line_bytes) {
     state->line_too_long = true;
     return 0;  // aborts the transfer
@@ -189,6 +206,9 @@ CURLcode PerformStreamed(CURL* curl, StreamState* state, absl::Duration timeout,
   curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, StreamProgress);
   curl_easy_setopt(curl, CURLOPT_XFERINFODATA, state);
+  // Reads of up to 256 KiB rather than libcurl's 16: a state of 150,000 pods (~600 MB) arrives
+  // in a quarter as many reads and write callbacks, and fewer lines are cut between two of them.
+  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 256L << 10);
   const CURLcode rc = curl_easy_perform(curl);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, code);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);

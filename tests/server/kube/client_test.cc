@@ -1050,5 +1050,131 @@ TEST(ApiClientTest, ConnectionRefusedIsUnavailable) {
   EXPECT_EQ(binder.Bind("ns", "p", "u", "n", Deadline()).outcome, BindOutcome::kUnreachable);
 }
 
+// Answers one request on a loopback port (chosen by the kernel) with `response` as given, byte
+// for byte, then closes: for what no real server sends on purpose (lines cut anywhere).
+class OneShotHttpServer {
+ public:
+  explicit OneShotHttpServer(std::string response) : response_(std::move(response)) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        listen(fd_, 1) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      ADD_FAILURE() << "cannot listen on loopback";
+      return;
+    }
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] {
+      int client = accept(fd_, nullptr, nullptr);
+      if (client < 0) return;
+      std::string request;
+      char buf[4096];
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = read(client, buf, sizeof(buf));
+        if (n <= 0) break;
+        request.append(buf, n);
+      }
+      size_t sent = 0;
+      while (sent < response_.size()) {
+        ssize_t n = write(client, response_.data() + sent, response_.size() - sent);
+        if (n <= 0) break;
+        sent += n;
+      }
+      shutdown(client, SHUT_WR);
+      while (read(client, buf, sizeof(buf)) > 0) {
+      }
+      close(client);
+    });
+  }
+  ~OneShotHttpServer() {
+    shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  const std::string response_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+std::string Http200(const std::string& body) {
+  return absl::StrCat("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ",
+                      body.size(), "\r\n\r\n", body);
+}
+
+struct Streamed {
+  absl::StatusOr<long> code;
+  std::vector<std::string> lines;
+};
+
+Streamed StreamFrom(const OneShotHttpServer& server, size_t max_line_bytes, size_t stop_after) {
+  Connection c;
+  c.server = absl::StrCat("http://127.0.0.1:", server.port());
+  ApiClient client(c);
+  Streamed out;
+  std::atomic<bool> cancel{false};
+  std::string error_body;
+  out.code = client.Stream(
+      "/api/v1/pods?watch=true",
+      [&](absl::string_view line) {
+        out.lines.emplace_back(line);
+        return out.lines.size() < stop_after;
+      },
+      &cancel, absl::Seconds(60), max_line_bytes, &error_body);
+  return out;
+}
+
+TEST(ApiClientTest, StreamLinesCutAnywhereArriveWholeInOrder) {
+  // Lines of every size up to several times libcurl's read size (so some are cut by one read's
+  // end, some span many reads), CRLF endings, blank lines, and a last line without its newline
+  // (an incomplete event: dropped, as a stream cut mid-line).
+  std::string body;
+  std::vector<std::string> expected;
+  for (int i = 0; i < 400; ++i) {
+    const size_t size = i == 7 ? (600 << 10) : i == 300 ? (300 << 10) : (i * 7919) % 12000 + 1;
+    std::string line =
+        absl::StrCat("{\"n\":", i, ",\"pad\":\"", std::string(size, 'a' + i % 26), "\"}");
+    expected.push_back(line);
+    absl::StrAppend(&body, line, i % 5 == 0 ? "\r\n" : "\n", i % 9 == 0 ? "\n\r\n" : "");
+  }
+  // Then many short lines: some reads are bound to end right after a newline, with no partial
+  // line to carry over.
+  for (int i = 0; i < 200000; ++i) {
+    expected.push_back(absl::StrCat(i % 97));
+    absl::StrAppend(&body, expected.back(), "\n");
+  }
+  absl::StrAppend(&body, "{\"incomplete\":");
+  OneShotHttpServer server(Http200(body));
+  Streamed out = StreamFrom(server, size_t{8} << 20, SIZE_MAX);
+  ASSERT_TRUE(out.code.ok()) << out.code.status();
+  EXPECT_EQ(*out.code, 200);
+  ASSERT_EQ(out.lines.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(out.lines[i], expected[i]) << "line " << i;
+  }
+}
+
+TEST(ApiClientTest, StreamStopsWhenTheCallerSaysSo) {
+  std::string body;
+  for (int i = 0; i < 1000; ++i) absl::StrAppend(&body, "{\"n\":", i, "}\n");
+  OneShotHttpServer server(Http200(body));
+  Streamed out = StreamFrom(server, size_t{8} << 20, 3);
+  EXPECT_THAT(out.lines, ::testing::ElementsAre("{\"n\":0}", "{\"n\":1}", "{\"n\":2}"));
+}
+
+TEST(ApiClientTest, AStreamLineLongerThanTheLimitIsResourceExhausted) {
+  std::string body = absl::StrCat("{\"n\":0}\n{\"big\":\"", std::string(2 << 20, 'x'), "\"}\n");
+  OneShotHttpServer server(Http200(body));
+  Streamed out = StreamFrom(server, size_t{1} << 20, SIZE_MAX);
+  EXPECT_TRUE(absl::IsResourceExhausted(out.code.status())) << out.code.status();
+  EXPECT_THAT(out.lines, ::testing::ElementsAre("{\"n\":0}"));
+}
+
 }  // namespace
 }  // namespace fitledger::kube

@@ -571,9 +571,13 @@ uint64_t Ledger::BeginPodList() {
 
 void Ledger::ReplacePods(const std::vector<PodRecord>& pods, uint64_t list_started) {
   MutexLock lock(&mu_);
-  absl::flat_hash_set<std::string> listed;
-  listed.reserve(pods.size());
-  for (const PodRecord& pod : pods) listed.insert(pod.uid);
+  // The state's UIDs, as views of `pods` (which outlives the set): built only when there are pods
+  // to check against it (not at the first sync), and without a copy of each UID.
+  absl::flat_hash_set<absl::string_view> listed;
+  if (!pods_.empty()) {
+    listed.reserve(pods.size());
+    for (const PodRecord& pod : pods) listed.insert(pod.uid);
+  }
   std::vector<std::string> gone;
   std::vector<std::string> released;
   for (const auto& [uid, entry] : pods_) {

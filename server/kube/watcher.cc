@@ -4,13 +4,13 @@
 #include <random>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "server/kube/api_client.h"
 #include "server/kube/objects.h"
+#include "server/kube/streamed_state.h"
 #include "simdjson.h"
 
 namespace fitledger::kube {
@@ -76,44 +76,14 @@ void ObjectKeys(simdjson::ondemand::parser& parser, simdjson::padded_string_view
   });
 }
 
-// A WatchList's initial state as it streams: objects by key, in arrival order, where a later
-// event for the same key replaces or removes the earlier one. A vector and an index (not a
-// node-based map): the state of 150,000 pods is held once, as a LIST's would be.
-template <typename T>
-class StreamedState {
- public:
-  void Put(const std::string& key, T value) {
-    auto [it, added] = index_.try_emplace(key, items_.size());
-    if (added) {
-      items_.push_back(std::move(value));
-      present_.push_back(true);
-    } else {
-      items_[it->second] = std::move(value);
-      present_[it->second] = true;
-    }
-  }
-  void Remove(const std::string& key) {
-    auto it = index_.find(key);
-    if (it != index_.end()) present_[it->second] = false;
-  }
-  // The objects present, moved out (compacted in place: no second copy of the state).
-  std::vector<T> Take() {
-    absl::flat_hash_map<std::string, size_t>().swap(index_);
-    size_t kept = 0;
-    for (size_t i = 0; i < items_.size(); ++i) {
-      if (!present_[i]) continue;
-      if (kept != i) items_[kept] = std::move(items_[i]);
-      ++kept;
-    }
-    items_.resize(kept);
-    std::vector<bool>().swap(present_);
-    return std::move(items_);
-  }
-
- private:
-  std::vector<T> items_;
-  std::vector<bool> present_;
-  absl::flat_hash_map<std::string, size_t> index_;
+struct NodeKey {
+  const std::string& operator()(const NodeRecord& node) const { return node.name; }
+};
+struct PodRecordKey {
+  const std::string& operator()(const PodRecord& pod) const { return pod.uid; }
+};
+struct PodKey {
+  const std::string& operator()(const Pod& pod) const { return pod.uid; }
 };
 
 const char* StreamName(bool nodes, bool failed) {
@@ -615,9 +585,9 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
   const uint64_t list_started = stream == Stream::kPods && consistent ? ledger_->BeginPodList() : 0;
   // The initial state, as events apply to it until the end bookmark (changes after the state's
   // version may come before it).
-  StreamedState<NodeRecord> node_state;
-  StreamedState<PodRecord> pod_state;
-  StreamedState<Pod> rejected_state;
+  StreamedState<NodeRecord, NodeKey> node_state;
+  StreamedState<PodRecord, PodRecordKey> pod_state;
+  StreamedState<Pod, PodKey> rejected_state;
   bool initial = true;
   bool gone = false;
   bool too_large = false;
@@ -686,18 +656,22 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
     }
     const bool deleted = event->type == WatchEvent::Type::kDeleted;
     if (nodes) {
-      const std::string name = event->node.has_value() ? event->node->name : event->deleted_key;
+      // A view: used only by Remove, before anything is moved out of the event.
+      const absl::string_view name = event->node.has_value()
+                                         ? absl::string_view(event->node->name)
+                                         : absl::string_view(event->deleted_key);
       if (deleted) {
         node_state.Remove(name);
       } else {
-        node_state.Put(name, *std::move(event->node));
+        node_state.Put(*std::move(event->node));
       }
       return true;
     }
-    const std::string uid = event->pod.has_value() ? event->pod->uid : event->deleted_key;
+    const absl::string_view uid = event->pod.has_value() ? absl::string_view(event->pod->uid)
+                                                         : absl::string_view(event->deleted_key);
     if (failed) {
       if (!deleted && IsKubeletRejection(*event->pod)) {
-        rejected_state.Put(uid, *std::move(event->pod));
+        rejected_state.Put(*std::move(event->pod));
       } else {
         rejected_state.Remove(uid);
       }
@@ -709,7 +683,7 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
     }
     absl::StatusOr<PodRecord> record = ToPodRecord(*std::move(event->pod));
     if (record.ok()) {
-      pod_state.Put(uid, *std::move(record));
+      pod_state.Put(*std::move(record));
     } else {
       ++decode_errors;
     }

@@ -1,0 +1,83 @@
+// A WatchList's initial state as it streams in (Watcher), kept apart so it can be tested alone.
+#ifndef FITLEDGER_SERVER_KUBE_STREAMED_STATE_H_
+#define FITLEDGER_SERVER_KUBE_STREAMED_STATE_H_
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
+#include "absl/strings/string_view.h"
+
+namespace fitledger::kube {
+
+// A WatchList's initial state as it streams: objects by key, in arrival order, where a later
+// event for the same key replaces or removes the earlier one. A vector and an index (not a
+// node-based map): the state of 150,000 pods is held once, as a LIST's would be. The index holds
+// positions only, hashed and compared by the key inside the object (KeyOf: a pod's UID, a
+// node's name), so it keeps no copy of a key and stays valid as the vector grows.
+template <typename T, typename KeyOf>
+class StreamedState {
+ public:
+  StreamedState() = default;
+  StreamedState(const StreamedState&) = delete;  // the index points at items_
+  StreamedState& operator=(const StreamedState&) = delete;
+
+  void Put(T value) {
+    auto it = index_.find(absl::string_view(KeyOf()(value)));
+    if (it == index_.end()) {
+      items_.push_back(std::move(value));
+      present_.push_back(true);
+      index_.insert(items_.size() - 1);
+    } else {
+      items_[*it] = std::move(value);  // the same key: its place in the index holds
+      present_[*it] = true;
+    }
+  }
+  void Remove(absl::string_view key) {
+    auto it = index_.find(key);
+    if (it != index_.end()) present_[*it] = false;
+  }
+  // The objects present, moved out (compacted in place: no second copy of the state).
+  std::vector<T> Take() {
+    Index(0, Hash{&items_}, Eq{&items_}).swap(index_);
+    size_t kept = 0;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      if (!present_[i]) continue;
+      if (kept != i) items_[kept] = std::move(items_[i]);
+      ++kept;
+    }
+    items_.resize(kept);
+    std::vector<bool>().swap(present_);
+    return std::move(items_);
+  }
+
+ private:
+  // An index entry is a position in items_; a lookup is by key.
+  struct Hash {
+    using is_transparent = void;
+    const std::vector<T>* items;
+    size_t operator()(size_t i) const { return (*this)(absl::string_view(KeyOf()((*items)[i]))); }
+    size_t operator()(absl::string_view key) const { return absl::Hash<absl::string_view>()(key); }
+  };
+  struct Eq {
+    using is_transparent = void;
+    const std::vector<T>* items;
+    absl::string_view Key(size_t i) const { return KeyOf()((*items)[i]); }
+    absl::string_view Key(absl::string_view key) const { return key; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return Key(a) == Key(b);
+    }
+  };
+  using Index = absl::flat_hash_set<size_t, Hash, Eq>;
+
+  std::vector<T> items_;
+  std::vector<bool> present_;
+  Index index_{0, Hash{&items_}, Eq{&items_}};
+};
+
+}  // namespace fitledger::kube
+
+#endif  // FITLEDGER_SERVER_KUBE_STREAMED_STATE_H_

@@ -1,0 +1,97 @@
+// StreamedState: a WatchList's initial state as events arrive: objects by key in arrival order,
+// a later event for a key replacing or removing the earlier one, each key held once.
+#include "server/kube/streamed_state.h"
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fitledger::kube {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+struct Object {
+  std::string key;
+  int version = 0;
+  bool operator==(const Object& o) const { return key == o.key && version == o.version; }
+};
+struct ObjectKey {
+  const std::string& operator()(const Object& o) const { return o.key; }
+};
+using State = StreamedState<Object, ObjectKey>;
+
+TEST(StreamedStateTest, KeepsArrivalOrderAndReplacesInPlace) {
+  State state;
+  state.Put({"b", 1});
+  state.Put({"a", 1});
+  state.Put({"c", 1});
+  state.Put({"b", 2});  // MODIFIED before the end bookmark: same place, new content
+  EXPECT_THAT(state.Take(), ElementsAre(Object{"b", 2}, Object{"a", 1}, Object{"c", 1}));
+}
+
+TEST(StreamedStateTest, RemovedKeysAreDroppedAndMayComeBack) {
+  State state;
+  state.Put({"a", 1});
+  state.Put({"b", 1});
+  state.Put({"c", 1});
+  state.Remove("b");
+  state.Remove("missing");  // a DELETED for an object the state never had
+  state.Remove("a");
+  state.Put({"a", 2});  // re-added after its deletion
+  EXPECT_THAT(state.Take(), ElementsAre(Object{"a", 2}, Object{"c", 1}));
+}
+
+TEST(StreamedStateTest, ShortKeysSurviveTheVectorGrowing) {
+  // Keys short enough to live inside std::string itself move with their object when the vector
+  // grows: the index must find them by position, not by a pointer to the old copy.
+  State state;
+  for (int i = 0; i < 5000; ++i) state.Put({absl::StrCat(i % 1000), i});
+  std::vector<Object> taken = state.Take();
+  ASSERT_EQ(taken.size(), 1000u);
+  for (int k = 0; k < 1000; ++k) EXPECT_EQ(taken[k], (Object{absl::StrCat(k), 4000 + k}));
+}
+
+TEST(StreamedStateTest, MatchesAnOrderedModelUnderRandomEvents) {
+  std::mt19937 rng(20261203);
+  State state;
+  std::vector<std::string> order;   // first arrival of each key
+  std::map<std::string, int> live;  // key -> version, for keys present
+  for (int step = 0; step < 20000; ++step) {
+    // Short and long keys alike (16 characters and more leave the string's inline buffer).
+    const int n = static_cast<int>(rng() % 300);
+    const std::string key =
+        n % 2 == 0 ? absl::StrCat("k", n) : absl::StrCat("a-longer-key-of-a-pod-", n, "-uid");
+    if (rng() % 4 == 0) {
+      state.Remove(key);
+      live.erase(key);
+    } else {
+      if (std::find(order.begin(), order.end(), key) == order.end()) order.push_back(key);
+      state.Put({key, step});
+      live[key] = step;
+    }
+  }
+  std::vector<Object> want;
+  for (const std::string& key : order) {
+    auto it = live.find(key);
+    if (it != live.end()) want.push_back({key, it->second});
+  }
+  EXPECT_EQ(state.Take(), want);
+}
+
+TEST(StreamedStateTest, TakeEmptiesTheState) {
+  State state;
+  state.Put({"a", 1});
+  EXPECT_THAT(state.Take(), ElementsAre(Object{"a", 1}));
+  EXPECT_THAT(state.Take(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace fitledger::kube

@@ -79,11 +79,11 @@ void ObjectKeys(simdjson::ondemand::parser& parser, simdjson::padded_string_view
 struct NodeKey {
   const std::string& operator()(const NodeRecord& node) const { return node.name; }
 };
-struct PodRecordKey {
-  const std::string& operator()(const PodRecord& pod) const { return pod.uid; }
-};
-struct PodKey {
-  const std::string& operator()(const Pod& pod) const { return pod.uid; }
+struct UidKey {  // a PodRecord's or a Pod's
+  template <typename P>
+  const std::string& operator()(const P& pod) const {
+    return pod.uid;
+  }
 };
 
 const char* StreamName(bool nodes, bool failed) {
@@ -586,8 +586,8 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
   // The initial state, as events apply to it until the end bookmark (changes after the state's
   // version may come before it).
   StreamedState<NodeRecord, NodeKey> node_state;
-  StreamedState<PodRecord, PodRecordKey> pod_state;
-  StreamedState<Pod, PodKey> rejected_state;
+  StreamedState<PodRecord, UidKey> pod_state;
+  StreamedState<Pod, UidKey> rejected_state;
   bool initial = true;
   bool gone = false;
   bool too_large = false;

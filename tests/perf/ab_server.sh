@@ -19,45 +19,22 @@ SECS="${5:-8}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 D="$(mktemp -d "${TMPDIR:-/tmp}/fitledger-ab.XXXXXX")"
-PIDS=()
-cleanup() { [ ${#PIDS[@]} -gt 0 ] && kill "${PIDS[@]}" 2>/dev/null; true; }
-trap cleanup EXIT
-wait_for() {  # wait_for FILE: it exists and is not empty (10 minutes at most)
-  for _ in $(seq 1 1200); do [ -s "$1" ] && return 0; sleep 0.5; done
-  echo "timed out waiting for $1" >&2; exit 1
-}
+# shellcheck source=tests/perf/ab_lib.sh
+. "$HERE/ab_lib.sh"
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 
-"$BUILD/sim/fitledger-sim" --config "$ROOT/config/sim/big-realistic.yaml" --listen 127.0.0.1:0 \
-  --kubeconfig-out "$D/kubeconfig" > "$D/sim.log" 2>&1 &
-PIDS+=($!)
-wait_for "$D/kubeconfig"
-SIM_PORT="$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$D/sim.log" | head -1)"
+start_sim "$BUILD"
 python3 "$HERE/make_body.py" --api "http://127.0.0.1:$SIM_PORT" --names-out "$D/body_names.json" \
   --nodes-out "$D/body_nodes.json" --pod-out "$D/pod.json" --node-names-out "$D/node_names.txt" \
   --candidates-out "$D/candidates.txt" >&2
-printf 'kubernetes: {bindTimeout: 3s}\nlog: {level: warn}\n' > "$D/server.yaml"
 
 for round in $(seq 1 "$ROUNDS"); do
   for i in 0 1; do
     label=$([ "$i" = 0 ] && echo A || echo B)
-    rm -f "$D/ready"
-    "${SERVERS[$i]}" --config "$D/server.yaml" --kubeconfig "$D/kubeconfig" \
-      --grpc-listen 127.0.0.1:0 --monitor-listen 127.0.0.1:0 --webhook-listen 127.0.0.1:0 \
-      --ready-file "$D/ready" > "$D/server-$label.log" 2>&1 &
-    pid=$!
-    PIDS+=("$pid")
-    wait_for "$D/ready"
-    port="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["webhook_port"])' "$D/ready")"
-    monitor="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["monitor_port"])' "$D/ready")"
-    # The ports are bound before the initial sync ends: wait for /readyz (synced), so that no
-    # measured second overlaps the sync.
-    for _ in $(seq 1 1200); do
-      curl -fsS -o /dev/null "http://127.0.0.1:$monitor/readyz" 2>/dev/null && break
-      sleep 0.5
-    done
-    curl -fsS -o /dev/null "http://127.0.0.1:$monitor/readyz" || { echo "never ready" >&2; exit 1; }
+    start_server "${SERVERS[$i]}" "$D/server-$label.log"
+    pid=$SERVER_PID
+    port=$WEBHOOK_PORT
     FILTER_BODY="$D/body_names.json" wrk -t1 -c8 -d2s -s "$HERE/filter.lua" \
       "http://127.0.0.1:$port" > /dev/null
     before="$(ticks "$pid")"
@@ -75,8 +52,7 @@ for round in $(seq 1 "$ROUNDS"); do
     p50_1="$(sed -n 's/.*"p50_us":\([0-9]*\).*/\1/p' <<< "$line1")"
     p99_1="$(sed -n 's/.*"p99_us":\([0-9]*\).*/\1/p' <<< "$line1")"
     echo "round $round $label: c8 $rps calls/s, p50 $p50 us, p99 $p99 us, server CPU $cpu us per call;" \
-      "c1 p50 $p50_1 us, p99 $p99_1 us"
-    kill "$pid"
-    wait "$pid" 2>/dev/null || true
+      "c1 p50 $p50_1 us, p99 $p99_1 us; start -> /readyz $READY_MS ms"
+    stop_server
   done
 done

@@ -18,58 +18,23 @@ ROUNDS="${4:-4}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 D="$(mktemp -d "${TMPDIR:-/tmp}/fitledger-ab-sync.XXXXXX")"
-PIDS=()
-cleanup() { [ ${#PIDS[@]} -gt 0 ] && kill "${PIDS[@]}" 2>/dev/null; true; }
-trap cleanup EXIT
-wait_for() {  # wait_for FILE: it exists and is not empty (10 minutes at most)
-  for _ in $(seq 1 1200); do [ -s "$1" ] && return 0; sleep 0.5; done
-  echo "timed out waiting for $1" >&2; exit 1
-}
+# shellcheck source=tests/perf/ab_lib.sh
+. "$HERE/ab_lib.sh"
 TICK_MS=$((1000 / $(getconf CLK_TCK)))
 
-"$BUILD/sim/fitledger-sim" --config "$ROOT/config/sim/big-realistic.yaml" --listen 127.0.0.1:0 \
-  --kubeconfig-out "$D/kubeconfig" > "$D/sim.log" 2>&1 &
-PIDS+=($!)
-wait_for "$D/kubeconfig"
-printf 'log: {level: warn}\n' > "$D/server.yaml"
-
-run_one() {  # run_one LABEL SERVER ROUND: prints "LABEL ROUND ms cpu_ms hwm_kib"
-  local label="$1" server="$2" round="$3"
-  rm -f "$D/ready"
-  local start end pid monitor
-  start="$(date +%s%N)"
-  "$server" --config "$D/server.yaml" --kubeconfig "$D/kubeconfig" \
-    --grpc-listen 127.0.0.1:0 --monitor-listen 127.0.0.1:0 --webhook-listen 127.0.0.1:0 \
-    --ready-file "$D/ready" > "$D/server-$label-$round.log" 2>&1 &
-  pid=$!
-  PIDS+=("$pid")
-  for _ in $(seq 1 60000); do [ -s "$D/ready" ] && break; sleep 0.01; done
-  [ -s "$D/ready" ] || { echo "server $label never wrote its ready file" >&2; exit 1; }
-  monitor="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["monitor_port"])' "$D/ready")"
-  for _ in $(seq 1 60000); do
-    curl -fsS -o /dev/null "http://127.0.0.1:$monitor/readyz" 2>/dev/null && break
-    sleep 0.01
-  done
-  end="$(date +%s%N)"
-  curl -fsS -o /dev/null "http://127.0.0.1:$monitor/readyz" || { echo "never ready" >&2; exit 1; }
-  local cpu hwm
-  cpu="$(awk -v t="$TICK_MS" '{print ($14 + $15) * t}' "/proc/$pid/stat")"
-  hwm="$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status")"
-  kill "$pid"
-  wait "$pid" 2>/dev/null || true
-  echo "$label $round $(((end - start) / 1000000)) $cpu $hwm"
-}
-
+start_sim "$BUILD"
 : > "$D/runs.txt"
 for round in $(seq 1 "$ROUNDS"); do
   order=(0 1)
   [ $((round % 2)) = 0 ] && order=(1 0)
   for i in "${order[@]}"; do
     label=$([ "$i" = 0 ] && echo A || echo B)
-    line="$(run_one "$label" "${SERVERS[$i]}" "$round")"
-    echo "$line" >> "$D/runs.txt"
-    read -r l r ms cpu hwm <<< "$line"
-    echo "round $r $l: start -> /readyz $ms ms, server CPU $cpu ms, VmHWM $((hwm / 1024)) MiB"
+    start_server "${SERVERS[$i]}" "$D/server-$label-$round.log"
+    cpu="$(awk -v t="$TICK_MS" '{print ($14 + $15) * t}' "/proc/$SERVER_PID/stat")"
+    hwm="$(awk '/^VmHWM/ {print $2}' "/proc/$SERVER_PID/status")"
+    stop_server
+    echo "$label $round $READY_MS $cpu $hwm" >> "$D/runs.txt"
+    echo "round $round $label: start -> /readyz $READY_MS ms, server CPU $cpu ms, VmHWM $((hwm / 1024)) MiB"
   done
 done
 python3 - "$D/runs.txt" <<'EOF'

@@ -14,9 +14,35 @@ using simdjson::ondemand::value;
 // Debian's Abseil has its own string_view type.
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-absl::Status JsonError(absl::string_view field, simdjson::error_code code) {
+// Where a value sits in the object ("spec.containers[1].resources"), for error messages only: a
+// chain of links on the decoder's stack, put into words only when an error names it. (A watch
+// sync decodes 150,000 pods; building each field's path as a string cost allocations per field.)
+class Path {
+ public:
+  explicit Path(absl::string_view name) : name_(name) {}
+  Path(const Path& parent, absl::string_view name) : parent_(&parent), name_(name) {}
+  Path(const Path& parent, size_t index) : parent_(&parent), index_(index), is_index_(true) {}
+
+  std::string ToString() const {
+    std::string out = parent_ == nullptr ? std::string() : parent_->ToString();
+    if (is_index_) {
+      absl::StrAppend(&out, "[", index_, "]");
+    } else {
+      absl::StrAppend(&out, out.empty() ? "" : ".", name_);
+    }
+    return out;
+  }
+
+ private:
+  const Path* parent_ = nullptr;
+  absl::string_view name_;
+  size_t index_ = 0;
+  bool is_index_ = false;
+};
+
+absl::Status JsonError(const Path& field, simdjson::error_code code) {
   return absl::InvalidArgumentError(
-      absl::StrCat("field ", field, ": ", simdjson::error_message(code)));
+      absl::StrCat("field ", field.ToString(), ": ", simdjson::error_message(code)));
 }
 
 // True if the value is JSON null (then it has been consumed). Checks the type first:
@@ -28,15 +54,22 @@ bool IsNull(value& v) {
   return !v.is_null().get(null) && null;
 }
 
-absl::Status GetString(value& v, absl::string_view field, std::string* out) {
+// A string's text, valid until the parser's next document; null is empty.
+absl::Status GetStringView(value& v, const Path& field, std::string_view* out) {
+  *out = std::string_view();
   if (IsNull(v)) return absl::OkStatus();
+  if (auto err = v.get_string().get(*out)) return JsonError(field, err);
+  return absl::OkStatus();
+}
+
+absl::Status GetString(value& v, const Path& field, std::string* out) {
   std::string_view s;
-  if (auto err = v.get_string().get(s)) return JsonError(field, err);
+  RETURN_IF_ERROR(GetStringView(v, field, &s));
   out->assign(s.data(), s.size());
   return absl::OkStatus();
 }
 
-absl::Status GetObject(value& v, absl::string_view field, object* out, bool* present) {
+absl::Status GetObject(value& v, const Path& field, object* out, bool* present) {
   *present = false;
   if (IsNull(v)) return absl::OkStatus();
   if (auto err = v.get_object().get(*out)) return JsonError(field, err);
@@ -46,7 +79,7 @@ absl::Status GetObject(value& v, absl::string_view field, object* out, bool* pre
 
 // Iterates an object's fields, calling fn(key, value) for each. Null objects are empty.
 template <typename Fn>
-absl::Status ForEachField(value& v, absl::string_view field, Fn&& fn) {
+absl::Status ForEachField(value& v, const Path& field, Fn&& fn) {
   object obj;
   bool present = false;
   RETURN_IF_ERROR(GetObject(v, field, &obj, &present));
@@ -61,68 +94,95 @@ absl::Status ForEachField(value& v, absl::string_view field, Fn&& fn) {
   return absl::OkStatus();
 }
 
+// Calls fn(index, element) for each element of an array. Null arrays are empty.
 template <typename Fn>
-absl::Status ForEachElement(value& v, absl::string_view field, Fn&& fn) {
+absl::Status ForEachElement(value& v, const Path& field, Fn&& fn) {
   if (IsNull(v)) return absl::OkStatus();
   simdjson::ondemand::array arr;
   if (auto err = v.get_array().get(arr)) return JsonError(field, err);
+  size_t index = 0;
   for (auto element : arr) {
     value child;
-    if (auto err = element.get(child)) return JsonError(field, err);
-    RETURN_IF_ERROR(fn(child));
+    if (auto err = element.get(child)) return JsonError(Path(field, index), err);
+    RETURN_IF_ERROR(fn(index++, child));
   }
   return absl::OkStatus();
 }
 
-absl::Status DecodeResources(value& v, absl::string_view field, QuantityList* requests,
+absl::StatusOr<QuantityList> DecodeQuantities(value& v, const Path& field) {
+  QuantityList out;
+  RETURN_IF_ERROR(ForEachField(v, field, [&](std::string_view key, value& child) -> absl::Status {
+    json_type type;
+    if (auto err = child.type().get(type)) return JsonError(Path(field, Sv(key)), err);
+    std::string_view text;
+    if (type == json_type::string) {
+      if (auto err = child.get_string().get(text)) return JsonError(Path(field, Sv(key)), err);
+    } else if (type == json_type::number) {
+      text = child.raw_json_token();
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("field ", Path(field, Sv(key)).ToString(),
+                                                     ": a quantity must be a string or a number"));
+    }
+    absl::StatusOr<Quantity> q = Quantity::Parse(absl::StripAsciiWhitespace(Sv(text)));
+    if (!q.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field ", Path(field, Sv(key)).ToString(), ": ", q.status().message()));
+    }
+    out.emplace_back(std::string(key), *q);
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status DecodeResources(value& v, const Path& field, QuantityList* requests,
                              QuantityList* limits) {
   return ForEachField(v, field, [&](std::string_view key, value& child) -> absl::Status {
     if (key == "requests") {
-      ASSIGN_OR_RETURN(*requests, DecodeResourceList(child, absl::StrCat(field, ".requests")));
+      ASSIGN_OR_RETURN(*requests, DecodeQuantities(child, Path(field, "requests")));
     } else if (key == "limits" && limits != nullptr) {
-      ASSIGN_OR_RETURN(*limits, DecodeResourceList(child, absl::StrCat(field, ".limits")));
+      ASSIGN_OR_RETURN(*limits, DecodeQuantities(child, Path(field, "limits")));
     }
     return absl::OkStatus();
   });
 }
 
-absl::Status DecodeContainer(value& v, absl::string_view field, Container* c) {
+absl::Status DecodeContainer(value& v, const Path& field, Container* c) {
   return ForEachField(v, field, [&](std::string_view key, value& child) -> absl::Status {
-    if (key == "name") return GetString(child, absl::StrCat(field, ".name"), &c->name);
+    if (key == "name") return GetString(child, Path(field, "name"), &c->name);
     if (key == "restartPolicy") {
-      std::string policy;
-      RETURN_IF_ERROR(GetString(child, absl::StrCat(field, ".restartPolicy"), &policy));
+      std::string_view policy;
+      RETURN_IF_ERROR(GetStringView(child, Path(field, "restartPolicy"), &policy));
       c->restartable = policy == "Always";
       return absl::OkStatus();
     }
     if (key == "resources") {
-      return DecodeResources(child, absl::StrCat(field, ".resources"), &c->requests, &c->limits);
+      return DecodeResources(child, Path(field, "resources"), &c->requests, &c->limits);
     }
     return absl::OkStatus();
   });
 }
 
-absl::Status DecodeContainers(value& v, absl::string_view field, std::vector<Container>* out) {
-  return ForEachElement(v, field, [&](value& child) -> absl::Status {
+absl::Status DecodeContainers(value& v, const Path& field, std::vector<Container>* out) {
+  return ForEachElement(v, field, [&](size_t index, value& child) -> absl::Status {
     Container c;
-    RETURN_IF_ERROR(DecodeContainer(child, absl::StrCat(field, "[", out->size(), "]"), &c));
+    RETURN_IF_ERROR(DecodeContainer(child, Path(field, index), &c));
     out->push_back(std::move(c));
     return absl::OkStatus();
   });
 }
 
-absl::Status DecodeStatuses(value& v, absl::string_view field, std::vector<ContainerStatus>* out) {
-  return ForEachElement(v, field, [&](value& child) -> absl::Status {
+absl::Status DecodeStatuses(value& v, const Path& field, std::vector<ContainerStatus>* out) {
+  return ForEachElement(v, field, [&](size_t index, value& child) -> absl::Status {
     ContainerStatus s;
-    std::string f = absl::StrCat(field, "[", out->size(), "]");
+    const Path f(field, index);
     RETURN_IF_ERROR(ForEachField(child, f, [&](std::string_view key, value& c) -> absl::Status {
-      if (key == "name") return GetString(c, f + ".name", &s.name);
+      if (key == "name") return GetString(c, Path(f, "name"), &s.name);
       if (key == "allocatedResources") {
-        ASSIGN_OR_RETURN(s.allocated_resources, DecodeResourceList(c, f + ".allocatedResources"));
+        ASSIGN_OR_RETURN(s.allocated_resources, DecodeQuantities(c, Path(f, "allocatedResources")));
       } else if (key == "resources") {
         if (IsNull(c)) return absl::OkStatus();
         s.has_resources = true;
-        return DecodeResources(c, f + ".resources", &s.status_requests, nullptr);
+        return DecodeResources(c, Path(f, "resources"), &s.status_requests, nullptr);
       }
       return absl::OkStatus();
     }));
@@ -133,20 +193,19 @@ absl::Status DecodeStatuses(value& v, absl::string_view field, std::vector<Conta
 
 // status.conditions: the reason of the first PodResizePending condition (component-helpers
 // IsPodResizeInfeasible looks at the first one only).
-absl::Status DecodeConditions(value& v, Pod* pod) {
+absl::Status DecodeConditions(value& v, const Path& field, Pod* pod) {
   bool found = false;
-  size_t index = 0;
-  return ForEachElement(v, "status.conditions", [&](value& child) -> absl::Status {
-    std::string f = absl::StrCat("status.conditions[", index++, "]");
-    std::string type, reason;
+  return ForEachElement(v, field, [&](size_t index, value& child) -> absl::Status {
+    const Path f(field, index);
+    std::string_view type, reason;
     RETURN_IF_ERROR(ForEachField(child, f, [&](std::string_view key, value& c) -> absl::Status {
-      if (key == "type") return GetString(c, f + ".type", &type);
-      if (key == "reason") return GetString(c, f + ".reason", &reason);
+      if (key == "type") return GetStringView(c, Path(f, "type"), &type);
+      if (key == "reason") return GetStringView(c, Path(f, "reason"), &reason);
       return absl::OkStatus();
     }));
     if (!found && type == "PodResizePending") {
       found = true;
-      pod->resize_pending_reason = std::move(reason);
+      pod->resize_pending_reason.assign(reason.data(), reason.size());
     }
     return absl::OkStatus();
   });
@@ -155,92 +214,80 @@ absl::Status DecodeConditions(value& v, Pod* pod) {
 }  // namespace
 
 absl::StatusOr<QuantityList> DecodeResourceList(value v, absl::string_view field) {
-  QuantityList out;
-  RETURN_IF_ERROR(ForEachField(v, field, [&](std::string_view key, value& child) -> absl::Status {
-    json_type type;
-    if (auto err = child.type().get(type)) return JsonError(field, err);
-    std::string_view text;
-    if (type == json_type::string) {
-      if (auto err = child.get_string().get(text)) return JsonError(field, err);
-    } else if (type == json_type::number) {
-      text = child.raw_json_token();
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("field ", field, ".", Sv(key), ": a quantity must be a string or a number"));
-    }
-    absl::StatusOr<Quantity> q = Quantity::Parse(absl::StripAsciiWhitespace(Sv(text)));
-    if (!q.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("field ", field, ".", Sv(key), ": ", q.status().message()));
-    }
-    out.emplace_back(std::string(key), *q);
-    return absl::OkStatus();
-  }));
-  return out;
+  return DecodeQuantities(v, Path(field));
 }
 
 absl::StatusOr<Pod> DecodePod(value v, std::string* resource_version) {
   Pod pod;
-  RETURN_IF_ERROR(ForEachField(v, "pod", [&](std::string_view key, value& child) -> absl::Status {
-    if (key == "metadata") {
-      return ForEachField(child, "metadata", [&](std::string_view k, value& m) -> absl::Status {
-        if (k == "name") return GetString(m, "metadata.name", &pod.name);
-        if (k == "namespace") return GetString(m, "metadata.namespace", &pod.namespace_name);
-        if (k == "uid") return GetString(m, "metadata.uid", &pod.uid);
-        if (k == "resourceVersion" && resource_version != nullptr) {
-          return GetString(m, "metadata.resourceVersion", resource_version);
+  RETURN_IF_ERROR(
+      ForEachField(v, Path("pod"), [&](std::string_view key, value& child) -> absl::Status {
+        if (key == "metadata") {
+          const Path p("metadata");
+          return ForEachField(child, p, [&](std::string_view k, value& m) -> absl::Status {
+            if (k == "name") return GetString(m, Path(p, "name"), &pod.name);
+            if (k == "namespace") return GetString(m, Path(p, "namespace"), &pod.namespace_name);
+            if (k == "uid") return GetString(m, Path(p, "uid"), &pod.uid);
+            if (k == "resourceVersion" && resource_version != nullptr) {
+              return GetString(m, Path(p, "resourceVersion"), resource_version);
+            }
+            if (k == "deletionTimestamp") {
+              std::string_view ts;
+              RETURN_IF_ERROR(GetStringView(m, Path(p, "deletionTimestamp"), &ts));
+              pod.deleting = !ts.empty();
+            }
+            return absl::OkStatus();
+          });
         }
-        if (k == "deletionTimestamp") {
-          std::string ts;
-          RETURN_IF_ERROR(GetString(m, "metadata.deletionTimestamp", &ts));
-          pod.deleting = !ts.empty();
+        if (key == "spec") {
+          const Path p("spec");
+          return ForEachField(child, p, [&](std::string_view k, value& s) -> absl::Status {
+            if (k == "containers")
+              return DecodeContainers(s, Path(p, "containers"), &pod.containers);
+            if (k == "initContainers") {
+              return DecodeContainers(s, Path(p, "initContainers"), &pod.init_containers);
+            }
+            if (k == "nodeName") return GetString(s, Path(p, "nodeName"), &pod.node_name);
+            if (k == "schedulerName") {
+              return GetString(s, Path(p, "schedulerName"), &pod.scheduler_name);
+            }
+            if (k == "overhead") {
+              ASSIGN_OR_RETURN(pod.overhead, DecodeQuantities(s, Path(p, "overhead")));
+            } else if (k == "resources") {
+              if (IsNull(s)) return absl::OkStatus();
+              QuantityList requests, limits;
+              RETURN_IF_ERROR(DecodeResources(s, Path(p, "resources"), &requests, &limits));
+              if (!requests.empty()) pod.pod_requests = std::move(requests);
+              if (!limits.empty()) pod.pod_limits = std::move(limits);
+            } else if (k == "priority") {
+              if (IsNull(s)) return absl::OkStatus();
+              int64_t priority = 0;
+              if (auto err = s.get_int64().get(priority))
+                return JsonError(Path(p, "priority"), err);
+              pod.priority = static_cast<int32_t>(priority);
+            }
+            return absl::OkStatus();
+          });
+        }
+        if (key == "status") {
+          const Path p("status");
+          return ForEachField(child, p, [&](std::string_view k, value& s) -> absl::Status {
+            if (k == "phase") return GetString(s, Path(p, "phase"), &pod.phase);
+            if (k == "reason") return GetString(s, Path(p, "reason"), &pod.status_reason);
+            if (k == "message") return GetString(s, Path(p, "message"), &pod.status_message);
+            if (k == "containerStatuses") {
+              return DecodeStatuses(s, Path(p, "containerStatuses"), &pod.container_statuses);
+            }
+            if (k == "initContainerStatuses") {
+              return DecodeStatuses(s, Path(p, "initContainerStatuses"),
+                                    &pod.init_container_statuses);
+            }
+            if (k == "resize") return GetString(s, Path(p, "resize"), &pod.resize);
+            if (k == "conditions") return DecodeConditions(s, Path(p, "conditions"), &pod);
+            return absl::OkStatus();
+          });
         }
         return absl::OkStatus();
-      });
-    }
-    if (key == "spec") {
-      return ForEachField(child, "spec", [&](std::string_view k, value& s) -> absl::Status {
-        if (k == "containers") return DecodeContainers(s, "spec.containers", &pod.containers);
-        if (k == "initContainers") {
-          return DecodeContainers(s, "spec.initContainers", &pod.init_containers);
-        }
-        if (k == "nodeName") return GetString(s, "spec.nodeName", &pod.node_name);
-        if (k == "schedulerName") return GetString(s, "spec.schedulerName", &pod.scheduler_name);
-        if (k == "overhead") {
-          ASSIGN_OR_RETURN(pod.overhead, DecodeResourceList(s, "spec.overhead"));
-        } else if (k == "resources") {
-          if (IsNull(s)) return absl::OkStatus();
-          QuantityList requests, limits;
-          RETURN_IF_ERROR(DecodeResources(s, "spec.resources", &requests, &limits));
-          if (!requests.empty()) pod.pod_requests = std::move(requests);
-          if (!limits.empty()) pod.pod_limits = std::move(limits);
-        } else if (k == "priority") {
-          if (IsNull(s)) return absl::OkStatus();
-          int64_t p = 0;
-          if (auto err = s.get_int64().get(p)) return JsonError("spec.priority", err);
-          pod.priority = static_cast<int32_t>(p);
-        }
-        return absl::OkStatus();
-      });
-    }
-    if (key == "status") {
-      return ForEachField(child, "status", [&](std::string_view k, value& s) -> absl::Status {
-        if (k == "phase") return GetString(s, "status.phase", &pod.phase);
-        if (k == "reason") return GetString(s, "status.reason", &pod.status_reason);
-        if (k == "message") return GetString(s, "status.message", &pod.status_message);
-        if (k == "containerStatuses") {
-          return DecodeStatuses(s, "status.containerStatuses", &pod.container_statuses);
-        }
-        if (k == "initContainerStatuses") {
-          return DecodeStatuses(s, "status.initContainerStatuses", &pod.init_container_statuses);
-        }
-        if (k == "resize") return GetString(s, "status.resize", &pod.resize);
-        if (k == "conditions") return DecodeConditions(s, &pod);
-        return absl::OkStatus();
-      });
-    }
-    return absl::OkStatus();
-  }));
+      }));
   return pod;
 }
 
@@ -248,29 +295,33 @@ absl::StatusOr<DecodedNode> DecodeNode(value v) {
   DecodedNode out;
   QuantityList allocatable, capacity;
   bool has_allocatable = false;
-  RETURN_IF_ERROR(ForEachField(v, "node", [&](std::string_view key, value& child) -> absl::Status {
-    if (key == "metadata") {
-      return ForEachField(child, "metadata", [&](std::string_view k, value& m) -> absl::Status {
-        if (k == "name") return GetString(m, "metadata.name", &out.node.name);
-        if (k == "resourceVersion")
-          return GetString(m, "metadata.resourceVersion", &out.resource_version);
-        return absl::OkStatus();
-      });
-    }
-    if (key == "status") {
-      return ForEachField(child, "status", [&](std::string_view k, value& s) -> absl::Status {
-        if (k == "allocatable") {
-          has_allocatable = !IsNull(s);
-          if (!has_allocatable) return absl::OkStatus();
-          ASSIGN_OR_RETURN(allocatable, DecodeResourceList(s, "status.allocatable"));
-        } else if (k == "capacity") {
-          ASSIGN_OR_RETURN(capacity, DecodeResourceList(s, "status.capacity"));
+  RETURN_IF_ERROR(
+      ForEachField(v, Path("node"), [&](std::string_view key, value& child) -> absl::Status {
+        if (key == "metadata") {
+          const Path p("metadata");
+          return ForEachField(child, p, [&](std::string_view k, value& m) -> absl::Status {
+            if (k == "name") return GetString(m, Path(p, "name"), &out.node.name);
+            if (k == "resourceVersion") {
+              return GetString(m, Path(p, "resourceVersion"), &out.resource_version);
+            }
+            return absl::OkStatus();
+          });
+        }
+        if (key == "status") {
+          const Path p("status");
+          return ForEachField(child, p, [&](std::string_view k, value& s) -> absl::Status {
+            if (k == "allocatable") {
+              has_allocatable = !IsNull(s);
+              if (!has_allocatable) return absl::OkStatus();
+              ASSIGN_OR_RETURN(allocatable, DecodeQuantities(s, Path(p, "allocatable")));
+            } else if (k == "capacity") {
+              ASSIGN_OR_RETURN(capacity, DecodeQuantities(s, Path(p, "capacity")));
+            }
+            return absl::OkStatus();
+          });
         }
         return absl::OkStatus();
-      });
-    }
-    return absl::OkStatus();
-  }));
+      }));
   const QuantityList& list = has_allocatable ? allocatable : capacity;
   for (const auto& [name, q] : list) {
     int64_t amount = 0;
@@ -290,9 +341,9 @@ absl::StatusOr<T> ParseWhole(absl::string_view json, Fn&& decode) {
   simdjson::ondemand::parser parser;
   simdjson::padded_string padded(json.data(), json.size());
   simdjson::ondemand::document doc;
-  if (auto err = parser.iterate(padded).get(doc)) return JsonError("document", err);
+  if (auto err = parser.iterate(padded).get(doc)) return JsonError(Path("document"), err);
   value v;
-  if (auto err = doc.get_value().get(v)) return JsonError("document", err);
+  if (auto err = doc.get_value().get(v)) return JsonError(Path("document"), err);
   return decode(v);
 }
 }  // namespace

@@ -582,12 +582,14 @@ void SimServer::HandleLeases(const httplib::Request& req, httplib::Response& res
           absl::string_view kind = "Lease";
           absl::string_view api_version = kGroupVersion;
           size_t max_batch = 0;
-          std::string Object(LeaseWatchState& s, const LeasePtr& lease) const {
-            if (!s.table) return lease->json;
-            std::string row =
-                LeaseTableJson({lease}, lease->resource_version, !s.sent_columns, absl::Now());
+          void AppendObject(LeaseWatchState& s, const LeasePtr& lease, std::string* out) const {
+            if (!s.table) {
+              out->append(lease->json);
+              return;
+            }
+            out->append(
+                LeaseTableJson({lease}, lease->resource_version, !s.sent_columns, absl::Now()));
             s.sent_columns = true;
-            return row;
           }
           ChangeSignal& signal() const { return leases->signal(); }
           LeaseStore::Batch Poll(const LeaseWatchState& s, absl::Time now,

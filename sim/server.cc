@@ -740,12 +740,14 @@ bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
     absl::string_view kind;
     absl::string_view api_version;
     size_t max_batch;
-    std::string Object(WatchState& s, const ObjectPtr& object) const {
-      if (!s.table) return object->json;
-      std::string row = TableJson(s.filter.kind, {object}, object->resource_version, "", 0,
-                                  !s.sent_columns, absl::Now());
+    void AppendObject(WatchState& s, const ObjectPtr& object, std::string* out) const {
+      if (!s.table) {
+        out->append(object->json);
+        return;
+      }
+      out->append(TableJson(s.filter.kind, {object}, object->resource_version, "", 0,
+                            !s.sent_columns, absl::Now()));
       s.sent_columns = true;
-      return row;
     }
     ChangeSignal& signal() const { return store->signal(kind_id); }
     WatchBatch Poll(const WatchState& s, absl::Time now, absl::Duration lag) const {

@@ -54,7 +54,8 @@ inline constexpr absl::Duration kMaxWatchWait = absl::Seconds(1);
 // One step: writes what is due on `sink` (httplib's DataSink: write(data, size), done()), then
 // waits for the next change (or the next bookmark, the deadline, kMaxWatchWait). False when the
 // client is gone. `feed` is the kind's store:
-//   feed.Object(stream, ptr)     the object as this stream shows it (its JSON, or a Table row)
+//   feed.AppendObject(stream, ptr, &out)  appends the object as this stream shows it (its JSON,
+//                                or a Table row)
 //   feed.kind, feed.api_version  for bookmarks
 //   feed.signal()                the store's ChangeSignal for this kind
 //   feed.Poll(stream, now, lag)  a batch: events (type, object), cursor, next_visible, expired
@@ -64,8 +65,12 @@ inline constexpr absl::Duration kMaxWatchWait = absl::Seconds(1);
 // `write(text)` writes and counts the bytes; `gate()` reads the sim's state.
 template <typename Stream, typename Sink, typename Feed, typename Write, typename Gate>
 bool WatchStep(Stream& s, Sink& sink, const Feed& feed, Write write, Gate gate) {
-  auto event_line = [&](absl::string_view type, const auto& object) {
-    return absl::StrCat("{\"type\":\"", type, "\",\"object\":", feed.Object(s, object), "}\n");
+  // Appended where it goes: an object's JSON is copied once here (a WatchList's initial state
+  // is every object of the kind).
+  auto append_event = [&](std::string* out, absl::string_view type, const auto& object) {
+    absl::StrAppend(out, "{\"type\":\"", type, "\",\"object\":");
+    feed.AppendObject(s, object, out);
+    out->append("}\n");
   };
   auto bookmark_line = [&](bool initial_events_end) {
     return absl::StrCat(
@@ -83,8 +88,10 @@ bool WatchStep(Stream& s, Sink& sink, const Feed& feed, Write write, Gate gate) 
     }
     std::string out;
     for (const auto& object : s.initial) {
-      out += event_line("ADDED", object);
-      if (out.size() > (1 << 20)) {  // a large list goes out in chunks of about 1 MiB
+      append_event(&out, "ADDED", object);
+      // A large list goes out in pieces of about 128 KiB: httplib copies each piece twice more to
+      // frame it as a chunk, and pieces this size keep those copies in the cache.
+      if (out.size() > (1 << 17)) {
         if (!write(out)) return false;
         out.clear();
       }
@@ -118,7 +125,7 @@ bool WatchStep(Stream& s, Sink& sink, const Feed& feed, Write write, Gate gate) 
     s.cursor = batch.cursor;
     if (!batch.events.empty()) {
       std::string out;
-      for (const auto& e : batch.events) out += event_line(feed.TypeName(e), e.object);
+      for (const auto& e : batch.events) append_event(&out, feed.TypeName(e), e.object);
       if (!write(out)) return false;
     }
     if (feed.max_batch > 0 && batch.events.size() >= feed.max_batch) return true;  // more waits

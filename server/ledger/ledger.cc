@@ -121,13 +121,6 @@ const Resources* Ledger::OwnLocked(absl::string_view uid, absl::string_view node
 
 namespace {
 
-// Filter and Prioritize look their candidates up in the node map this many ahead of using them.
-// A call meets the map cold (the request's parse, the reply and other threads move it out of the
-// caches between calls), and hundreds of lookups that each waited on memory were most of a cold
-// call; the prefetch costs a second hash of each name when the map is warm (ledger_bench's
-// Filter500Candidates and Filter500CandidatesCold, docs/performance.md).
-constexpr size_t kLookAhead = 8;
-
 // What a node's room lacks for a pod, in Filter's common case.
 constexpr unsigned kShortOfPods = 1;
 constexpr unsigned kShortOfCpu = 2;
@@ -177,12 +170,7 @@ FilterResult Ledger::Filter(const Resources& requests,
     auto it = pods_.find(uid);
     if (it != pods_.end()) own = &it->second;
   }
-  // Each candidate's place in the node map is fetched kLookAhead lookups ahead.
-  for (size_t i = 0; i < std::min(kLookAhead, node_names.size()); ++i) {
-    nodes_.prefetch(node_names[i]);
-  }
   for (size_t i = 0; i < node_names.size(); ++i) {
-    if (i + kLookAhead < node_names.size()) nodes_.prefetch(node_names[i + kLookAhead]);
     auto it = nodes_.find(node_names[i]);
     if (it == nodes_.end() || !it->second.known) {
       out.failed.emplace_back(i, "node not found");
@@ -295,11 +283,7 @@ std::vector<int64_t> Ledger::NodeScores(const Resources& requests,
                                         absl::string_view uid) const {
   std::vector<int64_t> scores(node_names.size(), 0);
   ReaderMutexLock lock(&mu_);
-  for (size_t i = 0; i < std::min(kLookAhead, node_names.size()); ++i) {
-    nodes_.prefetch(node_names[i]);
-  }
   for (size_t i = 0; i < node_names.size(); ++i) {
-    if (i + kLookAhead < node_names.size()) nodes_.prefetch(node_names[i + kLookAhead]);
     auto it = nodes_.find(node_names[i]);
     if (it == nodes_.end() || !it->second.known) continue;
     scores[i] = ScoreLocked(it->second, requests, OwnLocked(uid, node_names[i]));

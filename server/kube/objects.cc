@@ -40,9 +40,12 @@ class Path {
   bool is_index_ = false;
 };
 
+absl::Status FieldError(const Path& field, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat("field ", field.ToString(), ": ", message));
+}
+
 absl::Status JsonError(const Path& field, simdjson::error_code code) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("field ", field.ToString(), ": ", simdjson::error_message(code)));
+  return FieldError(field, simdjson::error_message(code));
 }
 
 // True if the value is JSON null (then it has been consumed). Checks the type first:
@@ -112,22 +115,19 @@ absl::Status ForEachElement(value& v, const Path& field, Fn&& fn) {
 absl::StatusOr<QuantityList> DecodeQuantities(value& v, const Path& field) {
   QuantityList out;
   RETURN_IF_ERROR(ForEachField(v, field, [&](std::string_view key, value& child) -> absl::Status {
+    const Path at(field, Sv(key));
     json_type type;
-    if (auto err = child.type().get(type)) return JsonError(Path(field, Sv(key)), err);
+    if (auto err = child.type().get(type)) return JsonError(at, err);
     std::string_view text;
     if (type == json_type::string) {
-      if (auto err = child.get_string().get(text)) return JsonError(Path(field, Sv(key)), err);
+      if (auto err = child.get_string().get(text)) return JsonError(at, err);
     } else if (type == json_type::number) {
       text = child.raw_json_token();
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("field ", Path(field, Sv(key)).ToString(),
-                                                     ": a quantity must be a string or a number"));
+      return FieldError(at, "a quantity must be a string or a number");
     }
     absl::StatusOr<Quantity> q = Quantity::Parse(absl::StripAsciiWhitespace(Sv(text)));
-    if (!q.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("field ", Path(field, Sv(key)).ToString(), ": ", q.status().message()));
-    }
+    if (!q.ok()) return FieldError(at, q.status().message());
     out.emplace_back(std::string(key), *q);
     return absl::OkStatus();
   }));
@@ -219,75 +219,72 @@ absl::StatusOr<QuantityList> DecodeResourceList(value v, absl::string_view field
 
 absl::StatusOr<Pod> DecodePod(value v, std::string* resource_version) {
   Pod pod;
-  RETURN_IF_ERROR(
-      ForEachField(v, Path("pod"), [&](std::string_view key, value& child) -> absl::Status {
-        if (key == "metadata") {
-          const Path p("metadata");
-          return ForEachField(child, p, [&](std::string_view k, value& m) -> absl::Status {
-            if (k == "name") return GetString(m, Path(p, "name"), &pod.name);
-            if (k == "namespace") return GetString(m, Path(p, "namespace"), &pod.namespace_name);
-            if (k == "uid") return GetString(m, Path(p, "uid"), &pod.uid);
-            if (k == "resourceVersion" && resource_version != nullptr) {
-              return GetString(m, Path(p, "resourceVersion"), resource_version);
-            }
-            if (k == "deletionTimestamp") {
-              std::string_view ts;
-              RETURN_IF_ERROR(GetStringView(m, Path(p, "deletionTimestamp"), &ts));
-              pod.deleting = !ts.empty();
-            }
-            return absl::OkStatus();
-          });
+  const Path root("pod");
+  RETURN_IF_ERROR(ForEachField(v, root, [&](std::string_view key, value& child) -> absl::Status {
+    if (key == "metadata") {
+      const Path p("metadata");
+      return ForEachField(child, p, [&](std::string_view k, value& m) -> absl::Status {
+        if (k == "name") return GetString(m, Path(p, "name"), &pod.name);
+        if (k == "namespace") return GetString(m, Path(p, "namespace"), &pod.namespace_name);
+        if (k == "uid") return GetString(m, Path(p, "uid"), &pod.uid);
+        if (k == "resourceVersion" && resource_version != nullptr) {
+          return GetString(m, Path(p, "resourceVersion"), resource_version);
         }
-        if (key == "spec") {
-          const Path p("spec");
-          return ForEachField(child, p, [&](std::string_view k, value& s) -> absl::Status {
-            if (k == "containers")
-              return DecodeContainers(s, Path(p, "containers"), &pod.containers);
-            if (k == "initContainers") {
-              return DecodeContainers(s, Path(p, "initContainers"), &pod.init_containers);
-            }
-            if (k == "nodeName") return GetString(s, Path(p, "nodeName"), &pod.node_name);
-            if (k == "schedulerName") {
-              return GetString(s, Path(p, "schedulerName"), &pod.scheduler_name);
-            }
-            if (k == "overhead") {
-              ASSIGN_OR_RETURN(pod.overhead, DecodeQuantities(s, Path(p, "overhead")));
-            } else if (k == "resources") {
-              if (IsNull(s)) return absl::OkStatus();
-              QuantityList requests, limits;
-              RETURN_IF_ERROR(DecodeResources(s, Path(p, "resources"), &requests, &limits));
-              if (!requests.empty()) pod.pod_requests = std::move(requests);
-              if (!limits.empty()) pod.pod_limits = std::move(limits);
-            } else if (k == "priority") {
-              if (IsNull(s)) return absl::OkStatus();
-              int64_t priority = 0;
-              if (auto err = s.get_int64().get(priority))
-                return JsonError(Path(p, "priority"), err);
-              pod.priority = static_cast<int32_t>(priority);
-            }
-            return absl::OkStatus();
-          });
-        }
-        if (key == "status") {
-          const Path p("status");
-          return ForEachField(child, p, [&](std::string_view k, value& s) -> absl::Status {
-            if (k == "phase") return GetString(s, Path(p, "phase"), &pod.phase);
-            if (k == "reason") return GetString(s, Path(p, "reason"), &pod.status_reason);
-            if (k == "message") return GetString(s, Path(p, "message"), &pod.status_message);
-            if (k == "containerStatuses") {
-              return DecodeStatuses(s, Path(p, "containerStatuses"), &pod.container_statuses);
-            }
-            if (k == "initContainerStatuses") {
-              return DecodeStatuses(s, Path(p, "initContainerStatuses"),
-                                    &pod.init_container_statuses);
-            }
-            if (k == "resize") return GetString(s, Path(p, "resize"), &pod.resize);
-            if (k == "conditions") return DecodeConditions(s, Path(p, "conditions"), &pod);
-            return absl::OkStatus();
-          });
+        if (k == "deletionTimestamp") {
+          std::string_view ts;
+          RETURN_IF_ERROR(GetStringView(m, Path(p, "deletionTimestamp"), &ts));
+          pod.deleting = !ts.empty();
         }
         return absl::OkStatus();
-      }));
+      });
+    }
+    if (key == "spec") {
+      const Path p("spec");
+      return ForEachField(child, p, [&](std::string_view k, value& s) -> absl::Status {
+        if (k == "containers") return DecodeContainers(s, Path(p, "containers"), &pod.containers);
+        if (k == "initContainers") {
+          return DecodeContainers(s, Path(p, "initContainers"), &pod.init_containers);
+        }
+        if (k == "nodeName") return GetString(s, Path(p, "nodeName"), &pod.node_name);
+        if (k == "schedulerName") {
+          return GetString(s, Path(p, "schedulerName"), &pod.scheduler_name);
+        }
+        if (k == "overhead") {
+          ASSIGN_OR_RETURN(pod.overhead, DecodeQuantities(s, Path(p, "overhead")));
+        } else if (k == "resources") {
+          if (IsNull(s)) return absl::OkStatus();
+          QuantityList requests, limits;
+          RETURN_IF_ERROR(DecodeResources(s, Path(p, "resources"), &requests, &limits));
+          if (!requests.empty()) pod.pod_requests = std::move(requests);
+          if (!limits.empty()) pod.pod_limits = std::move(limits);
+        } else if (k == "priority") {
+          if (IsNull(s)) return absl::OkStatus();
+          int64_t priority = 0;
+          if (auto err = s.get_int64().get(priority)) return JsonError(Path(p, "priority"), err);
+          pod.priority = static_cast<int32_t>(priority);
+        }
+        return absl::OkStatus();
+      });
+    }
+    if (key == "status") {
+      const Path p("status");
+      return ForEachField(child, p, [&](std::string_view k, value& s) -> absl::Status {
+        if (k == "phase") return GetString(s, Path(p, "phase"), &pod.phase);
+        if (k == "reason") return GetString(s, Path(p, "reason"), &pod.status_reason);
+        if (k == "message") return GetString(s, Path(p, "message"), &pod.status_message);
+        if (k == "containerStatuses") {
+          return DecodeStatuses(s, Path(p, "containerStatuses"), &pod.container_statuses);
+        }
+        if (k == "initContainerStatuses") {
+          return DecodeStatuses(s, Path(p, "initContainerStatuses"), &pod.init_container_statuses);
+        }
+        if (k == "resize") return GetString(s, Path(p, "resize"), &pod.resize);
+        if (k == "conditions") return DecodeConditions(s, Path(p, "conditions"), &pod);
+        return absl::OkStatus();
+      });
+    }
+    return absl::OkStatus();
+  }));
   return pod;
 }
 
@@ -295,33 +292,33 @@ absl::StatusOr<DecodedNode> DecodeNode(value v) {
   DecodedNode out;
   QuantityList allocatable, capacity;
   bool has_allocatable = false;
-  RETURN_IF_ERROR(
-      ForEachField(v, Path("node"), [&](std::string_view key, value& child) -> absl::Status {
-        if (key == "metadata") {
-          const Path p("metadata");
-          return ForEachField(child, p, [&](std::string_view k, value& m) -> absl::Status {
-            if (k == "name") return GetString(m, Path(p, "name"), &out.node.name);
-            if (k == "resourceVersion") {
-              return GetString(m, Path(p, "resourceVersion"), &out.resource_version);
-            }
-            return absl::OkStatus();
-          });
-        }
-        if (key == "status") {
-          const Path p("status");
-          return ForEachField(child, p, [&](std::string_view k, value& s) -> absl::Status {
-            if (k == "allocatable") {
-              has_allocatable = !IsNull(s);
-              if (!has_allocatable) return absl::OkStatus();
-              ASSIGN_OR_RETURN(allocatable, DecodeQuantities(s, Path(p, "allocatable")));
-            } else if (k == "capacity") {
-              ASSIGN_OR_RETURN(capacity, DecodeQuantities(s, Path(p, "capacity")));
-            }
-            return absl::OkStatus();
-          });
+  const Path root("node");
+  RETURN_IF_ERROR(ForEachField(v, root, [&](std::string_view key, value& child) -> absl::Status {
+    if (key == "metadata") {
+      const Path p("metadata");
+      return ForEachField(child, p, [&](std::string_view k, value& m) -> absl::Status {
+        if (k == "name") return GetString(m, Path(p, "name"), &out.node.name);
+        if (k == "resourceVersion") {
+          return GetString(m, Path(p, "resourceVersion"), &out.resource_version);
         }
         return absl::OkStatus();
-      }));
+      });
+    }
+    if (key == "status") {
+      const Path p("status");
+      return ForEachField(child, p, [&](std::string_view k, value& s) -> absl::Status {
+        if (k == "allocatable") {
+          has_allocatable = !IsNull(s);
+          if (!has_allocatable) return absl::OkStatus();
+          ASSIGN_OR_RETURN(allocatable, DecodeQuantities(s, Path(p, "allocatable")));
+        } else if (k == "capacity") {
+          ASSIGN_OR_RETURN(capacity, DecodeQuantities(s, Path(p, "capacity")));
+        }
+        return absl::OkStatus();
+      });
+    }
+    return absl::OkStatus();
+  }));
   const QuantityList& list = has_allocatable ? allocatable : capacity;
   for (const auto& [name, q] : list) {
     int64_t amount = 0;

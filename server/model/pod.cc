@@ -4,15 +4,21 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace fitledger {
 namespace {
 
-// An exact ResourceList accumulator, sorted by name.
+// An exact ResourceList accumulator, sorted by name. The names are views: every list lives within
+// one PodRequests call, and its names are the pod's own or constants. A pod requests a handful of
+// resources, so the entries sit inline (a sync computes this for every pod it reads; vectors of
+// owned strings were most of the cost).
 class ExactList {
  public:
+  using Entry = std::pair<absl::string_view, Quantity>;
+
   Quantity Get(absl::string_view name) const {
     auto it = Find(name);
     return it != entries_.end() && it->first == name ? it->second : Quantity();
@@ -34,21 +40,21 @@ class ExactList {
   void MaxAll(const ExactList& other) {
     for (const auto& [name, q] : other.entries_) Max(name, q);
   }
-  const std::vector<std::pair<std::string, Quantity>>& entries() const { return entries_; }
+  const absl::InlinedVector<Entry, 4>& entries() const { return entries_; }
 
  private:
-  std::vector<std::pair<std::string, Quantity>>::const_iterator Find(absl::string_view name) const {
+  absl::InlinedVector<Entry, 4>::const_iterator Find(absl::string_view name) const {
     return std::lower_bound(entries_.begin(), entries_.end(), name,
-                            [](const auto& e, absl::string_view n) { return e.first < n; });
+                            [](const Entry& e, absl::string_view n) { return e.first < n; });
   }
   Quantity& Slot(absl::string_view name) {
     auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
-                               [](const auto& e, absl::string_view n) { return e.first < n; });
+                               [](const Entry& e, absl::string_view n) { return e.first < n; });
     if (it == entries_.end() || it->first != name)
-      it = entries_.insert(it, {std::string(name), Quantity()});
+      it = entries_.insert(it, Entry(name, Quantity()));
     return it->second;
   }
-  std::vector<std::pair<std::string, Quantity>> entries_;
+  absl::InlinedVector<Entry, 4> entries_;
 };
 
 bool Contains(const QuantityList& list, absl::string_view name) {

@@ -414,7 +414,7 @@ void Watcher::ReplaceState(Stream stream, State* state, uint64_t list_started) {
       ledger_->ReplaceNodes(state->nodes);
       break;
     case Stream::kPods:
-      ledger_->ReplacePods(state->pods, list_started);
+      ledger_->ReplacePods(std::move(state->pods), list_started);
       break;
     case Stream::kFailedPods:
       ReplaceRejections(state->rejected);
@@ -856,7 +856,7 @@ bool Watcher::ApplyEvent(Stream stream, std::string_view line, std::string* reso
       LogWarn("skipping an undecodable watch event",
               {{"resource", name}, {"error", std::string(record.status().message())}});
     } else {
-      ledger_->UpsertPod(*record);
+      ledger_->UpsertPod(*std::move(record));
     }
   }
   if (!event->resource_version.empty()) *resource_version = event->resource_version;

@@ -503,12 +503,12 @@ void Ledger::ReplaceNodes(const std::vector<NodeRecord>& nodes) {
   for (const std::string& name : names) DropNodeIfEmptyLocked(name);
 }
 
-void Ledger::UpsertPod(const PodRecord& pod) {
+void Ledger::UpsertPod(PodRecord pod) {
   MutexLock lock(&mu_);
-  UpsertPodLocked(pod);
+  UpsertPodLocked(std::move(pod));
 }
 
-void Ledger::UpsertPodLocked(const PodRecord& pod) {
+void Ledger::UpsertPodLocked(PodRecord&& pod) {
   if (pod.uid.empty()) return;
   auto it = pods_.find(pod.uid);
   if (pod.terminal) {
@@ -531,13 +531,13 @@ void Ledger::UpsertPodLocked(const PodRecord& pod) {
     }
     return;
   }
-  pending_.erase(pod.uid);
+  if (!pending_.empty()) pending_.erase(pod.uid);
   if (it == pods_.end()) {
     PodEntry entry;
     entry.state = PodState::kConfirmed;
-    entry.node_name = pod.node_name;
+    entry.node_name = std::move(pod.node_name);
     entry.requests = pod.requests;
-    AddLocked(pod.uid, std::move(entry));
+    AddLocked(std::move(pod.uid), std::move(entry));
     return;
   }
   if (it->second.state == PodState::kAssumed) {
@@ -569,7 +569,7 @@ uint64_t Ledger::BeginPodList() {
   return clock_++;
 }
 
-void Ledger::ReplacePods(const std::vector<PodRecord>& pods, uint64_t list_started) {
+void Ledger::ReplacePods(std::vector<PodRecord> pods, uint64_t list_started) {
   MutexLock lock(&mu_);
   // The state's UIDs, as views of `pods` (which outlives the set): built only when there are pods
   // to check against it (not at the first sync), and without a copy of each UID.
@@ -594,7 +594,9 @@ void Ledger::ReplacePods(const std::vector<PodRecord>& pods, uint64_t list_start
   for (const std::string& uid : released) RemoveLocked(uid);
   counters_.released_at_relist += released.size();
   pending_.clear();
-  for (const PodRecord& pod : pods) UpsertPodLocked(pod);
+  listed.clear();  // its views are into `pods`, whose strings move into the ledger now
+  pods_.reserve(pods_.size() + pods.size());
+  for (PodRecord& pod : pods) UpsertPodLocked(std::move(pod));
 }
 
 // --- Reconciliation ---
@@ -759,14 +761,14 @@ void Ledger::NodeState::UpdateRoom() {
   room_.pods = allocatable_.pods - confirmed_.pods - assumed_.pods;
 }
 
-void Ledger::AddLocked(const std::string& uid, PodEntry entry) {
+void Ledger::AddLocked(std::string uid, PodEntry entry) {
   NodeState& node = nodes_[entry.node_name];
   if (entry.state == PodState::kAssumed) {
     node.AddAssumed(entry.requests);
   } else {
     node.AddConfirmed(entry.requests);
   }
-  pods_.insert_or_assign(uid, std::move(entry));
+  pods_.insert_or_assign(std::move(uid), std::move(entry));
 }
 
 void Ledger::RemoveLocked(const std::string& uid) {

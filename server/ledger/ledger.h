@@ -195,7 +195,7 @@ class Ledger {
   void DeleteNode(const std::string& name);
   // Replaces the whole node set (after a LIST).
   void ReplaceNodes(const std::vector<NodeRecord>& nodes);
-  void UpsertPod(const PodRecord& pod);
+  void UpsertPod(PodRecord pod);
   void DeletePod(const std::string& uid);
   // Call before sending the LIST whose result goes to ReplacePods; pass its answer there.
   uint64_t BeginPodList();
@@ -204,7 +204,7 @@ class Ledger {
   // (BeginPodList; a consistent LIST sent after the bind was applied lacks the pod only if it is
   // gone or finished); other assumed pods are left for Settle (the outcome is unknown, or the list
   // may predate the bind). `list_started` 0: keep every assumption.
-  void ReplacePods(const std::vector<PodRecord>& pods, uint64_t list_started = 0);
+  void ReplacePods(std::vector<PodRecord> pods, uint64_t list_started = 0);
 
   // --- Scheduling ---
   // Candidate nodes for a pod with `requests`, counting confirmed + assumed pods. The pod's own
@@ -374,12 +374,13 @@ class Ledger {
                       const Resources* released) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   AssumedPod ViewLocked(const std::string& uid, const PodEntry& entry) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void AddLocked(const std::string& uid, PodEntry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddLocked(std::string uid, PodEntry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(const std::string& uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ConfirmLocked(PodEntry& entry, const PodRecord& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropNodeIfEmptyLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpsertNodeLocked(const NodeRecord& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void UpsertPodLocked(const PodRecord& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the record's strings.
+  void UpsertPodLocked(PodRecord&& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const AccountingPolicy policy_;

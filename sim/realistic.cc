@@ -570,6 +570,22 @@ ojson HttpProbe(const char* path, int period) {
 
 }  // namespace
 
+std::string FillPodTemplate(const std::string& text, const std::string& name, const std::string& ns,
+                            const std::string& uid, uint64_t rv, const std::string& node,
+                            const std::string& host_ip, const std::string& pod_ip,
+                            const std::string& timestamp,
+                            const std::vector<std::string>& container_ids) {
+  std::vector<std::pair<std::string, std::string>> replacements = {
+      {"@NAME@", name}, {"@NS@", ns},          {"@UID@", uid},      {"@RV@", absl::StrCat(rv)},
+      {"@NODE@", node}, {"@HOSTIP@", host_ip}, {"@PODIP@", pod_ip}, {"@TS@", timestamp}};
+  for (size_t k = 0; k < container_ids.size(); ++k) {
+    replacements.emplace_back(absl::StrCat("@CID", k, "@"), container_ids[k]);
+  }
+  std::string out = absl::StrReplaceAll(text, replacements);
+  out.shrink_to_fit();  // the store keeps it for the life of the object
+  return out;
+}
+
 PodTemplate RealisticPodTemplate(int shape_index, const StringPairs& requests, uint64_t seed) {
   const Shape& shape = kShapes[shape_index % kRealisticPodShapes];
   SeededRandom random(seed * 1000003 + static_cast<uint64_t>(shape_index));

@@ -95,6 +95,14 @@ struct PodTemplate {
   std::string json;
 };
 
+// A pod shape's text (PodTemplate::json, or the basic template the store builds) with its
+// placeholders filled in; `container_ids` fill @CID0@ onwards.
+std::string FillPodTemplate(const std::string& text, const std::string& name, const std::string& ns,
+                            const std::string& uid, uint64_t rv, const std::string& node,
+                            const std::string& host_ip, const std::string& pod_ip,
+                            const std::string& timestamp,
+                            const std::vector<std::string>& container_ids);
+
 // How many workloads RealisticPodTemplate knows.
 inline constexpr int kRealisticPodShapes = 5;
 

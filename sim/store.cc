@@ -280,22 +280,6 @@ absl::Status ClusterStore::AddNodeLocked(const NodeSpec& spec, bool record,
 
 namespace {
 
-// Fills a pod shape's placeholders.
-std::string FillPod(const std::string& text, const std::string& name, const std::string& ns,
-                    const std::string& uid, uint64_t rv, const std::string& node,
-                    const std::string& host_ip, const std::string& pod_ip,
-                    const std::string& timestamp, const std::vector<std::string>& container_ids) {
-  std::vector<std::pair<std::string, std::string>> replacements = {
-      {"@NAME@", name}, {"@NS@", ns},          {"@UID@", uid},      {"@RV@", absl::StrCat(rv)},
-      {"@NODE@", node}, {"@HOSTIP@", host_ip}, {"@PODIP@", pod_ip}, {"@TS@", timestamp}};
-  for (size_t k = 0; k < container_ids.size(); ++k) {
-    replacements.emplace_back(absl::StrCat("@CID", k, "@"), container_ids[k]);
-  }
-  std::string out = absl::StrReplaceAll(text, replacements);
-  out.shrink_to_fit();  // stored for the life of the object
-  return out;
-}
-
 // A shape for `requests`: the basic template, or realistic workload `variant`; parsed once for
 // its requests, containers and indexed fields.
 absl::StatusOr<GeneratedPodShape> MakePodShape(const GenerateSpec& spec,
@@ -309,7 +293,7 @@ absl::StatusOr<GeneratedPodShape> MakePodShape(const GenerateSpec& spec,
   } else {
     shape.json = GeneratedPodTemplate(requests);
   }
-  const std::string sample = FillPod(
+  const std::string sample = FillPodTemplate(
       shape.json, "sample", spec.pod_namespace, "00000000-0000-4000-8000-000000000000", 1, "node",
       "10.0.0.1", "10.64.0.1", "2024-01-01T00:00:00Z",
       std::vector<std::string>(static_cast<size_t>(shape.containers), std::string(64, '0')));
@@ -341,8 +325,8 @@ void ClusterStore::AddGeneratedPodLocked(const GeneratedPodShape& shape,
   object->kind = Kind::kPod;
   object->resource_version = rv;
   object->uid = uid;
-  object->json = FillPod(shape.json, name, namespace_name, uid, rv, node, NodeIp(index), pod_ip,
-                         timestamp, container_ids);
+  object->json = FillPodTemplate(shape.json, name, namespace_name, uid, rv, node, NodeIp(index),
+                                 pod_ip, timestamp, container_ids);
   object->requests = shape.requests;
   object->containers = shape.images;
   object->fields = shape.fields;

@@ -43,13 +43,12 @@ class ExactList {
   const absl::InlinedVector<Entry, 4>& entries() const { return entries_; }
 
  private:
+  static bool Before(const Entry& e, absl::string_view name) { return e.first < name; }
   absl::InlinedVector<Entry, 4>::const_iterator Find(absl::string_view name) const {
-    return std::lower_bound(entries_.begin(), entries_.end(), name,
-                            [](const Entry& e, absl::string_view n) { return e.first < n; });
+    return std::lower_bound(entries_.begin(), entries_.end(), name, Before);
   }
   Quantity& Slot(absl::string_view name) {
-    auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
-                               [](const Entry& e, absl::string_view n) { return e.first < n; });
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), name, Before);
     if (it == entries_.end() || it->first != name)
       it = entries_.insert(it, Entry(name, Quantity()));
     return it->second;

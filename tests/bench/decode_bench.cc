@@ -1,11 +1,11 @@
 // The pod watch's per-event cost on the pods the perf harness streams (the sim's realistic
 // workloads, 5.6-6.1 KB each): decoding a watch line, and turning the pod into the ledger's record.
 // The initial sync of 150,000 such pods spends most of its server CPU here (docs/performance.md).
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "benchmark/benchmark.h"
 #include "server/kube/objects.h"
 #include "server/kube/watcher.h"
@@ -21,22 +21,23 @@ std::vector<std::string> RealisticPodEvents() {
   for (int shape = 0; shape < sim::kRealisticPodShapes; ++shape) {
     const sim::PodTemplate t =
         sim::RealisticPodTemplate(shape, {{"cpu", "250m"}, {"memory", "256Mi"}}, 7 + shape);
-    std::vector<std::pair<std::string, std::string>> fill = {
-        {"@NAME@", absl::StrCat(t.generate_name, "x2k4q")},
-        {"@NS@", "shop"},
-        {"@UID@", "5f0c1a52-3b7e-4c49-9a43-0d1f5e6b7a88"},
-        {"@RV@", "918273"},
-        {"@NODE@", "gke-prod-eu1-default-pool-3f9a1c2e-x7q2"},
-        {"@HOSTIP@", "10.4.17.9"},
-        {"@PODIP@", "10.96.41.7"},
-        {"@TS@", "2026-11-30T10:00:00Z"}};
-    for (int k = 0; k < t.containers; ++k) {
-      fill.emplace_back(absl::StrCat("@CID", k, "@"), std::string(64, 'a' + k));
-    }
-    lines.push_back(
-        absl::StrCat(R"({"type":"ADDED","object":)", absl::StrReplaceAll(t.json, fill), "}"));
+    std::vector<std::string> container_ids;
+    for (int k = 0; k < t.containers; ++k) container_ids.emplace_back(64, 'a' + k);
+    const std::string pod = sim::FillPodTemplate(
+        t.json, absl::StrCat(t.generate_name, "x2k4q"), "shop",
+        "5f0c1a52-3b7e-4c49-9a43-0d1f5e6b7a88", 918273, "gke-prod-eu1-default-pool-3f9a1c2e-x7q2",
+        "10.4.17.9", "10.96.41.7", "2026-11-30T10:00:00Z", container_ids);
+    lines.push_back(absl::StrCat(R"({"type":"ADDED","object":)", pod, "}"));
   }
   return lines;
+}
+
+// Decodes `line`; on an error, marks the benchmark failed and returns nullopt.
+std::optional<kube::WatchEvent> Decode(benchmark::State& state, const std::string& line) {
+  absl::StatusOr<kube::WatchEvent> event = kube::DecodeWatchEvent(false, line, nullptr);
+  if (event.ok()) return *std::move(event);
+  state.SkipWithError(std::string(event.status().message()).c_str());
+  return std::nullopt;
 }
 
 void BM_DecodeWatchEventRealisticPod(benchmark::State& state) {
@@ -44,11 +45,8 @@ void BM_DecodeWatchEventRealisticPod(benchmark::State& state) {
   size_t i = 0, bytes = 0;
   for (auto _ : state) {
     const std::string& line = lines[i++ % lines.size()];
-    absl::StatusOr<kube::WatchEvent> event = kube::DecodeWatchEvent(false, line, nullptr);
-    if (!event.ok()) {
-      state.SkipWithError(std::string(event.status().message()).c_str());
-      return;
-    }
+    std::optional<kube::WatchEvent> event = Decode(state, line);
+    if (!event.has_value()) return;
     benchmark::DoNotOptimize(event);
     bytes += line.size();
   }
@@ -59,11 +57,8 @@ BENCHMARK(BM_DecodeWatchEventRealisticPod);
 void BM_ToPodRecordRealisticPod(benchmark::State& state) {
   std::vector<Pod> pods;
   for (const std::string& line : RealisticPodEvents()) {
-    absl::StatusOr<kube::WatchEvent> event = kube::DecodeWatchEvent(false, line, nullptr);
-    if (!event.ok()) {
-      state.SkipWithError(std::string(event.status().message()).c_str());
-      return;
-    }
+    std::optional<kube::WatchEvent> event = Decode(state, line);
+    if (!event.has_value()) return;
     pods.push_back(*event->pod);
   }
   size_t i = 0;
@@ -110,12 +105,8 @@ void BM_DecodeAndRecordRealisticPod(benchmark::State& state) {
   const std::vector<std::string> lines = RealisticPodEvents();
   size_t i = 0;
   for (auto _ : state) {
-    absl::StatusOr<kube::WatchEvent> event =
-        kube::DecodeWatchEvent(false, lines[i++ % lines.size()], nullptr);
-    if (!event.ok()) {
-      state.SkipWithError(std::string(event.status().message()).c_str());
-      return;
-    }
+    std::optional<kube::WatchEvent> event = Decode(state, lines[i++ % lines.size()]);
+    if (!event.has_value()) return;
     absl::StatusOr<PodRecord> record = kube::ToPodRecord(*std::move(event->pod));
     benchmark::DoNotOptimize(record);
   }

@@ -27,29 +27,42 @@ Resources Req(int64_t milli_cpu, int64_t memory_bytes) {
 
 std::string NodeName(int i) { return "node-" + std::to_string(i) + "-pool-a.example.internal"; }
 
+// The view's 5,000 nodes.
+void AddNodes(Ledger* ledger) {
+  for (int i = 0; i < kNodes; ++i) {
+    NodeRecord n;
+    n.name = NodeName(i);
+    n.allocatable.milli_cpu = 64000;
+    n.allocatable.memory_bytes = int64_t{256} << 30;
+    n.allocatable.pods = 110;
+    n.allocatable.ephemeral_storage_bytes = int64_t{100} << 30;
+    ledger->UpsertNode(n);
+  }
+}
+
+// The view's 150,000 pods, bound round-robin to the nodes (the same every call).
+std::vector<PodRecord> BoundPods() {
+  std::mt19937 rng(1);
+  std::vector<PodRecord> pods;
+  pods.reserve(kPods);
+  for (int i = 0; i < kPods; ++i) {
+    PodRecord p;
+    p.uid = "0f8fad5b-d9cb-469f-a165-" + std::to_string(100000000000 + i);
+    p.namespace_name = "default";
+    p.name = "pod-" + std::to_string(i);
+    p.node_name = NodeName(i % kNodes);
+    p.requests = Req(100 + rng() % 1000, (64 + rng() % 1024) << 20);
+    pods.push_back(std::move(p));
+  }
+  return pods;
+}
+
 // Built once; the benchmarks only add what they remove.
 Ledger& BigLedger() {
   static Ledger* ledger = [] {
     auto* l = new Ledger(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
-    for (int i = 0; i < kNodes; ++i) {
-      NodeRecord n;
-      n.name = NodeName(i);
-      n.allocatable.milli_cpu = 64000;
-      n.allocatable.memory_bytes = int64_t{256} << 30;
-      n.allocatable.pods = 110;
-      n.allocatable.ephemeral_storage_bytes = int64_t{100} << 30;
-      l->UpsertNode(n);
-    }
-    std::mt19937 rng(1);
-    for (int i = 0; i < kPods; ++i) {
-      PodRecord p;
-      p.uid = "0f8fad5b-d9cb-469f-a165-" + std::to_string(100000000000 + i);
-      p.namespace_name = "default";
-      p.name = "pod-" + std::to_string(i);
-      p.node_name = NodeName(i % kNodes);
-      p.requests = Req(100 + rng() % 1000, (64 + rng() % 1024) << 20);
-      l->UpsertPod(p);
-    }
+    AddNodes(l);
+    for (PodRecord& p : BoundPods()) l->UpsertPod(std::move(p));
     return l;
   }();
   return *ledger;
@@ -173,28 +186,11 @@ BENCHMARK(BM_TryAssumeForget);
 // A restart's first sync: 150,000 bound pods into a ledger that knows the 5,000 nodes and no pods
 // (Ledger::ReplacePods as the watch calls it; the records are built outside the timing).
 void BM_ReplacePodsFirstSync(benchmark::State& state) {
-  std::mt19937 rng(1);
-  std::vector<PodRecord> records;
-  for (int i = 0; i < kPods; ++i) {
-    PodRecord p;
-    p.uid = "0f8fad5b-d9cb-469f-a165-" + std::to_string(100000000000 + i);
-    p.namespace_name = "default";
-    p.name = "pod-" + std::to_string(i);
-    p.node_name = NodeName(i % kNodes);
-    p.requests = Req(100 + rng() % 1000, (64 + rng() % 1024) << 20);
-    records.push_back(std::move(p));
-  }
+  const std::vector<PodRecord> records = BoundPods();
   for (auto _ : state) {
     state.PauseTiming();
     auto ledger = std::make_unique<Ledger>(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
-    for (int i = 0; i < kNodes; ++i) {
-      NodeRecord n;
-      n.name = NodeName(i);
-      n.allocatable.milli_cpu = 64000;
-      n.allocatable.memory_bytes = int64_t{256} << 30;
-      n.allocatable.pods = 110;
-      ledger->UpsertNode(n);
-    }
+    AddNodes(ledger.get());
     std::vector<PodRecord> batch = records;
     state.ResumeTiming();
     ledger->ReplacePods(std::move(batch), ledger->BeginPodList());

@@ -24,7 +24,8 @@
 #   - A fenced block with info string `text expected` right after a runnable block (blank lines
 #     between them allowed) lists lines that must appear in the block's output (stdout and
 #     stderr), in that order, each as a substring of an output line. Blank lines are ignored.
-#   - A block passes when it exits 0 (within 60 s) and every expected line is found.
+#   - A block passes when it exits 0 (within 60 s) and every expected line is found. Its PASS or
+#     FAIL line gives the time it took.
 #
 # Configuration checks (markers in docs/configuration.md, each followed by a table whose first
 # column holds the key or flag in backticks):
@@ -77,7 +78,7 @@ for entry in "$repo"/* "$repo"/.[!.]*; do
   [ -e "$entry" ] && ln -s "$entry" "$work/$name"
 done
 
-cd "$work"
+cd "$work" || exit 1
 # What scripts/demo --background starts, from the same script.
 if ! "$repo/scripts/start-embedded" "$build" "$run"; then
   echo "docs test: the embedded cluster did not start" >&2
@@ -142,21 +143,26 @@ for ((i = 1; i <= count; i++)); do
     fi
   fi
   outfile="$work/.blocks/$id.out"
+  started=$(date +%s%N)
   (cd "$work" && PATH="${standin:+$standin:}$PATH" timeout 60 \
     bash -c "source .run/env && set -e -o pipefail && source '$work/.blocks/$id.sh'") >"$outfile" 2>&1
   rc=$?
+  took="$(( ($(date +%s%N) - started) / 100000000 ))"
+  took="$((took / 10)).$((took % 10)) s"
   if [ "$rc" -ne 0 ]; then
     mapfile -t tail_lines < <(tail -n 15 "$outfile")
-    fail "$where: exit status $rc" "${tail_lines[@]}"
+    reason="exit status $rc"
+    [ "$rc" -eq 124 ] && reason="still running after 60 s (killed)"
+    fail "$where: $reason ($took)" "${tail_lines[@]}"
     continue
   fi
   missing=$(contains_in_order "$outfile" "$work/.blocks/$id.expected")
   if [ -n "$missing" ]; then
     mapfile -t tail_lines < <(tail -n 15 "$outfile")
-    fail "$where: expected line not in the output: $missing" "--- output (last 15 lines):" "${tail_lines[@]}"
+    fail "$where: expected line not in the output: $missing ($took)" "--- output (last 15 lines):" "${tail_lines[@]}"
     continue
   fi
-  pass "$where${standin:+ ($requires stand-in)}"
+  pass "$where${standin:+ ($requires stand-in)} ($took)"
 done
 
 # ---- The grpcurl stand-in ------------------------------------------------------------------
@@ -316,7 +322,7 @@ else
       covered=0
       while IFS=$'\t' read -r doc type; do
         if [ "$key" = "$doc" ]; then covered=1; break; fi
-        if [[ "$type" == map* ]] && [[ "$key" == "$doc".* || "$key" == "$doc[]".* ]]; then covered=1; break; fi
+        if [[ "$type" == map* ]] && [[ "$key" == "$doc".* || "$key" == "${doc}[]".* ]]; then covered=1; break; fi
       done < "$documented"
       [ "$covered" -eq 1 ] || problems+=("key $key of $example is not documented")
     done < "$actual"
@@ -391,9 +397,10 @@ if [ "$failed" -gt 0 ]; then
   # What the demo's processes said, for a failure seen only in CI's output.
   for log in "$run"/*.log; do
     echo "--- last lines of ${log#"$work"/}"
-    tail -n 25 "$log"
+    tail -n 8 "$log"
   done
-  (cd "$work" && source .run/env && kubectl get pods -o wide 2>&1 | tail -n 40) || true
+  echo "--- kubectl get pods -o wide (last 15 lines)"
+  (cd "$work" && source .run/env && kubectl get pods -o wide 2>&1 | tail -n 15) || true
 fi
 echo "$summary"
 [ "$failed" -eq 0 ]

@@ -145,7 +145,7 @@ log "building the Go baseline"
    GOCACHE="${GOCACHE:-$OUT/gocache}" "$GO" build -o "$OUT/go-baseline" .)
 
 COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-DIRTY="$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true || echo false)"
+DIRTY="$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep . >/dev/null && echo true || echo false)"
 record meta "{\"date\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"commit\":\"$COMMIT\",\"dirty\":$DIRTY,\"command\":\"tests/perf/run.sh $(printf '%q ' "${ORIG_ARGS[@]:-}")\",\"rounds\":$ROUNDS,\"seconds\":$SECONDS_PER_RUN,\"quick\":$QUICK,\"names\":\"$NAMES\",\"cpus\":$(nproc),\"cpu_model\":\"$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)\"}"
 record_load start
 

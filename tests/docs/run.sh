@@ -146,8 +146,11 @@ for ((i = 1; i <= count; i++)); do
   # of SIGPIPE, which pipefail turns into a failed pipeline (an `until` loop over it can spin
   # until it is killed; seen with kubectl's many small writes). `grep PATTERN >/dev/null` reads
   # all of its input.
-  if grep -qE '(^|[^|])\|[[:space:]]*grep[[:space:]]+(-[A-Za-z]*q|--quiet|--silent)' "$work/.blocks/$id.sh"; then
-    fail "$where: pipes into grep -q, which can kill the writer with SIGPIPE under pipefail (use grep PATTERN >/dev/null)"
+  # `CMD | head` is the same.
+  if grep -qE '(^|[^|])\|[[:space:]]*(grep[[:space:]]+(-[A-Za-z]*q|--quiet|--silent)|head([[:space:]]|$))' \
+    "$work/.blocks/$id.sh"; then
+    fail "$where: pipes into grep -q or head, which can kill the writer with SIGPIPE under pipefail" \
+      "(use grep PATTERN >/dev/null; or sed -n 1,Np, which reads all)"
     continue
   fi
   outfile="$work/.blocks/$id.out"

@@ -125,6 +125,7 @@ struct StreamState {
   uint64_t started_generation = 0;
   // GetStreamed: the body of a 200 goes to `on_bytes` as it arrives, not split into lines.
   const std::function<bool(absl::string_view)>* on_bytes = nullptr;
+  std::string padded = {};  // a chunk's last line, with kStreamLinePadding bytes after it
 };
 
 size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
@@ -143,8 +144,10 @@ size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
     }
     return len;
   }
-  // Complete lines are handed on from libcurl's buffer; only a line cut by the chunk's end is
-  // copied (into state->buffer), to be completed by the next chunk.
+  // Complete lines are handed on from libcurl's buffer when kStreamLinePadding bytes of it follow
+  // them (all but the chunk's last line, with libcurl's 256 KiB buffer); a line cut by the
+  // chunk's end (into state->buffer, completed by the next chunk) and a chunk's last line (into
+  // state->padded) are copied, with the padding after them.
   auto emit = [state](absl::string_view line) {
     line = absl::StripTrailingAsciiWhitespace(line);
     if (line.empty() || (*state->on_line)(line)) return true;
@@ -160,7 +163,9 @@ size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
     } else {
       pos = static_cast<const char*>(nl) - data + 1;
       state->buffer.append(data, pos - 1);
-      if (!emit(state->buffer)) return 0;  // aborts the transfer
+      const size_t size = state->buffer.size();
+      state->buffer.append(kStreamLinePadding, '\0');
+      if (!emit(absl::string_view(state->buffer.data(), size))) return 0;  // aborts the transfer
       state->buffer.clear();
     }
   }
@@ -171,7 +176,13 @@ size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
       break;
     }
     const size_t end = static_cast<const char*>(nl) - data;
-    if (!emit(absl::string_view(data + pos, end - pos))) return 0;  // aborts the transfer
+    absl::string_view line(data + pos, end - pos);
+    if (len - end < kStreamLinePadding) {
+      state->padded.assign(line.data(), line.size());
+      state->padded.append(kStreamLinePadding, '\0');
+      line = absl::string_view(state->padded.data(), line.size());
+    }
+    if (!emit(line)) return 0;  // aborts the transfer
     pos = end + 1;
   }
   if (state->buffer.size() > state->max_line_bytes) {

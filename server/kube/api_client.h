@@ -31,6 +31,9 @@ struct ApiClientOptions {
   ExecOptions exec;  // for a connection whose credentials come from an exec plugin
 };
 
+// What follows each line ApiClient::Stream hands on (see Stream).
+inline constexpr size_t kStreamLinePadding = 64;
+
 // Speaks to the API server as `connection` says: TLS (CA, tls-server-name, insecure), a proxy,
 // and credentials: a token, a token file re-read on every request, a client certificate, or an
 // exec plugin's (ExecCredentialSource: cached until it expires; on a 401 the plugin runs again and
@@ -61,7 +64,9 @@ class ApiClient {
   // normal end: the caller resumes). Returns the HTTP status (the first MiB of a non-200 answer
   // goes to `*error_body`), or a transport error; ResourceExhausted if a line grows past
   // `max_line_bytes` (the stream is aborted, so a runaway line cannot exhaust memory).
-  // `max_duration` caps the whole stream.
+  // `max_duration` caps the whole stream. Each line handed to `on_line` is followed by at least
+  // kStreamLinePadding readable bytes (of any content: usually the next lines), so that a parser
+  // reading ahead in blocks can decode it in place (DecodePaddedWatchEvent).
   absl::StatusOr<long> Stream(const std::string& path,
                               const std::function<bool(absl::string_view line)>& on_line,
                               const std::atomic<bool>* cancel, absl::Duration max_duration,

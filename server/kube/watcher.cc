@@ -92,10 +92,14 @@ const char* StreamName(bool nodes, bool failed) {
 
 }  // namespace
 
-absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
-                                            std::string* resource_version) {
+static_assert(kWatchLinePadding >= simdjson::SIMDJSON_PADDING);
+static_assert(kStreamLinePadding >= kWatchLinePadding);
+
+namespace {
+
+absl::StatusOr<WatchEvent> DecodeWatchEventIn(bool nodes, simdjson::padded_string_view padded,
+                                              std::string* resource_version) {
   thread_local simdjson::ondemand::parser parser;
-  const simdjson::padded_string_view padded = PaddedCopy(line);
   simdjson::ondemand::document doc;
   auto damaged = [](absl::string_view why) {
     return absl::DataLossError(absl::StrCat("undecodable watch line: ", why));
@@ -202,6 +206,21 @@ absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
   return absl::InvalidArgumentError(absl::StrCat("watch ", KindName(nodes),
                                                  ": undecodable object in a ", type_name,
                                                  " event: ", decoded.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
+                                            std::string* resource_version) {
+  return DecodeWatchEventIn(nodes, PaddedCopy(line), resource_version);
+}
+
+absl::StatusOr<WatchEvent> DecodePaddedWatchEvent(bool nodes, absl::string_view line,
+                                                  std::string* resource_version) {
+  return DecodeWatchEventIn(
+      nodes,
+      simdjson::padded_string_view(line.data(), line.size(), line.size() + kWatchLinePadding),
+      resource_version);
 }
 
 bool IsKubeletRejection(const Pod& pod) {
@@ -597,7 +616,8 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
   std::string error_body;
   auto on_initial_line = [&](absl::string_view line) {
     std::string object_rv;
-    absl::StatusOr<WatchEvent> event = DecodeWatchEvent(nodes, line, &object_rv);
+    // A line from Stream: kStreamLinePadding readable bytes follow it.
+    absl::StatusOr<WatchEvent> event = DecodePaddedWatchEvent(nodes, line, &object_rv);
     if (!event.ok()) {
       ++decode_errors;
       if (absl::IsDataLoss(event.status())) {
@@ -794,8 +814,8 @@ bool Watcher::ApplyEvent(Stream stream, std::string_view line, std::string* reso
   const bool failed = stream == Stream::kFailedPods;
   const char* name = StreamName(nodes, failed);
   std::string object_rv;
-  absl::StatusOr<WatchEvent> event =
-      DecodeWatchEvent(nodes, absl::string_view(line.data(), line.size()), &object_rv);
+  absl::StatusOr<WatchEvent> event =  // a line from Stream: kStreamLinePadding bytes follow it
+      DecodePaddedWatchEvent(nodes, absl::string_view(line.data(), line.size()), &object_rv);
   if (!event.ok()) {
     {
       MutexLock lock(&mu_);

@@ -78,6 +78,12 @@ struct WatchEvent {
 // skipped). Pure: no I/O, no state.
 absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
                                             std::string* resource_version = nullptr);
+// The same, for a line followed by at least kWatchLinePadding readable bytes (of any content),
+// as every line ApiClient::Stream hands on is: decoded in place, without DecodeWatchEvent's copy
+// of the line into a padded buffer (the JSON parser reads ahead in 64-byte blocks).
+inline constexpr size_t kWatchLinePadding = 64;
+absl::StatusOr<WatchEvent> DecodePaddedWatchEvent(bool nodes, absl::string_view line,
+                                                  std::string* resource_version = nullptr);
 
 // A pod the kubelet refused at admission: phase Failed with a reason starting "OutOf" (OutOfcpu,
 // OutOfmemory, OutOfpods, OutOf<extended resource>; kubelet lifecycle/predicate.go and

@@ -3,6 +3,7 @@
 // for both a pods and a nodes watch; and the same bytes as a whole Pod / Node document.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/strings/string_view.h"
 #include "server/kube/objects.h"
@@ -10,8 +11,24 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view line(reinterpret_cast<const char*>(data), size);
-  (void)fitledger::kube::DecodeWatchEvent(/*nodes=*/false, line);
-  (void)fitledger::kube::DecodeWatchEvent(/*nodes=*/true, line);
+  // In place (DecodePaddedWatchEvent, as the watcher decodes ApiClient::Stream's lines), with
+  // bytes after the line that would complete a cut document: it must decode exactly as the copy.
+  std::string padded(line);
+  padded.append(R"("}}]}}}})");
+  padded.append(fitledger::kube::kWatchLinePadding, '}');
+  for (bool nodes : {false, true}) {
+    absl::StatusOr<fitledger::kube::WatchEvent> copy =
+        fitledger::kube::DecodeWatchEvent(nodes, line);
+    absl::StatusOr<fitledger::kube::WatchEvent> in_place =
+        fitledger::kube::DecodePaddedWatchEvent(nodes, absl::string_view(padded.data(), size));
+    if (copy.status() != in_place.status()) __builtin_trap();
+    if (copy.ok() &&
+        (copy->type != in_place->type || copy->resource_version != in_place->resource_version ||
+         copy->pod.has_value() != in_place->pod.has_value() ||
+         (copy->pod.has_value() && copy->pod->uid != in_place->pod->uid))) {
+      __builtin_trap();
+    }
+  }
   absl::StatusOr<fitledger::Pod> pod = fitledger::kube::ParsePod(line);
   if (pod.ok()) (void)fitledger::kube::ToPodRecord(*pod);
   (void)fitledger::kube::ParseNode(line);

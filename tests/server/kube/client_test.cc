@@ -1111,6 +1111,7 @@ std::string Http200(const std::string& body) {
 struct Streamed {
   absl::StatusOr<long> code;
   std::vector<std::string> lines;
+  uint64_t padding_sum = 0;  // of the kStreamLinePadding bytes after each line
 };
 
 Streamed StreamFrom(const OneShotHttpServer& server, size_t max_line_bytes, size_t stop_after) {
@@ -1124,6 +1125,11 @@ Streamed StreamFrom(const OneShotHttpServer& server, size_t max_line_bytes, size
       "/api/v1/pods?watch=true",
       [&](absl::string_view line) {
         out.lines.emplace_back(line);
+        // The promise to DecodePaddedWatchEvent: these bytes are readable (AddressSanitizer
+        // stops the test at a read past the buffer they are in).
+        for (size_t i = 0; i < kStreamLinePadding; ++i) {
+          out.padding_sum += static_cast<unsigned char>(line.data()[line.size() + i]);
+        }
         return out.lines.size() < stop_after;
       },
       &cancel, absl::Seconds(60), max_line_bytes, &error_body);
@@ -1133,7 +1139,9 @@ Streamed StreamFrom(const OneShotHttpServer& server, size_t max_line_bytes, size
 TEST(ApiClientTest, StreamLinesCutAnywhereArriveWholeInOrder) {
   // Lines of every size up to several times libcurl's read size (so some are cut by one read's
   // end, some span many reads), CRLF endings, blank lines, and a last line without its newline
-  // (an incomplete event: dropped, as a stream cut mid-line).
+  // (an incomplete event: dropped, as a stream cut mid-line). Each is followed by
+  // kStreamLinePadding readable bytes (StreamFrom reads them), whether it was handed on in
+  // place, as a chunk's last line or completed across reads.
   std::string body;
   std::vector<std::string> expected;
   for (int i = 0; i < 400; ++i) {
@@ -1158,6 +1166,82 @@ TEST(ApiClientTest, StreamLinesCutAnywhereArriveWholeInOrder) {
   for (size_t i = 0; i < expected.size(); ++i) {
     ASSERT_EQ(out.lines[i], expected[i]) << "line " << i;
   }
+}
+
+// What ApiClient::Stream's padding is for: a watch line decoded in place reads the bytes after
+// it (simdjson reads ahead in 64-byte blocks) but decodes only the line, whatever they hold.
+TEST(WatchLineTest, APaddedLineDecodesAsItsCopyWhateverFollowsIt) {
+  const std::string pod =
+      R"({"metadata":{"name":"p","namespace":"default","uid":"u-1","resourceVersion":"17"},)"
+      R"("spec":{"nodeName":"worker-1","containers":[{"name":"c","resources":{"requests":)"
+      R"({"cpu":"250m","memory":"64Mi"}}}]},"status":{"phase":"Running"}})";
+  const std::vector<std::string> lines = {
+      absl::StrCat(R"({"type":"ADDED","object":)", pod, "}"),
+      absl::StrCat(R"({"type":"DELETED","object":)", pod, "}"),
+      R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"42","annotations":)"
+      R"({"k8s.io/initial-events-end":"true"}}}})",
+      R"({"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old"}})",
+      // Cut short: what follows must not complete it.
+      absl::StrCat(R"({"type":"ADDED","object":)", pod.substr(0, pod.size() / 2)),
+      R"({"type":"ADDED","object":{"metadata":{"name":"p","uid":)",
+      R"({"type":"ADDED")",
+      R"({"type":"NOPE","object":{}})",
+      "not json",
+      "",
+  };
+  const std::vector<std::string> afters = {
+      std::string(kWatchLinePadding, '\0'),
+      std::string(kWatchLinePadding, '"'),
+      std::string(kWatchLinePadding, '}'),
+      absl::StrCat(R"("u-2"}},"spec":{}}})", std::string(kWatchLinePadding, ' ')),
+      absl::StrCat("\n", lines[0]),
+  };
+  for (const std::string& line : lines) {
+    for (bool nodes : {false, true}) {
+      std::string rv_copy;
+      absl::StatusOr<WatchEvent> copy = DecodeWatchEvent(nodes, line, &rv_copy);
+      for (const std::string& after : afters) {
+        ASSERT_GE(after.size(), kWatchLinePadding);
+        const std::string buffer = line + after;
+        std::string rv_padded;
+        absl::StatusOr<WatchEvent> padded = DecodePaddedWatchEvent(
+            nodes, absl::string_view(buffer.data(), line.size()), &rv_padded);
+        SCOPED_TRACE(absl::StrCat("line ", line, " nodes ", nodes, " followed by ", after));
+        ASSERT_EQ(padded.status(), copy.status());
+        EXPECT_EQ(rv_padded, rv_copy);
+        if (!copy.ok()) continue;
+        EXPECT_EQ(padded->type, copy->type);
+        EXPECT_EQ(padded->resource_version, copy->resource_version);
+        EXPECT_EQ(padded->initial_events_end, copy->initial_events_end);
+        EXPECT_EQ(padded->deleted_key, copy->deleted_key);
+        EXPECT_EQ(padded->error_code, copy->error_code);
+        EXPECT_EQ(padded->error_message, copy->error_message);
+        ASSERT_EQ(padded->pod.has_value(), copy->pod.has_value());
+        if (copy->pod.has_value()) {
+          EXPECT_EQ(padded->pod->uid, copy->pod->uid);
+          EXPECT_EQ(padded->pod->node_name, copy->pod->node_name);
+          absl::StatusOr<PodRecord> a = ToPodRecord(*padded->pod), b = ToPodRecord(*copy->pod);
+          ASSERT_EQ(a.ok(), b.ok());
+          if (a.ok()) {
+            EXPECT_EQ(a->requests, b->requests);
+          }
+        }
+        ASSERT_EQ(padded->node.has_value(), copy->node.has_value());
+        if (copy->node.has_value()) {
+          EXPECT_EQ(padded->node->name, copy->node->name);
+        }
+      }
+    }
+  }
+  // The cases decode as they should (the comparison above is not between two failures only).
+  absl::StatusOr<WatchEvent> added = DecodeWatchEvent(false, lines[0]);
+  ASSERT_TRUE(added.ok()) << added.status();
+  ASSERT_TRUE(added->pod.has_value());
+  EXPECT_EQ(added->pod->uid, "u-1");
+  EXPECT_EQ(added->resource_version, "17");
+  EXPECT_TRUE(DecodeWatchEvent(false, lines[2]).ok());
+  EXPECT_FALSE(DecodeWatchEvent(false, lines[4]).ok());
+  EXPECT_FALSE(DecodeWatchEvent(false, lines[8]).ok());
 }
 
 TEST(ApiClientTest, StreamStopsWhenTheCallerSaysSo) {

@@ -245,7 +245,8 @@ class Watcher {
   absl::Status WatchList(Stream stream, Cursor* cursor);
   // WATCH from cursor->resource_version until the stream ends; a 410 sets need_state.
   absl::Status Watch(Stream stream, Cursor* cursor);
-  // Applies one watch line; returns false to stop the stream (ERROR event).
+  // Applies one watch line, a line from ApiClient::Stream (kStreamLinePadding readable bytes
+  // follow it: it is decoded in place); returns false to stop the stream (ERROR event).
   bool ApplyEvent(Stream stream, std::string_view line, std::string* resource_version, bool* gone,
                   std::string* error);
   // Replaces the state of `stream` (the ledger's nodes or pods, or the rejection detector's).

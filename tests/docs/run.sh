@@ -25,7 +25,8 @@
 #     between them allowed) lists lines that must appear in the block's output (stdout and
 #     stderr), in that order, each as a substring of an output line. Blank lines are ignored.
 #   - A block passes when it exits 0 (within 60 s) and every expected line is found. Its PASS or
-#     FAIL line gives the time it took. A block that pipes into `grep -q` fails unrun (see below).
+#     FAIL line gives the time it took. A block that pipes into `grep -q` or `head` fails unrun
+#     (see below).
 #
 # Configuration checks (markers in docs/configuration.md, each followed by a table whose first
 # column holds the key or flag in backticks):
@@ -142,11 +143,10 @@ for ((i = 1; i <= count; i++)); do
       continue
     fi
   fi
-  # `CMD | grep -q`: grep exits at its first match, and a CMD that writes more after that dies
-  # of SIGPIPE, which pipefail turns into a failed pipeline (an `until` loop over it can spin
-  # until it is killed; seen with kubectl's many small writes). `grep PATTERN >/dev/null` reads
-  # all of its input.
-  # `CMD | head` is the same.
+  # `CMD | grep -q` and `CMD | head`: the reader exits early, and a CMD that writes more after
+  # that dies of SIGPIPE, which pipefail turns into a failed pipeline (an `until` loop over it
+  # can spin until it is killed; seen with kubectl's many small writes). `grep PATTERN >/dev/null`
+  # and `sed -n 1,Np` read all of their input.
   if grep -qE '(^|[^|])\|[[:space:]]*(grep[[:space:]]+(-[A-Za-z]*q|--quiet|--silent)|head([[:space:]]|$))' \
     "$work/.blocks/$id.sh"; then
     fail "$where: pipes into grep -q or head, which can kill the writer with SIGPIPE under pipefail" \

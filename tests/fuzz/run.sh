@@ -4,8 +4,9 @@
 # BUILD_DIR is a clang build with -DFITLEDGER_FUZZ=ON (usually also
 # -DFITLEDGER_SANITIZE=address,undefined) and the fitledger_fuzzers target built. Each target
 # starts from its seed corpus in tests/fuzz/corpus/<target>/ (read-only: new inputs go to a
-# scratch directory) and runs SECONDS seconds, two targets at a time. Prints one line per target with its exec count;
-# a crash leaves the reproducer in the scratch directory and the script exits 1.
+# scratch directory) and runs SECONDS seconds, FITLEDGER_JOBS (default 2) targets at a time.
+# Prints one line per target with its exec count; a crash leaves the reproducer in the scratch
+# directory and the script exits 1.
 set -uo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: $0 BUILD_DIR SECONDS" >&2

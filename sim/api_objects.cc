@@ -15,15 +15,8 @@
 namespace fitledger::sim {
 
 using nlohmann::json;
-static constexpr auto& Member = JsonMember;
 
 namespace {
-
-std::string StringField(const json& j, const char* key) {
-  if (!j.is_object()) return "";
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
 
 // `Deployment.apps "web" is invalid: <errors>` (errors.NewInvalid), as FailedPrecondition.
 absl::Status Invalid(Kind kind, absl::string_view name, const std::vector<std::string>& errors) {
@@ -49,9 +42,9 @@ absl::Status CheckTypeMeta(Kind kind, const json& object) {
   if (object.contains("metadata") && !object["metadata"].is_object()) {
     return absl::InvalidArgumentError("metadata must be an object");
   }
-  const json& metadata = Member(object, "metadata");
+  const json& metadata = JsonMember(object, "metadata");
   for (const char* key : {"labels", "annotations"}) {
-    const json& map = Member(metadata, key);
+    const json& map = JsonMember(metadata, key);
     if (map.is_null()) continue;
     if (!map.is_object()) {
       return absl::InvalidArgumentError(absl::StrCat("metadata.", key, " must be an object"));
@@ -70,9 +63,9 @@ absl::Status CheckTypeMeta(Kind kind, const json& object) {
 // spec.
 void DefaultPodSpec(json& spec) {
   if (!spec.is_object()) return;
-  if (StringField(spec, "restartPolicy").empty()) spec["restartPolicy"] = "Always";
-  if (StringField(spec, "dnsPolicy").empty()) spec["dnsPolicy"] = "ClusterFirst";
-  if (StringField(spec, "schedulerName").empty()) spec["schedulerName"] = "default-scheduler";
+  if (JsonStr(spec, "restartPolicy").empty()) spec["restartPolicy"] = "Always";
+  if (JsonStr(spec, "dnsPolicy").empty()) spec["dnsPolicy"] = "ClusterFirst";
+  if (JsonStr(spec, "schedulerName").empty()) spec["schedulerName"] = "default-scheduler";
   if (!spec.contains("terminationGracePeriodSeconds") ||
       spec["terminationGracePeriodSeconds"].is_null()) {
     spec["terminationGracePeriodSeconds"] = 30;
@@ -87,18 +80,18 @@ void DefaultPodSpec(json& spec) {
 std::vector<std::string> ValidateWorkloadSpec(const json& spec) {
   std::vector<std::string> errors;
   if (!spec.is_object()) return {"spec: Required value"};
-  const json& replicas = Member(spec, "replicas");
+  const json& replicas = JsonMember(spec, "replicas");
   if (!replicas.is_null() && (!replicas.is_number_integer() || replicas.get<int64_t>() < 0)) {
     errors.push_back(absl::StrCat("spec.replicas: Invalid value: ", replicas.dump(),
                                   ": must be greater than or equal to 0"));
   }
-  const json& selector = Member(spec, "selector");
-  const json& template_ = Member(spec, "template");
-  const json& labels = Member(Member(template_, "metadata"), "labels");
+  const json& selector = JsonMember(spec, "selector");
+  const json& template_ = JsonMember(spec, "template");
+  const json& labels = JsonMember(JsonMember(template_, "metadata"), "labels");
   if (selector.is_null()) {
     errors.push_back("spec.selector: Required value");
-  } else if (!selector.is_object() || (Member(selector, "matchLabels").empty() &&
-                                       Member(selector, "matchExpressions").empty())) {
+  } else if (!selector.is_object() || (JsonMember(selector, "matchLabels").empty() &&
+                                       JsonMember(selector, "matchExpressions").empty())) {
     errors.push_back(
         "spec.selector: Invalid value: \"null\": empty selector is invalid for "
         "deployment");
@@ -111,17 +104,18 @@ std::vector<std::string> ValidateWorkloadSpec(const json& spec) {
                                     ": `selector` does not match template `labels`"));
     }
   }
-  const json& pod_spec = Member(template_, "spec");
+  const json& pod_spec = JsonMember(template_, "spec");
   if (!pod_spec.is_object()) {
     errors.push_back("spec.template.spec: Required value");
     return errors;
   }
-  if (const std::string policy = StringField(pod_spec, "restartPolicy");
+  if (const std::string policy = JsonStr(pod_spec, "restartPolicy");
       !policy.empty() && policy != "Always") {
     errors.push_back(absl::StrCat("spec.template.spec.restartPolicy: Unsupported value: \"", policy,
                                   "\": supported values: \"Always\""));
   }
-  if (!Member(pod_spec, "containers").is_array() || Member(pod_spec, "containers").empty()) {
+  if (!JsonMember(pod_spec, "containers").is_array() ||
+      JsonMember(pod_spec, "containers").empty()) {
     errors.push_back("spec.template.spec.containers: Required value");
     return errors;
   }
@@ -148,7 +142,7 @@ bool StringSetContains(const json& list, const std::string& value) {
 // allowed fields. Returns the spec with the allowed changes undone, to compare with the old one.
 json MaskAllowedPodChanges(const json& old_spec, json spec) {
   for (const char* list : {"containers", "initContainers"}) {
-    const json& old_list = Member(old_spec, list);
+    const json& old_list = JsonMember(old_spec, list);
     json& new_list = spec[list];
     if (old_list.is_array() && new_list.is_array() && old_list.size() == new_list.size()) {
       for (size_t i = 0; i < old_list.size(); ++i) {
@@ -161,8 +155,8 @@ json MaskAllowedPodChanges(const json& old_spec, json spec) {
     if (new_list.is_null() && !old_spec.contains(list)) spec.erase(list);
   }
   // activeDeadlineSeconds: may be set when unset, or lowered; never raised nor unset.
-  const json& old_deadline = Member(old_spec, "activeDeadlineSeconds");
-  const json& new_deadline = Member(spec, "activeDeadlineSeconds");
+  const json& old_deadline = JsonMember(old_spec, "activeDeadlineSeconds");
+  const json& new_deadline = JsonMember(spec, "activeDeadlineSeconds");
   if (new_deadline.is_number_integer() && new_deadline.get<int64_t>() > 0 &&
       (old_deadline.is_null() || (old_deadline.is_number_integer() &&
                                   new_deadline.get<int64_t>() <= old_deadline.get<int64_t>()))) {
@@ -173,8 +167,8 @@ json MaskAllowedPodChanges(const json& old_spec, json spec) {
     }
   }
   // tolerations: only additions.
-  const json& old_tolerations = Member(old_spec, "tolerations");
-  const json& new_tolerations = Member(spec, "tolerations");
+  const json& old_tolerations = JsonMember(old_spec, "tolerations");
+  const json& new_tolerations = JsonMember(spec, "tolerations");
   if (new_tolerations.is_array()) {
     bool superset = true;
     if (old_tolerations.is_array()) {
@@ -193,14 +187,14 @@ json MaskAllowedPodChanges(const json& old_spec, json spec) {
     }
   }
   // terminationGracePeriodSeconds: to 1 from a negative value.
-  const json& old_grace = Member(old_spec, "terminationGracePeriodSeconds");
+  const json& old_grace = JsonMember(old_spec, "terminationGracePeriodSeconds");
   if (old_grace.is_number_integer() && old_grace.get<int64_t>() < 0 &&
-      Member(spec, "terminationGracePeriodSeconds") == json(1)) {
+      JsonMember(spec, "terminationGracePeriodSeconds") == json(1)) {
     spec["terminationGracePeriodSeconds"] = old_grace;
   }
   // schedulingGates: removals (pod scheduling readiness).
-  const json& old_gates = Member(old_spec, "schedulingGates");
-  const json& new_gates = Member(spec, "schedulingGates");
+  const json& old_gates = JsonMember(old_spec, "schedulingGates");
+  const json& new_gates = JsonMember(spec, "schedulingGates");
   if (old_gates.is_array() && (new_gates.is_null() || new_gates.is_array())) {
     bool subset = true;
     if (new_gates.is_array()) {
@@ -215,14 +209,14 @@ json MaskAllowedPodChanges(const json& old_spec, json spec) {
 
 std::string LabelSelectorString(const json& selector) {
   std::vector<std::string> terms;
-  for (const auto& [k, v] : Member(selector, "matchLabels").items()) {
+  for (const auto& [k, v] : JsonMember(selector, "matchLabels").items()) {
     terms.push_back(absl::StrCat(k, "=", v.is_string() ? v.get<std::string>() : v.dump()));
   }
-  for (const json& e : Member(selector, "matchExpressions")) {
-    const std::string key = StringField(e, "key");
-    const std::string op = StringField(e, "operator");
+  for (const json& e : JsonMember(selector, "matchExpressions")) {
+    const std::string key = JsonStr(e, "key");
+    const std::string op = JsonStr(e, "operator");
     std::vector<std::string> values;
-    for (const json& v : Member(e, "values")) {
+    for (const json& v : JsonMember(e, "values")) {
       if (v.is_string()) values.push_back(v.get<std::string>());
     }
     if (op == "Exists") {
@@ -247,7 +241,7 @@ absl::StatusOr<bool> SelectorMatches(const json& selector, const json& labels) {
     auto it = labels.find(key);
     return it == labels.end() ? nullptr : &*it;
   };
-  const json& match_labels = Member(selector, "matchLabels");
+  const json& match_labels = JsonMember(selector, "matchLabels");
   if (!match_labels.is_null() && !match_labels.is_object()) {
     return absl::InvalidArgumentError("matchLabels is not an object");
   }
@@ -257,15 +251,15 @@ absl::StatusOr<bool> SelectorMatches(const json& selector, const json& labels) {
       if (have == nullptr || *have != v) return false;
     }
   }
-  const json& expressions = Member(selector, "matchExpressions");
+  const json& expressions = JsonMember(selector, "matchExpressions");
   if (!expressions.is_null() && !expressions.is_array()) {
     return absl::InvalidArgumentError("matchExpressions is not a list");
   }
   if (expressions.is_array()) {
     for (const json& e : expressions) {
-      const std::string key = StringField(e, "key");
-      const std::string op = StringField(e, "operator");
-      const json& values = Member(e, "values");
+      const std::string key = JsonStr(e, "key");
+      const std::string op = JsonStr(e, "operator");
+      const json& values = JsonMember(e, "values");
       const json* have = label(key);
       if (op == "In" || op == "NotIn") {
         if (!values.is_array() || values.empty()) {
@@ -295,7 +289,7 @@ absl::StatusOr<json> PrepareCreate(Kind kind, absl::string_view path_namespace, 
   object["kind"] = std::string(info.name);
   if (!object.contains("metadata")) object["metadata"] = json::object();
   json& metadata = object["metadata"];
-  const std::string ns = StringField(metadata, "namespace");
+  const std::string ns = JsonStr(metadata, "namespace");
   if (info.namespaced && !ns.empty() && ns != path_namespace) {
     return absl::InvalidArgumentError(
         "the namespace of the provided object does not match the namespace sent on the request");
@@ -304,7 +298,7 @@ absl::StatusOr<json> PrepareCreate(Kind kind, absl::string_view path_namespace, 
                           "deletionGracePeriodSeconds"}) {
     metadata.erase(key);
   }
-  const std::string name = StringField(metadata, "name");
+  const std::string name = JsonStr(metadata, "name");
   if (kind == Kind::kDeployment || kind == Kind::kReplicaSet) {
     // strategy.go PrepareForCreate: status cleared, generation 1; defaults.go.
     object["status"] = json::object();
@@ -318,7 +312,7 @@ absl::StatusOr<json> PrepareCreate(Kind kind, absl::string_view path_namespace, 
       if (!spec.contains("strategy") || !spec["strategy"].is_object()) {
         spec["strategy"] = json::object();
       }
-      if (StringField(spec["strategy"], "type").empty()) spec["strategy"]["type"] = "RollingUpdate";
+      if (JsonStr(spec["strategy"], "type").empty()) spec["strategy"]["type"] = "RollingUpdate";
       if (spec["strategy"]["type"] == "RollingUpdate" &&
           !spec["strategy"].contains("rollingUpdate")) {
         spec["strategy"]["rollingUpdate"] = {{"maxSurge", "25%"}, {"maxUnavailable", "25%"}};
@@ -332,7 +326,7 @@ absl::StatusOr<json> PrepareCreate(Kind kind, absl::string_view path_namespace, 
     std::vector<std::string> errors = ValidateWorkloadSpec(spec);
     if (!errors.empty()) return Invalid(kind, name, errors);
   } else if (kind == Kind::kEvent) {
-    if (!Member(object, "involvedObject").is_object()) {
+    if (!JsonMember(object, "involvedObject").is_object()) {
       return Invalid(kind, name, {"involvedObject: Required value"});
     }
   }
@@ -342,24 +336,24 @@ absl::StatusOr<json> PrepareCreate(Kind kind, absl::string_view path_namespace, 
 absl::StatusOr<NodeSpec> NodeSpecFromObject(const json& node) {
   if (absl::Status s = CheckTypeMeta(Kind::kNode, node); !s.ok()) return s;
   NodeSpec spec;
-  const json& metadata = Member(node, "metadata");
-  spec.name = StringField(metadata, "name");
+  const json& metadata = JsonMember(node, "metadata");
+  spec.name = JsonStr(metadata, "name");
   if (spec.name.empty()) {
     return absl::FailedPreconditionError(
         "Node \"\" is invalid: metadata.name: Required value: name or generateName is required");
   }
-  for (const auto& [k, v] : Member(metadata, "labels").items()) {
+  for (const auto& [k, v] : JsonMember(metadata, "labels").items()) {
     spec.labels.emplace_back(k, v.get<std::string>());
   }
-  const json& status = Member(node, "status");
+  const json& status = JsonMember(node, "status");
   auto resources = [](const json& list, StringPairs* out) {
     if (!list.is_object()) return;
     for (const auto& [k, v] : list.items()) {
       out->emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
     }
   };
-  resources(Member(status, "allocatable"), &spec.allocatable);
-  resources(Member(status, "capacity"), &spec.capacity);
+  resources(JsonMember(status, "allocatable"), &spec.allocatable);
+  resources(JsonMember(status, "capacity"), &spec.capacity);
   if (spec.allocatable.empty()) spec.allocatable = spec.capacity;
   if (spec.capacity.empty()) spec.capacity = spec.allocatable;
   if (spec.allocatable.empty()) {
@@ -380,20 +374,20 @@ absl::StatusOr<json> PrepareUpdate(Kind kind, Subresource subresource, const jso
   updated["kind"] = std::string(info.name);
   if (!updated.contains("metadata")) updated["metadata"] = json::object();
   json& metadata = updated["metadata"];
-  const json& old_metadata = Member(old, "metadata");
-  const std::string name = StringField(metadata, "name");
+  const json& old_metadata = JsonMember(old, "metadata");
+  const std::string name = JsonStr(metadata, "name");
   if (!name.empty() && name != url_name) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the name of the object (", name, ") does not match the name on the URL (", url_name, ")"));
   }
-  const std::string uid = StringField(metadata, "uid");
-  if (!uid.empty() && uid != StringField(old_metadata, "uid")) {
+  const std::string uid = JsonStr(metadata, "uid");
+  if (!uid.empty() && uid != JsonStr(old_metadata, "uid")) {
     return Invalid(
         kind, url_name,
         {absl::StrCat("metadata.uid: Invalid value: \"", uid, "\": field is immutable")});
   }
-  const std::string rv = StringField(metadata, "resourceVersion");
-  if (!rv.empty() && rv != StringField(old_metadata, "resourceVersion")) {
+  const std::string rv = JsonStr(metadata, "resourceVersion");
+  if (!rv.empty() && rv != JsonStr(old_metadata, "resourceVersion")) {
     return absl::AbortedError(absl::StrCat(
         "Operation cannot be fulfilled on ", QualifiedResource(kind), " \"", url_name,
         "\": the object has been modified; please apply your changes to the latest version and "
@@ -413,7 +407,7 @@ absl::StatusOr<json> PrepareUpdate(Kind kind, Subresource subresource, const jso
     updated.erase("status");
   }
   if (kind == Kind::kPod) {
-    const json& old_spec = Member(old, "spec");
+    const json& old_spec = JsonMember(old, "spec");
     if (!updated.contains("spec") || !updated["spec"].is_object()) {
       updated["spec"] = json::object();
     }
@@ -440,7 +434,7 @@ absl::StatusOr<json> PrepareUpdate(Kind kind, Subresource subresource, const jso
     return updated;
   }
   if (kind == Kind::kDeployment || kind == Kind::kReplicaSet) {
-    const json& old_spec = Member(old, "spec");
+    const json& old_spec = JsonMember(old, "spec");
     if (!updated.contains("spec") || !updated["spec"].is_object()) {
       return Invalid(kind, url_name, {"spec: Required value"});
     }
@@ -450,13 +444,13 @@ absl::StatusOr<json> PrepareUpdate(Kind kind, Subresource subresource, const jso
       DefaultPodSpec(spec["template"]["spec"]);
     }
     std::vector<std::string> errors = ValidateWorkloadSpec(spec);
-    if (Member(spec, "selector") != Member(old_spec, "selector")) {
+    if (JsonMember(spec, "selector") != JsonMember(old_spec, "selector")) {
       errors.push_back(absl::StrCat("spec.selector: Invalid value: ",
-                                    Member(spec, "selector").dump(), ": field is immutable"));
+                                    JsonMember(spec, "selector").dump(), ": field is immutable"));
     }
     if (!errors.empty()) return Invalid(kind, url_name, errors);
-    int64_t generation = Member(old_metadata, "generation").is_number_integer()
-                             ? Member(old_metadata, "generation").get<int64_t>()
+    int64_t generation = JsonMember(old_metadata, "generation").is_number_integer()
+                             ? JsonMember(old_metadata, "generation").get<int64_t>()
                              : 1;
     if (spec != old_spec) ++generation;
     metadata["generation"] = generation;
@@ -465,24 +459,25 @@ absl::StatusOr<json> PrepareUpdate(Kind kind, Subresource subresource, const jso
 }
 
 json ScaleOf(const json& workload) {
-  const json& metadata = Member(workload, "metadata");
+  const json& metadata = JsonMember(workload, "metadata");
   json scale_metadata = json::object();
   for (const char* key : {"name", "namespace", "uid", "resourceVersion", "creationTimestamp"}) {
     if (metadata.contains(key)) scale_metadata[key] = metadata[key];
   }
-  const json& spec = Member(workload, "spec");
-  const json& status = Member(workload, "status");
+  const json& spec = JsonMember(workload, "spec");
+  const json& status = JsonMember(workload, "status");
   return json{
       {"kind", "Scale"},
       {"apiVersion", "autoscaling/v1"},
       {"metadata", scale_metadata},
       {"spec",
-       {{"replicas",
-         Member(spec, "replicas").is_number_integer() ? Member(spec, "replicas") : json(0)}}},
+       {{"replicas", JsonMember(spec, "replicas").is_number_integer() ? JsonMember(spec, "replicas")
+                                                                      : json(0)}}},
       {"status",
-       {{"replicas",
-         Member(status, "replicas").is_number_integer() ? Member(status, "replicas") : json(0)},
-        {"selector", LabelSelectorString(Member(spec, "selector"))}}}};
+       {{"replicas", JsonMember(status, "replicas").is_number_integer()
+                         ? JsonMember(status, "replicas")
+                         : json(0)},
+        {"selector", LabelSelectorString(JsonMember(spec, "selector"))}}}};
 }
 
 }  // namespace fitledger::sim

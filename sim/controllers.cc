@@ -15,19 +15,12 @@
 namespace fitledger::sim {
 
 using nlohmann::json;
-static constexpr auto& Member = JsonMember;
-static constexpr auto& Str = JsonStr;
-static constexpr auto& Int = JsonInt;
 
 namespace {
 
 constexpr size_t kBatch = 10000;
 // How long the thread waits for a change before looking again (it watches two signals).
 constexpr absl::Duration kIdleWait = absl::Milliseconds(20);
-
-std::string Key(absl::string_view ns, absl::string_view name) {
-  return absl::StrCat(ns, "/", name);
-}
 
 std::pair<std::string, std::string> SplitKey(const std::string& key) {
   const size_t slash = key.find('/');
@@ -36,18 +29,18 @@ std::pair<std::string, std::string> SplitKey(const std::string& key) {
 
 // The UID of the object's controller (the ownerReference with controller: true), or "".
 std::string ControllerUid(const json& object) {
-  for (const json& ref : Member(Member(object, "metadata"), "ownerReferences")) {
-    if (Member(ref, "controller") == json(true)) return Str(ref, "uid");
+  for (const json& ref : JsonMember(JsonMember(object, "metadata"), "ownerReferences")) {
+    if (JsonMember(ref, "controller") == json(true)) return JsonStr(ref, "uid");
   }
   return "";
 }
 
 json ControllerRef(const json& owner) {
-  const json& metadata = Member(owner, "metadata");
-  return json{{"apiVersion", Str(owner, "apiVersion")},
-              {"kind", Str(owner, "kind")},
-              {"name", Str(metadata, "name")},
-              {"uid", Str(metadata, "uid")},
+  const json& metadata = JsonMember(owner, "metadata");
+  return json{{"apiVersion", JsonStr(owner, "apiVersion")},
+              {"kind", JsonStr(owner, "kind")},
+              {"name", JsonStr(metadata, "name")},
+              {"uid", JsonStr(metadata, "uid")},
               {"controller", true},
               {"blockOwnerDeletion", true}};
 }
@@ -70,20 +63,20 @@ std::string PodTemplateHash(const json& template_) {
 // controller_utils.go GetPodFromTemplate: the template's labels, annotations and spec, named
 // <replicaset>-<suffix>, owned by the replica set.
 json PodFromTemplate(const json& rs) {
-  const json& template_ = Member(Member(rs, "spec"), "template");
-  const json& template_metadata = Member(template_, "metadata");
-  json metadata = {{"generateName", absl::StrCat(Str(Member(rs, "metadata"), "name"), "-")},
+  const json& template_ = JsonMember(JsonMember(rs, "spec"), "template");
+  const json& template_metadata = JsonMember(template_, "metadata");
+  json metadata = {{"generateName", absl::StrCat(JsonStr(JsonMember(rs, "metadata"), "name"), "-")},
                    {"ownerReferences", json::array({ControllerRef(rs)})}};
-  if (Member(template_metadata, "labels").is_object()) {
+  if (JsonMember(template_metadata, "labels").is_object()) {
     metadata["labels"] = template_metadata["labels"];
   }
-  if (Member(template_metadata, "annotations").is_object()) {
+  if (JsonMember(template_metadata, "annotations").is_object()) {
     metadata["annotations"] = template_metadata["annotations"];
   }
   return json{{"apiVersion", "v1"},
               {"kind", "Pod"},
               {"metadata", metadata},
-              {"spec", Member(template_, "spec")}};
+              {"spec", JsonMember(template_, "spec")}};
 }
 
 bool Active(const StoredObject& pod) {
@@ -96,11 +89,12 @@ json Condition(const json& old_conditions, const std::string& type, const std::s
   json c = {{"type", type},       {"status", status},      {"reason", reason},
             {"message", message}, {"lastUpdateTime", now}, {"lastTransitionTime", now}};
   for (const json& old : old_conditions) {
-    if (Str(old, "type") != type) continue;
-    if (Str(old, "status") == status) c["lastTransitionTime"] = Member(old, "lastTransitionTime");
-    if (Str(old, "status") == status && Str(old, "reason") == reason &&
-        Str(old, "message") == message) {
-      c["lastUpdateTime"] = Member(old, "lastUpdateTime");
+    if (JsonStr(old, "type") != type) continue;
+    if (JsonStr(old, "status") == status)
+      c["lastTransitionTime"] = JsonMember(old, "lastTransitionTime");
+    if (JsonStr(old, "status") == status && JsonStr(old, "reason") == reason &&
+        JsonStr(old, "message") == message) {
+      c["lastUpdateTime"] = JsonMember(old, "lastUpdateTime");
     }
   }
   return c;
@@ -191,24 +185,24 @@ void Controllers::ReadChanges() {
     }
   };
   poll(Kind::kDeployment, deployment_cursor_, [&](EventType type, const StoredObject& d) {
-    const std::string key = Key(d.fields.namespace_name, d.fields.name);
+    const std::string key = StoreKey(d.fields.namespace_name, d.fields.name);
     if (type == EventType::kDeleted) deleted_deployments_[key] = d.uid;
     dirty_deployments_.insert(key);
   });
   poll(Kind::kReplicaSet, replica_set_cursor_, [&](EventType type, const StoredObject& rs) {
-    const std::string key = Key(rs.fields.namespace_name, rs.fields.name);
+    const std::string key = StoreKey(rs.fields.namespace_name, rs.fields.name);
     if (type == EventType::kDeleted) deleted_replica_sets_[key] = rs.uid;
     dirty_replica_sets_.insert(key);
     // Its deployment sums its status.
     json object = json::parse(rs.json, nullptr, false);
-    for (const json& ref : Member(Member(object, "metadata"), "ownerReferences")) {
-      if (Str(ref, "kind") == "Deployment" && Member(ref, "controller") == json(true)) {
-        dirty_deployments_.insert(Key(rs.fields.namespace_name, Str(ref, "name")));
+    for (const json& ref : JsonMember(JsonMember(object, "metadata"), "ownerReferences")) {
+      if (JsonStr(ref, "kind") == "Deployment" && JsonMember(ref, "controller") == json(true)) {
+        dirty_deployments_.insert(StoreKey(rs.fields.namespace_name, JsonStr(ref, "name")));
       }
     }
   });
   poll(Kind::kPod, pod_cursor_, [&](EventType type, const StoredObject& pod) {
-    const std::string key = Key(pod.fields.namespace_name, pod.fields.name);
+    const std::string key = StoreKey(pod.fields.namespace_name, pod.fields.name);
     if (auto owner = owner_of_.find(key); owner != owner_of_.end()) {
       dirty_replica_sets_.insert(owner->second);
     }
@@ -222,11 +216,11 @@ void Controllers::ReadChanges() {
 
 void Controllers::RecordRejection(const StoredObject& pod) {
   json object = json::parse(pod.json, nullptr, false);
-  const json& status = Member(object, "status");
-  const std::string reason = Str(status, "reason");
+  const json& status = JsonMember(object, "status");
+  const std::string reason = JsonStr(status, "reason");
   if (!absl::StartsWith(reason, "OutOf")) return;
   rejected_.insert(pod.uid);
-  std::string message = Str(status, "message");
+  std::string message = JsonStr(status, "message");
   // kubelet.go rejectPod records the reason and the predicate's message, without the status
   // message's "Pod was rejected: " prefix.
   constexpr absl::string_view kPrefix = "Pod was rejected: ";
@@ -237,35 +231,36 @@ void Controllers::RecordRejection(const StoredObject& pod) {
 void Controllers::RecordEvent(const json& object, const std::string& type,
                               const std::string& reason, const std::string& message,
                               const std::string& component, const std::string& host) {
-  const json& metadata = Member(object, "metadata");
+  const json& metadata = JsonMember(object, "metadata");
   const absl::Time now = absl::Now();
   const std::string ts = FormatTimestamp(now);
-  std::string ns = Str(metadata, "namespace");
+  std::string ns = JsonStr(metadata, "namespace");
   if (ns.empty()) ns = "default";
   json source = {{"component", component}};
   if (!host.empty()) source["host"] = host;
-  json event = {{"apiVersion", "v1"},
-                {"kind", "Event"},
-                {"metadata",
-                 {{"name", absl::StrFormat("%s.%x", Str(metadata, "name"), absl::ToUnixNanos(now))},
-                  {"namespace", ns}}},
-                {"involvedObject",
-                 {{"apiVersion", Str(object, "apiVersion")},
-                  {"kind", Str(object, "kind")},
-                  {"name", Str(metadata, "name")},
-                  {"namespace", Str(metadata, "namespace")},
-                  {"uid", Str(metadata, "uid")},
-                  {"resourceVersion", Str(metadata, "resourceVersion")}}},
-                {"reason", reason},
-                {"message", message},
-                {"source", source},
-                {"firstTimestamp", ts},
-                {"lastTimestamp", ts},
-                {"count", 1},
-                {"type", type},
-                {"eventTime", nullptr},
-                {"reportingComponent", component},
-                {"reportingInstance", host}};
+  json event = {
+      {"apiVersion", "v1"},
+      {"kind", "Event"},
+      {"metadata",
+       {{"name", absl::StrFormat("%s.%x", JsonStr(metadata, "name"), absl::ToUnixNanos(now))},
+        {"namespace", ns}}},
+      {"involvedObject",
+       {{"apiVersion", JsonStr(object, "apiVersion")},
+        {"kind", JsonStr(object, "kind")},
+        {"name", JsonStr(metadata, "name")},
+        {"namespace", JsonStr(metadata, "namespace")},
+        {"uid", JsonStr(metadata, "uid")},
+        {"resourceVersion", JsonStr(metadata, "resourceVersion")}}},
+      {"reason", reason},
+      {"message", message},
+      {"source", source},
+      {"firstTimestamp", ts},
+      {"lastTimestamp", ts},
+      {"count", 1},
+      {"type", type},
+      {"eventTime", nullptr},
+      {"reportingComponent", component},
+      {"reportingInstance", host}};
   (void)store_->CreateObject(Kind::kEvent, ns, std::move(event));
 }
 
@@ -298,9 +293,9 @@ void Controllers::ReconcileDeployment(const std::string& key) {
   }
   deleted_deployments_.erase(key);
   const json deployment = json::parse((*stored)->json);
-  const json& spec = Member(deployment, "spec");
-  const int64_t replicas = Int(spec, "replicas");
-  json template_ = Member(spec, "template");
+  const json& spec = JsonMember(deployment, "spec");
+  const int64_t replicas = JsonInt(spec, "replicas");
+  json template_ = JsonMember(spec, "template");
   const std::string hash = PodTemplateHash(template_);
   const std::string new_name = absl::StrCat(name, "-", hash);
   // Its replica sets.
@@ -312,8 +307,8 @@ void Controllers::ReconcileDeployment(const std::string& key) {
     }
   }
   auto scale = [&](const json& rs, int64_t to) {
-    const std::string rs_name = Str(Member(rs, "metadata"), "name");
-    const int64_t from = Int(Member(rs, "spec"), "replicas");
+    const std::string rs_name = JsonStr(JsonMember(rs, "metadata"), "name");
+    const int64_t from = JsonInt(JsonMember(rs, "spec"), "replicas");
     if (from == to) return;
     json updated = rs;
     updated["spec"]["replicas"] = to;
@@ -334,7 +329,7 @@ void Controllers::ReconcileDeployment(const std::string& key) {
   };
   bool have_new = false;
   for (const json& rs : owned) {
-    if (Str(Member(rs, "metadata"), "name") == new_name) {
+    if (JsonStr(JsonMember(rs, "metadata"), "name") == new_name) {
       have_new = true;
       scale(rs, replicas);
     } else {
@@ -342,11 +337,11 @@ void Controllers::ReconcileDeployment(const std::string& key) {
     }
   }
   if (!have_new) {
-    json labels = Member(Member(template_, "metadata"), "labels");
+    json labels = JsonMember(JsonMember(template_, "metadata"), "labels");
     if (!labels.is_object()) labels = json::object();
     labels["pod-template-hash"] = hash;
     template_["metadata"]["labels"] = labels;
-    json selector = Member(spec, "selector");
+    json selector = JsonMember(spec, "selector");
     selector["matchLabels"]["pod-template-hash"] = hash;
     json rs = {{"apiVersion", "apps/v1"},
                {"kind", "ReplicaSet"},
@@ -373,15 +368,15 @@ void Controllers::ReconcileDeployment(const std::string& key) {
     for (const ObjectPtr& rs : list->items) {
       json object = json::parse(rs->json);
       if (ControllerUid(object) != (*stored)->uid) continue;
-      const json& status = Member(object, "status");
-      total += Int(status, "replicas");
-      ready += Int(status, "readyReplicas");
-      available += Int(status, "availableReplicas");
-      if (rs->fields.name == new_name) updated = Int(status, "replicas");
+      const json& status = JsonMember(object, "status");
+      total += JsonInt(status, "replicas");
+      ready += JsonInt(status, "readyReplicas");
+      available += JsonInt(status, "availableReplicas");
+      if (rs->fields.name == new_name) updated = JsonInt(status, "replicas");
     }
   }
-  const json& old_status = Member(deployment, "status");
-  const json& old_conditions = Member(old_status, "conditions");
+  const json& old_status = JsonMember(deployment, "status");
+  const json& old_conditions = JsonMember(old_status, "conditions");
   const std::string now = FormatTimestamp(absl::Now());
   // deploymentutil.MaxUnavailable with the default 25%, rounded down.
   const int64_t min_available = replicas - replicas / 4;
@@ -399,7 +394,7 @@ void Controllers::ReconcileDeployment(const std::string& key) {
                       now)
           : Condition(old_conditions, "Progressing", "True", "ReplicaSetUpdated",
                       absl::StrCat("ReplicaSet \"", new_name, "\" is progressing."), now));
-  json status = {{"observedGeneration", Int(Member(deployment, "metadata"), "generation")},
+  json status = {{"observedGeneration", JsonInt(JsonMember(deployment, "metadata"), "generation")},
                  {"replicas", total},
                  {"updatedReplicas", updated},
                  {"readyReplicas", ready},
@@ -447,7 +442,7 @@ void Controllers::ReconcileReplicaSet(const std::string& key) {
   }
   deleted_replica_sets_.erase(key);
   const json rs = json::parse((*stored)->json);
-  const int64_t replicas = Int(Member(rs, "spec"), "replicas");
+  const int64_t replicas = JsonInt(JsonMember(rs, "spec"), "replicas");
   std::vector<ObjectPtr> active;
   for (auto it = pods.begin(); it != pods.end();) {
     const std::pair<std::string, std::string> pod_ns_pod_name = SplitKey(*it);
@@ -474,7 +469,7 @@ void Controllers::ReconcileReplicaSet(const std::string& key) {
                     "replicaset-controller", "");
         break;
       }
-      const std::string pod_key = Key(ns, (*pod)->fields.name);
+      const std::string pod_key = StoreKey(ns, (*pod)->fields.name);
       pods.insert(pod_key);
       owner_of_[pod_key] = key;
       RecordEvent(rs, "Normal", "SuccessfulCreate",
@@ -501,12 +496,12 @@ void Controllers::ReconcileReplicaSet(const std::string& key) {
   // or deleted change it in the next pass.
   int64_t ready = 0;
   for (const ObjectPtr& p : active) ready += p->fields.phase == "Running" ? 1 : 0;
-  const json& old_status = Member(rs, "status");
+  const json& old_status = JsonMember(rs, "status");
   json status = {{"replicas", static_cast<int64_t>(active.size())},
                  {"fullyLabeledReplicas", static_cast<int64_t>(active.size())},
                  {"readyReplicas", ready},
                  {"availableReplicas", ready},
-                 {"observedGeneration", Int(Member(rs, "metadata"), "generation")}};
+                 {"observedGeneration", JsonInt(JsonMember(rs, "metadata"), "generation")}};
   if (status == old_status) return;
   json with_status = rs;
   with_status["status"] = status;

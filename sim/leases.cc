@@ -24,13 +24,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr char kJson[] = "application/json; charset=utf-8";
 constexpr char kGroup[] = "coordination.k8s.io";
 constexpr char kGroupVersion[] = "coordination.k8s.io/v1";
-
-std::string Key(absl::string_view ns, absl::string_view name) {
-  return absl::StrCat(ns, "/", name);
-}
 
 // errors.NewInvalid for a Lease: `Lease.coordination.k8s.io "NAME" is invalid: <errors>`.
 absl::Status Invalid(absl::string_view name, const std::vector<std::string>& errors) {
@@ -169,7 +164,7 @@ absl::StatusOr<LeasePtr> LeaseStore::StoreLocked(json lease, LeaseEventType type
   metadata["resourceVersion"] = absl::StrCat(stored->resource_version);
   stored->json = Dump(lease);
   LeasePtr published = stored;
-  leases_[Key(stored->fields.namespace_name, name)] = published;
+  leases_[StoreKey(stored->fields.namespace_name, name)] = published;
   history_.push_back(Event{type, published, std::move(previous), absl::Now()});
   while (static_cast<int64_t>(history_.size()) > event_window_) {
     oldest_ = std::max(oldest_, history_.front().object->resource_version);
@@ -208,10 +203,10 @@ absl::StatusOr<LeasePtr> LeaseStore::Create(absl::string_view namespace_name,
       do {
         name = prefix;
         for (int i = 0; i < 5; ++i) name.push_back(kAlphabet[rng() % (sizeof(kAlphabet) - 1)]);
-      } while (leases_.count(Key(namespace_name, name)) > 0);
+      } while (leases_.count(StoreKey(namespace_name, name)) > 0);
       metadata["name"] = name;
     }
-    if (leases_.count(Key(namespace_name, name)) > 0) {
+    if (leases_.count(StoreKey(namespace_name, name)) > 0) {
       return absl::AlreadyExistsError(
           absl::StrCat("leases.coordination.k8s.io \"", name, "\" already exists"));
     }
@@ -253,7 +248,7 @@ absl::StatusOr<std::pair<LeasePtr, bool>> LeaseStore::Update(absl::string_view n
   std::pair<LeasePtr, bool> result;
   {
     MutexLock lock(&mu_);
-    auto it = leases_.find(Key(namespace_name, name));
+    auto it = leases_.find(StoreKey(namespace_name, name));
     if (it == leases_.end()) {
       // AllowCreateOnUpdate: the PUT creates it.
       metadata.erase("resourceVersion");
@@ -293,7 +288,7 @@ absl::StatusOr<std::pair<LeasePtr, bool>> LeaseStore::Update(absl::string_view n
 absl::StatusOr<LeasePtr> LeaseStore::Get(absl::string_view namespace_name,
                                          absl::string_view name) const {
   ReaderMutexLock lock(&mu_);
-  auto it = leases_.find(Key(namespace_name, name));
+  auto it = leases_.find(StoreKey(namespace_name, name));
   if (it == leases_.end()) {
     return absl::NotFoundError(absl::StrCat("leases.coordination.k8s.io \"", name, "\" not found"));
   }
@@ -430,7 +425,7 @@ void SimServer::HandleLeases(const httplib::Request& req, httplib::Response& res
                              const std::vector<std::string>& parts) {
   auto send = [&](int code, const std::string& body) {
     res.status = code;
-    res.set_content(body, kJson);
+    res.set_content(body, kJsonContentType);
   };
   auto send_error = [&](const absl::Status& status) {
     const HttpError error = HttpErrorOf(status);
@@ -573,7 +568,7 @@ void SimServer::HandleLeases(const httplib::Request& req, httplib::Response& res
   ++watches_open_;
   res.status = 200;
   res.set_chunked_content_provider(
-      kJson,
+      kJsonContentType,
       [this, state](size_t, httplib::DataSink& sink) {
         // LeaseStore, for WatchStep (sim/watch_stream.h).
         struct Feed {

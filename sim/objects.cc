@@ -22,6 +22,10 @@ absl::Time ParseTimestamp(absl::string_view text) {
   return t;
 }
 
+std::string StoreKey(absl::string_view ns, absl::string_view name) {
+  return absl::StrCat(ns, "/", name);
+}
+
 std::string Dump(const json& j) {
   std::string out = j.dump(-1, ' ', false, json::error_handler_t::replace);
   out.shrink_to_fit();  // stored for the life of the object

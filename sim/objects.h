@@ -21,6 +21,9 @@ std::string FormatTimestamp(absl::Time t);
 // Parses FormatTimestamp's format; InfinitePast if malformed.
 absl::Time ParseTimestamp(absl::string_view text);
 
+// "namespace/name" (or "/name" for a cluster-scoped object): how the stores key an object.
+std::string StoreKey(absl::string_view ns, absl::string_view name);
+
 // Compact JSON, never throwing (invalid UTF-8 is replaced).
 std::string Dump(const nlohmann::json& j);
 

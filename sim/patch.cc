@@ -96,7 +96,7 @@ std::optional<ListPatchMeta> Find(const std::vector<ListEntry>& table, absl::str
 
 absl::Status BadRequest(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
-std::string Child(absl::string_view path, absl::string_view key) {
+std::string ChildPath(absl::string_view path, absl::string_view key) {
   return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
 }
 
@@ -180,7 +180,7 @@ class StrategicMerger {
         continue;
       }
       auto it = original.find(key);
-      const std::string child = Child(path, key);
+      const std::string child = ChildPath(path, key);
       if (it == original.end() || it->type() != value.type() ||
           !(value.is_object() || value.is_array())) {
         if (value.is_object()) {
@@ -210,7 +210,7 @@ class StrategicMerger {
     for (const auto& [key, order] : orders) {
       auto it = original.find(key);
       if (it == original.end() || !it->is_array() || !order->is_array()) continue;
-      *it = Reorder(std::move(*it), *order, ListMetaOf(kind_, Child(path, key)).merge_key);
+      *it = Reorder(std::move(*it), *order, ListMetaOf(kind_, ChildPath(path, key)).merge_key);
     }
     return original;
   }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/json_access.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "sim/kinds.h"
@@ -25,13 +26,12 @@ namespace {
 
 // Not "application/json" exactly: cpp-httplib would gzip that when the client accepts gzip,
 // and its streaming compressor holds watch events back.
-constexpr char kJson[] = "application/json; charset=utf-8";
 constexpr size_t kWatchBatch = 1000;
 
 void SendStatus(httplib::Response& res, int code, absl::string_view reason,
                 absl::string_view message) {
   res.status = code;
-  res.set_content(Dump(StatusObject(code, reason, message)), kJson);
+  res.set_content(Dump(StatusObject(code, reason, message)), kJsonContentType);
 }
 
 void SendError(httplib::Response& res, const absl::Status& status) {
@@ -66,7 +66,7 @@ void SendInvalidListOptions(httplib::Response& res, const std::vector<FieldError
                              absl::StrCat("ListOptions.meta.k8s.io \"\" is invalid: ", aggregate));
   status["details"] = {{"group", "meta.k8s.io"}, {"kind", "ListOptions"}, {"causes", causes}};
   res.status = 422;
-  res.set_content(Dump(status), kJson);
+  res.set_content(Dump(status), kJsonContentType);
 }
 
 // The "too large resource version" error (apiserver pkg/storage/errors.go
@@ -87,7 +87,7 @@ constexpr absl::Duration kWaitForResourceVersion = absl::Seconds(3);
 
 void SendJson(httplib::Response& res, int code, const std::string& body) {
   res.status = code;
-  res.set_content(body, kJson);
+  res.set_content(body, kJsonContentType);
 }
 
 void SendOk(httplib::Response& res) { SendJson(res, 200, "{\"ok\":true}"); }
@@ -121,12 +121,6 @@ absl::StatusOr<json> ParseBody(const std::string& body) {
     return absl::InvalidArgumentError("the request body is not a JSON object");
   }
   return j;
-}
-
-std::string StringField(const json& j, const char* key) {
-  if (!j.is_object()) return "";
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 // `on`: true/false, defaulting to true when absent.
@@ -590,7 +584,8 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
   const bool behind = rv_number > 0 && (!watch || has_send_initial) && TakeTooLarge();
   if (behind && !watch) {
     res.status = 504;
-    return res.set_content(Dump(TooLargeResourceVersion(rv_number, rv_number - 1)), kJson);
+    return res.set_content(Dump(TooLargeResourceVersion(rv_number, rv_number - 1)),
+                           kJsonContentType);
   }
   if (watch) {
     auto state = std::make_shared<WatchState>();
@@ -627,7 +622,7 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
         !store_->WaitForResourceVersion(rv_number, kWaitForResourceVersion)) {
       res.status = 504;
       return res.set_content(Dump(TooLargeResourceVersion(rv_number, store_->resource_version())),
-                             kJson);
+                             kJsonContentType);
     }
     if (match == "Exact" || (match.empty() && limit > 0)) {
       // Exact, or the legacy exact read of resourceVersion=N with a limit (from etcd).
@@ -649,7 +644,7 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
         "between the time the first chunk was returned and now may show up in the list.");
     status["metadata"] = {{"continue", result->continue_token}};
     res.status = 410;
-    return res.set_content(Dump(status), kJson);
+    return res.set_content(Dump(status), kJsonContentType);
   }
   if (table) {
     return SendJson(res, 200,
@@ -719,7 +714,8 @@ void SimServer::ServeWatch(const httplib::Request& req, httplib::Response& res,
   ++watches_open_;
   res.status = 200;
   res.set_chunked_content_provider(
-      kJson, [this, state](size_t, httplib::DataSink& sink) { return WatchStep(*state, sink); },
+      kJsonContentType,
+      [this, state](size_t, httplib::DataSink& sink) { return WatchStep(*state, sink); },
       [this](bool) { --watches_open_; });
 }
 
@@ -790,8 +786,8 @@ void SimServer::HandleDeletePod(const httplib::Request& req, httplib::Response& 
     auto options = ParseBody(req.body);
     if (!options.ok()) return SendError(res, options.status());
     if (auto it = options->find("preconditions"); it != options->end()) {
-      request.uid = StringField(*it, "uid");
-      request.resource_version = StringField(*it, "resourceVersion");
+      request.uid = JsonStr(*it, "uid");
+      request.resource_version = JsonStr(*it, "resourceVersion");
     }
     if (auto it = options->find("gracePeriodSeconds"); it != options->end() && !it->is_null()) {
       if (absl::Status s = grace(*it); !s.ok()) return SendError(res, s);
@@ -824,24 +820,24 @@ void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& re
   }
   // The create handler's namespace check (rest.EnsureObjectNamespaceMatchesRequestNamespace),
   // then BindingREST.Create (pkg/registry/core/pod/storage/storage.go).
-  const std::string binding_namespace = StringField(metadata, "namespace");
+  const std::string binding_namespace = JsonStr(metadata, "namespace");
   if (!binding_namespace.empty() && binding_namespace != namespace_name) {
     return SendStatus(res, 400, "BadRequest",
                       "the namespace of the provided object does not match the namespace sent on "
                       "the request");
   }
-  if (StringField(metadata, "name") != name) {
+  if (JsonStr(metadata, "name") != name) {
     return SendStatus(res, 400, "BadRequest", "name in URL does not match name in Binding object");
   }
   // ValidatePodBinding's errors come back as a plain aggregate, not a Status: the API server
   // answers 500 with reason "" (responsewriters ErrorToAPIStatus).
   std::vector<std::string> invalid;
-  const std::string kind = StringField(target, "kind");
+  const std::string kind = JsonStr(target, "kind");
   if (!kind.empty() && kind != "Node") {
     invalid.push_back(absl::StrCat("target.kind: Unsupported value: \"", kind,
                                    "\": supported values: \"Node\", \"<empty>\""));
   }
-  const std::string node = StringField(target, "name");
+  const std::string node = JsonStr(target, "name");
   if (node.empty()) invalid.push_back("target.name: Required value");
   if (!invalid.empty()) {
     json status = StatusObject(
@@ -849,11 +845,11 @@ void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& re
         invalid.size() == 1 ? invalid[0] : absl::StrCat("[", absl::StrJoin(invalid, ", "), "]"));
     status.erase("reason");
     res.status = 500;
-    return res.set_content(Dump(status), kJson);
+    return res.set_content(Dump(status), kJsonContentType);
   }
   ClusterStore::BindRequest request;
-  request.uid = StringField(metadata, "uid");
-  request.resource_version = StringField(metadata, "resourceVersion");
+  request.uid = JsonStr(metadata, "uid");
+  request.resource_version = JsonStr(metadata, "resourceVersion");
   request.node = node;
   if (auto it = metadata.find("annotations");
       metadata.is_object() && it != metadata.end() && it->is_object()) {
@@ -1021,7 +1017,7 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
     if (!fault.all && fault.names.empty()) {
       return SendStatus(res, 400, "BadRequest", "give \"names\" or \"all\": true");
     }
-    const std::string mode = StringField(*body, "mode");
+    const std::string mode = JsonStr(*body, "mode");
     if (mode == "error") {
       if (!body->contains("code") || !(*body)["code"].is_number_integer() ||
           (*body)["code"].get<int>() < 400 || (*body)["code"].get<int>() > 599) {
@@ -1116,7 +1112,7 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
   if (path == "/sim/watch-lag" && post) {
     auto body = ParseBody(req.body);
     if (!body.ok()) return SendError(res, body.status());
-    auto lag = ParseGoDuration(StringField(*body, "lag"));
+    auto lag = ParseGoDuration(JsonStr(*body, "lag"));
     if (!lag.ok()) return SendError(res, lag.status());
     {
       MutexLock lock(&mu_);
@@ -1130,7 +1126,7 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
   if (post && parts.size() == 5 && parts[1] == "pods" && parts[4] == "phase") {
     auto body = ParseBody(req.body);
     if (!body.ok()) return SendError(res, body.status());
-    auto pod = store_->SetPodPhase(parts[2], parts[3], StringField(*body, "phase"));
+    auto pod = store_->SetPodPhase(parts[2], parts[3], JsonStr(*body, "phase"));
     if (!pod.ok()) return SendError(res, pod.status());
     return SendJson(res, 200, (*pod)->json);
   }

@@ -11,6 +11,9 @@
 
 namespace fitledger::sim {
 
+// The Content-Type of the sim's JSON answers.
+inline constexpr char kJsonContentType[] = "application/json; charset=utf-8";
+
 // The StatusReason the API server uses with `code` ("NotFound" for 404, ...); "Unknown" if none.
 std::string ReasonForCode(int code);
 

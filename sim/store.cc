@@ -17,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/json.h"
+#include "common/json_access.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/kube/objects.h"
@@ -35,10 +36,6 @@ namespace {
 
 // States kept for paged lists (each a sorted copy of one kind's keys at one resourceVersion).
 constexpr size_t kMaxStates = 8;
-
-std::string Key(absl::string_view ns, absl::string_view name) {
-  return absl::StrCat(ns, "/", name);
-}
 
 // Leases are LeaseStore's (sim/leases.h), never ClusterStore's: the methods that take a Kind refuse
 // kLease (its map does not exist here).
@@ -118,12 +115,6 @@ std::string RandomSuffix(uint64_t n) {
 }
 
 // The string at `key` of object `j`; empty when missing, null or not a string.
-std::string StringField(const json& j, const char* key) {
-  if (!j.is_object()) return "";
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 // An edit that sets `members` inside an object member (which becomes `{}` if absent or not an
 // object).
 MemberEdit Nested(absl::string_view key,
@@ -232,7 +223,7 @@ ObjectPtr ClusterStore::ReplacePodTextLocked(const ObjectPtr& old, std::string t
   object->resource_version = resource_version_;
   object->fields = std::move(fields);
   ObjectPtr published = object;
-  pods_[Key(old->fields.namespace_name, old->fields.name)] = published;
+  pods_[StoreKey(old->fields.namespace_name, old->fields.name)] = published;
   RecordLocked(EventType::kModified, published, old);
   return published;
 }
@@ -252,7 +243,7 @@ absl::Status ClusterStore::AddNode(const NodeSpec& spec) {
 
 absl::Status ClusterStore::AddNodeLocked(const NodeSpec& spec, bool record,
                                          const std::function<void(json*)>& decorate) {
-  if (nodes_.count(Key("", spec.name)) > 0) {
+  if (nodes_.count(StoreKey("", spec.name)) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("nodes \"", spec.name, "\" already exists"));
   }
   int index = static_cast<int>(node_index_.size());
@@ -273,7 +264,7 @@ absl::Status ClusterStore::AddNodeLocked(const NodeSpec& spec, bool record,
   object->requests = decoded->node.allocatable;
   node_index_[spec.name] = index;
   kubelet_.SetNode(spec.name, object->requests);
-  nodes_[Key("", spec.name)] = object;
+  nodes_[StoreKey("", spec.name)] = object;
   if (record) RecordLocked(EventType::kAdded, object, nullptr);
   return absl::OkStatus();
 }
@@ -335,7 +326,7 @@ void ClusterStore::AddGeneratedPodLocked(const GeneratedPodShape& shape,
   object->fields.node_name = node;
   object->fields.pod_ip = pod_ip;
   kubelet_.AddAdmitted(node, uid, shape.requests);
-  pods_.emplace(Key(namespace_name, name), std::move(object));
+  pods_.emplace(StoreKey(namespace_name, name), std::move(object));
 }
 
 absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
@@ -414,7 +405,7 @@ absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
         std::string name;
         do {
           name = absl::StrCat(shape.generate_name, random.Chars("bcdfghjklmnpqrstvwxz2456789", 5));
-        } while (pods_.count(Key(spec.pod_namespace, name)) > 0);
+        } while (pods_.count(StoreKey(spec.pod_namespace, name)) > 0);
         AddGeneratedPodLocked(shape, spec.pod_namespace, name, node.name, created,
                               container_ids(shape.containers));
       }
@@ -423,7 +414,7 @@ absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
       // Fill the node up to `free` in the resources of its turn: each listed resource alone in
       // order, then all of them together.
       const size_t slot = static_cast<size_t>(turn) % (free.size() + 1);
-      const Resources allocatable = nodes_[Key("", node.name)]->requests;
+      const Resources allocatable = nodes_[StoreKey("", node.name)]->requests;
       const Resources used = kubelet_.Used(node.name);
       StringPairs fill;
       for (size_t r = 0; r < free.size(); ++r) {
@@ -491,7 +482,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
       }
     }
   }
-  std::string ns = StringField(metadata, "namespace");
+  std::string ns = JsonStr(metadata, "namespace");
   if (!ns.empty() && ns != path_namespace) {
     return absl::InvalidArgumentError(
         "the namespace of the provided object does not match the namespace sent on the request");
@@ -519,8 +510,8 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
       return absl::InvalidArgumentError(absl::StrCat("spec.", key, " must be a string"));
     }
   }
-  if (StringField(spec, "restartPolicy").empty()) spec["restartPolicy"] = "Always";
-  if (StringField(spec, "serviceAccountName").empty()) {
+  if (JsonStr(spec, "restartPolicy").empty()) spec["restartPolicy"] = "Always";
+  if (JsonStr(spec, "serviceAccountName").empty()) {
     spec["serviceAccountName"] = "default";
     spec["serviceAccount"] = "default";
   }
@@ -532,7 +523,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
   }
   if (!spec.contains("containers") || !spec["containers"].is_array() ||
       spec["containers"].empty()) {
-    std::string name = StringField(metadata, "name");
+    std::string name = JsonStr(metadata, "name");
     return absl::FailedPreconditionError(
         absl::StrCat("Pod \"", name, "\" is invalid: spec.containers: Required value"));
   }
@@ -546,9 +537,9 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
   ObjectPtr published;
   {
     MutexLock lock(&mu_);
-    std::string name = StringField(metadata, "name");
+    std::string name = JsonStr(metadata, "name");
     if (name.empty()) {
-      std::string generate = StringField(metadata, "generateName");
+      std::string generate = JsonStr(metadata, "generateName");
       if (generate.empty()) {
         return absl::FailedPreconditionError(
             "Pod \"\" is invalid: metadata.name: Required value: name or generateName is "
@@ -557,7 +548,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
       name = absl::StrCat(generate, RandomSuffix(uid_counter_));
       metadata["name"] = name;
     }
-    if (pods_.count(Key(path_namespace, name)) > 0) {
+    if (pods_.count(StoreKey(path_namespace, name)) > 0) {
       return absl::AlreadyExistsError(absl::StrCat("pods \"", name, "\" already exists"));
     }
     std::string uid = NextUidLocked();
@@ -589,7 +580,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
     object->containers = std::make_shared<const ContainerImages>(ContainersOf(pod));
     object->resource_version = ++resource_version_;
     published = object;
-    pods_[Key(path_namespace, name)] = published;
+    pods_[StoreKey(path_namespace, name)] = published;
     RecordLocked(EventType::kAdded, published, nullptr);
   }
   pod_signal_.Notify();
@@ -601,7 +592,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::Get(Kind kind, absl::string_view namespa
   if (kind == Kind::kLease) return LeaseRefused();
   ReaderMutexLock lock(&mu_);
   const ObjectMap& map = MapLocked(kind);
-  auto it = map.find(Key(namespace_name, name));
+  auto it = map.find(StoreKey(namespace_name, name));
   if (it == map.end()) {
     return absl::NotFoundError(absl::StrCat(QualifiedResource(kind), " \"", name, "\" not found"));
   }
@@ -621,9 +612,9 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreateObject(Kind kind, absl::string_vie
   ObjectPtr published;
   {
     MutexLock lock(&mu_);
-    std::string name = StringField(metadata, "name");
+    std::string name = JsonStr(metadata, "name");
     if (name.empty()) {
-      const std::string generate = StringField(metadata, "generateName");
+      const std::string generate = JsonStr(metadata, "generateName");
       if (generate.empty()) {
         return absl::FailedPreconditionError(
             absl::StrCat(InfoOf(kind).name,
@@ -634,7 +625,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreateObject(Kind kind, absl::string_vie
       metadata["name"] = name;
     }
     ObjectMap& map = MapLocked(kind);
-    if (map.count(Key(namespace_name, name)) > 0) {
+    if (map.count(StoreKey(namespace_name, name)) > 0) {
       return absl::AlreadyExistsError(
           absl::StrCat(QualifiedResource(kind), " \"", name, "\" already exists"));
     }
@@ -650,7 +641,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreateObject(Kind kind, absl::string_vie
     stored->fields = FieldsOf(object);
     stored->resource_version = ++resource_version_;
     published = stored;
-    map[Key(namespace_name, name)] = published;
+    map[StoreKey(namespace_name, name)] = published;
     RecordLocked(EventType::kAdded, published, nullptr);
   }
   signal(kind).Notify();
@@ -666,7 +657,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::UpdateObject(Kind kind, absl::string_vie
   {
     MutexLock lock(&mu_);
     ObjectMap& map = MapLocked(kind);
-    auto it = map.find(Key(namespace_name, name));
+    auto it = map.find(StoreKey(namespace_name, name));
     if (it == map.end()) {
       return absl::NotFoundError(
           absl::StrCat(QualifiedResource(kind), " \"", name, "\" not found"));
@@ -724,7 +715,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::DeleteObject(Kind kind, absl::string_vie
   {
     MutexLock lock(&mu_);
     ObjectMap& map = MapLocked(kind);
-    auto it = map.find(Key(namespace_name, name));
+    auto it = map.find(StoreKey(namespace_name, name));
     if (it == map.end()) {
       return absl::NotFoundError(
           absl::StrCat(QualifiedResource(kind), " \"", name, "\" not found"));
@@ -756,7 +747,7 @@ absl::StatusOr<ClusterStore::DeleteResult> ClusterStore::DeletePod(absl::string_
   DeleteResult result;
   {
     MutexLock lock(&mu_);
-    auto it = pods_.find(Key(namespace_name, name));
+    auto it = pods_.find(StoreKey(namespace_name, name));
     if (it == pods_.end()) return PodNotFound(name);
     const ObjectPtr old = it->second;
     if (!request.uid.empty() && request.uid != old->uid) {
@@ -791,7 +782,7 @@ absl::StatusOr<ClusterStore::DeleteResult> ClusterStore::DeletePod(absl::string_
         if (*request.grace_period_seconds <= 0) {
           delete_now = true;
         } else {
-          const absl::Time at = ParseTimestamp(StringField(metadata, "deletionTimestamp")) -
+          const absl::Time at = ParseTimestamp(JsonStr(metadata, "deletionTimestamp")) -
                                 absl::Seconds(*pending) +
                                 absl::Seconds(*request.grace_period_seconds);
           metadata["deletionTimestamp"] = FormatTimestamp(at);
@@ -856,7 +847,7 @@ void ClusterStore::TerminatePod(absl::string_view namespace_name, absl::string_v
   bool has_kubelet = false;
   {
     ReaderMutexLock lock(&mu_);
-    auto it = pods_.find(Key(namespace_name, name));
+    auto it = pods_.find(StoreKey(namespace_name, name));
     if (it == pods_.end() || !it->second->fields.deleting) return;
     uid = it->second->uid;
     const bool node_known = kubelet_.HasNode(it->second->fields.node_name);
@@ -891,7 +882,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
   ObjectPtr published;
   {
     MutexLock lock(&mu_);
-    auto it = pods_.find(Key(namespace_name, name));
+    auto it = pods_.find(StoreKey(namespace_name, name));
     if (it == pods_.end()) return PodNotFound(name);
     const ObjectPtr old = it->second;
     // The storage preconditions first (storage.Preconditions.Check: a StorageError, which
@@ -969,7 +960,7 @@ std::optional<Admission> ClusterStore::AdmitPod(absl::string_view namespace_name
   std::optional<Admission> result;
   {
     MutexLock lock(&mu_);
-    auto it = pods_.find(Key(namespace_name, name));
+    auto it = pods_.find(StoreKey(namespace_name, name));
     if (it == pods_.end()) return std::nullopt;
     const ObjectPtr old = it->second;
     const std::string& node = old->fields.node_name;
@@ -1016,7 +1007,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::SetPodPhase(absl::string_view namespace_
   ObjectPtr published;
   {
     MutexLock lock(&mu_);
-    auto it = pods_.find(Key(namespace_name, name));
+    auto it = pods_.find(StoreKey(namespace_name, name));
     if (it == pods_.end()) return PodNotFound(name);
     const ObjectPtr old = it->second;
     json pod = json::parse(old->json);
@@ -1029,7 +1020,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::SetPodPhase(absl::string_view namespace_
       kubelet_.Release(old->uid);
       if (status.contains("conditions") && status["conditions"].is_array()) {
         for (json& c : status["conditions"]) {
-          if (StringField(c, "type") == "Ready" || StringField(c, "type") == "ContainersReady") {
+          if (JsonStr(c, "type") == "Ready" || JsonStr(c, "type") == "ContainersReady") {
             c["status"] = "False";
             c["reason"] = phase == "Succeeded" ? "PodCompleted" : "PodFailed";
           }
@@ -1062,7 +1053,7 @@ std::shared_ptr<const ClusterStore::State> ClusterStore::StateAtLocked(Kind kind
   for (auto it = history_.rbegin(); it != history_.rend(); ++it) {
     if (it->object->resource_version <= rv) break;
     if (it->object->kind != kind) continue;
-    const std::string key = Key(it->object->fields.namespace_name, it->object->fields.name);
+    const std::string key = StoreKey(it->object->fields.namespace_name, it->object->fields.name);
     if (it->type == EventType::kAdded) {
       at.erase(key);
     } else {

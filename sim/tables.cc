@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/json_access.h"
 #include "sim/objects.h"
 
 namespace fitledger::sim {
@@ -90,11 +91,6 @@ json NodeCells(const json& node, absl::Time now) {
                       Str(info, "containerRuntimeVersion", "<unknown>")});
 }
 
-int64_t Int(const json& j, const char* key) {
-  const json& v = Child(j, key);
-  return v.is_number_integer() ? v.get<int64_t>() : 0;
-}
-
 // The template's container names and images, and the selector, as the workload printers show them
 // with -o wide (printers.go layoutContainerCells, metav1.FormatLabelSelector for matchLabels).
 void AddWorkloadWideCells(const json& object, json& cells) {
@@ -120,8 +116,8 @@ json DeploymentCells(const json& d, absl::Time now) {
   const json& status = Child(d, "status");
   json cells = json::array(
       {Str(Child(d, "metadata"), "name"),
-       absl::StrCat(Int(status, "readyReplicas"), "/", Int(Child(d, "spec"), "replicas")),
-       Int(status, "updatedReplicas"), Int(status, "availableReplicas"), Age(d, now)});
+       absl::StrCat(JsonInt(status, "readyReplicas"), "/", JsonInt(Child(d, "spec"), "replicas")),
+       JsonInt(status, "updatedReplicas"), JsonInt(status, "availableReplicas"), Age(d, now)});
   AddWorkloadWideCells(d, cells);
   return cells;
 }
@@ -129,8 +125,9 @@ json DeploymentCells(const json& d, absl::Time now) {
 // printers.go printReplicaSet: NAME DESIRED CURRENT READY AGE (CONTAINERS IMAGES SELECTOR).
 json ReplicaSetCells(const json& rs, absl::Time now) {
   const json& status = Child(rs, "status");
-  json cells = json::array({Str(Child(rs, "metadata"), "name"), Int(Child(rs, "spec"), "replicas"),
-                            Int(status, "replicas"), Int(status, "readyReplicas"), Age(rs, now)});
+  json cells =
+      json::array({Str(Child(rs, "metadata"), "name"), JsonInt(Child(rs, "spec"), "replicas"),
+                   JsonInt(status, "replicas"), JsonInt(status, "readyReplicas"), Age(rs, now)});
   AddWorkloadWideCells(rs, cells);
   return cells;
 }
@@ -150,7 +147,7 @@ json EventCells(const json& e, absl::Time now) {
   const json& source = Child(e, "source");
   std::string from = Str(source, "component", Str(e, "reportingComponent"));
   if (!Str(source, "host").empty()) absl::StrAppend(&from, ", ", Str(source, "host"));
-  int64_t count = Int(e, "count");
+  int64_t count = JsonInt(e, "count");
   return json::array({since(last), Str(e, "type"), Str(e, "reason"),
                       absl::StrCat(kind, "/", Str(involved, "name")), Str(e, "message"),
                       Str(involved, "fieldPath"), from, since(first), count == 0 ? 1 : count,

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/json_access.h"
 #include "common/status_macros.h"
 #include "httplib.h"
 #include "sim/objects.h"
@@ -84,11 +85,6 @@ absl::Status CheckTypes(const json& lease) {
   return absl::OkStatus();
 }
 
-std::string StringAt(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 // A random (version 4) UUID.
 std::string NewUid() {
   static Mutex mu;
@@ -116,7 +112,7 @@ LeaseStore::LeaseStore(ClusterStore* store, int64_t event_window)
 absl::StatusOr<LeasePtr> LeaseStore::StoreLocked(json lease, LeaseEventType type,
                                                  LeasePtr previous) {
   json& metadata = lease["metadata"];
-  const std::string name = StringAt(metadata, "name");
+  const std::string name = JsonStr(metadata, "name");
   // ValidateLease: ObjectMeta (a DNS subdomain name), then ValidateLeaseSpec.
   std::vector<std::string> errors;
   if (!IsDnsSubdomain(name)) {
@@ -144,7 +140,7 @@ absl::StatusOr<LeasePtr> LeaseStore::StoreLocked(json lease, LeaseEventType type
   }
   if (!errors.empty()) return Invalid(name, errors);
   auto stored = std::make_shared<StoredLease>();
-  stored->fields.namespace_name = StringAt(metadata, "namespace");
+  stored->fields.namespace_name = JsonStr(metadata, "namespace");
   stored->fields.name = name;
   if (metadata.contains("labels") && metadata["labels"].is_object()) {
     for (const auto& [k, v] : metadata["labels"].items()) {
@@ -182,7 +178,7 @@ absl::StatusOr<LeasePtr> LeaseStore::Create(absl::string_view namespace_name,
   RETURN_IF_ERROR(CheckTypes(lease));
   json& metadata = lease["metadata"];
   if (metadata.is_null()) metadata = json::object();
-  const std::string ns = StringAt(metadata, "namespace");
+  const std::string ns = JsonStr(metadata, "namespace");
   if (!ns.empty() && ns != namespace_name) {
     return absl::InvalidArgumentError(
         "the namespace of the provided object does not match the namespace sent on the request");
@@ -191,9 +187,9 @@ absl::StatusOr<LeasePtr> LeaseStore::Create(absl::string_view namespace_name,
   LeasePtr result;
   {
     MutexLock lock(&mu_);
-    std::string name = StringAt(metadata, "name");
+    std::string name = JsonStr(metadata, "name");
     if (name.empty()) {
-      const std::string prefix = StringAt(metadata, "generateName");
+      const std::string prefix = JsonStr(metadata, "generateName");
       if (prefix.empty()) {
         return Invalid("", {"metadata.name: Required value: name or generateName is required"});
       }
@@ -232,13 +228,13 @@ absl::StatusOr<std::pair<LeasePtr, bool>> LeaseStore::Update(absl::string_view n
   RETURN_IF_ERROR(CheckTypes(lease));
   json& metadata = lease["metadata"];
   if (metadata.is_null()) metadata = json::object();
-  const std::string body_name = StringAt(metadata, "name");
+  const std::string body_name = JsonStr(metadata, "name");
   if (!body_name.empty() && body_name != name) {
     return absl::InvalidArgumentError(absl::StrCat("the name of the object (", body_name,
                                                    ") does not match the name on the URL (", name,
                                                    ")"));
   }
-  const std::string ns = StringAt(metadata, "namespace");
+  const std::string ns = JsonStr(metadata, "namespace");
   if (!ns.empty() && ns != namespace_name) {
     return absl::InvalidArgumentError(
         "the namespace of the provided object does not match the namespace sent on the request");
@@ -260,7 +256,7 @@ absl::StatusOr<std::pair<LeasePtr, bool>> LeaseStore::Update(absl::string_view n
       result = {*stored, true};
     } else {
       const LeasePtr old = it->second;
-      const std::string rv = StringAt(metadata, "resourceVersion");
+      const std::string rv = JsonStr(metadata, "resourceVersion");
       if (rv.empty()) {
         // registry/generic/registry/store.go Update, !AllowUnconditionalUpdate.
         return Invalid(name, {"metadata.resourceVersion: Invalid value: 0x0: must be specified "
@@ -401,8 +397,8 @@ std::string LeaseTableJson(const std::vector<LeasePtr>& items, uint64_t resource
     json j = json::parse(lease->json, nullptr, false);
     const json& metadata = j["metadata"];
     std::string holder;
-    if (j.contains("spec") && j["spec"].is_object()) holder = StringAt(j["spec"], "holderIdentity");
-    const absl::Time created = ParseTimestamp(StringAt(metadata, "creationTimestamp"));
+    if (j.contains("spec") && j["spec"].is_object()) holder = JsonStr(j["spec"], "holderIdentity");
+    const absl::Time created = ParseTimestamp(JsonStr(metadata, "creationTimestamp"));
     rows.push_back(
         {{"cells", json::array({lease->fields.name, holder,
                                 created == absl::InfinitePast() ? "<unknown>"

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
+#include "common/json_access.h"
 
 namespace fitledger::sim {
 
@@ -108,14 +109,9 @@ ContainerImages ContainersOf(const json& pod) {
   auto containers = spec->find("containers");
   if (containers == spec->end() || !containers->is_array()) return out;
   for (const json& c : *containers) {
-    const auto field = [&c](const char* key) -> std::string {
-      if (!c.is_object()) return "";
-      auto it = c.find(key);
-      return it != c.end() && it->is_string() ? it->get<std::string>() : "";
-    };
-    std::string name = field("name");
+    std::string name = JsonStr(c, "name");
     if (name.empty()) name = absl::StrCat("c", out.size());
-    out.emplace_back(std::move(name), field("image"));
+    out.emplace_back(std::move(name), JsonStr(c, "image"));
   }
   return out;
 }
@@ -207,11 +203,6 @@ std::string GeneratedPodTemplate(const StringPairs& requests) {
 
 ObjectFields FieldsOf(const json& object) {
   ObjectFields f;
-  auto str = [](const json& parent, const char* key) -> std::string {
-    if (!parent.is_object()) return "";
-    auto it = parent.find(key);
-    return it != parent.end() && it->is_string() ? it->get<std::string>() : "";
-  };
   const json empty = json::object();
   auto child = [&](const json& parent, const char* key) -> const json& {
     if (!parent.is_object()) return empty;
@@ -221,26 +212,26 @@ ObjectFields FieldsOf(const json& object) {
   const json& metadata = child(object, "metadata");
   const json& spec = child(object, "spec");
   const json& status = child(object, "status");
-  f.namespace_name = str(metadata, "namespace");
-  f.name = str(metadata, "name");
-  f.node_name = str(spec, "nodeName");
-  f.scheduler_name = str(spec, "schedulerName");
-  f.phase = str(status, "phase");
-  f.restart_policy = str(spec, "restartPolicy");
-  f.service_account_name = str(spec, "serviceAccountName");
+  f.namespace_name = JsonStr(metadata, "namespace");
+  f.name = JsonStr(metadata, "name");
+  f.node_name = JsonStr(spec, "nodeName");
+  f.scheduler_name = JsonStr(spec, "schedulerName");
+  f.phase = JsonStr(status, "phase");
+  f.restart_policy = JsonStr(spec, "restartPolicy");
+  f.service_account_name = JsonStr(spec, "serviceAccountName");
   auto boolean = [](const json& parent, const char* key) {
     auto it = parent.find(key);
     return it != parent.end() && it->is_boolean() && it->get<bool>();
   };
   f.host_network = boolean(spec, "hostNetwork");
-  f.nominated_node_name = str(status, "nominatedNodeName");
+  f.nominated_node_name = JsonStr(status, "nominatedNodeName");
   f.unschedulable = boolean(spec, "unschedulable");
   f.deleting = metadata.contains("deletionTimestamp") && !metadata["deletionTimestamp"].is_null();
   // ToSelectableFields reads status.podIPs[0]; podIP is its first entry.
   if (auto ips = status.find("podIPs"); ips != status.end() && ips->is_array() && !ips->empty()) {
-    f.pod_ip = str((*ips)[0], "ip");
+    f.pod_ip = JsonStr((*ips)[0], "ip");
   } else {
-    f.pod_ip = str(status, "podIP");
+    f.pod_ip = JsonStr(status, "podIP");
   }
   for (const auto& [k, v] : child(metadata, "labels").items()) {
     if (v.is_string()) f.labels.emplace_back(k, v.get<std::string>());
@@ -248,17 +239,17 @@ ObjectFields FieldsOf(const json& object) {
   std::sort(f.labels.begin(), f.labels.end());
   // The other kinds' selectable fields (pkg/registry/core/event/strategy.go ToSelectableFields;
   // pkg/apis/apps/v1/conversion.go for replica sets).
-  const std::string kind = str(object, "kind");
+  const std::string kind = JsonStr(object, "kind");
   if (kind == "Event") {
     const json& involved = child(object, "involvedObject");
     for (const char* key :
          {"kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"}) {
-      f.other.emplace_back(absl::StrCat("involvedObject.", key), str(involved, key));
+      f.other.emplace_back(absl::StrCat("involvedObject.", key), JsonStr(involved, key));
     }
-    f.other.emplace_back("reason", str(object, "reason"));
-    f.other.emplace_back("reportingComponent", str(object, "reportingComponent"));
-    f.other.emplace_back("source", str(child(object, "source"), "component"));
-    f.other.emplace_back("type", str(object, "type"));
+    f.other.emplace_back("reason", JsonStr(object, "reason"));
+    f.other.emplace_back("reportingComponent", JsonStr(object, "reportingComponent"));
+    f.other.emplace_back("source", JsonStr(child(object, "source"), "component"));
+    f.other.emplace_back("type", JsonStr(object, "type"));
     std::sort(f.other.begin(), f.other.end());
   } else if (kind == "ReplicaSet") {
     auto replicas = status.find("replicas");

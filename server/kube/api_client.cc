@@ -273,6 +273,7 @@ ApiClient::ApiClient(Connection connection, ApiClientOptions options)
       exec_(connection_.exec.has_value()
                 ? std::make_unique<ExecCredentialSource>(*connection_.exec, options.exec)
                 : nullptr),
+      max_idle_connections_(options.max_idle_connections),
       stream_sockets_(std::make_unique<StreamSockets>()) {
   GlobalInit();
   base_url_ = connection_.server;
@@ -342,7 +343,7 @@ void ApiClient::Release(void* handle) {
   const uint64_t generation = exec_ != nullptr ? exec_->cert_generation() : 0;
   {
     MutexLock lock(&mu_);
-    if (idle_.size() < 16) {
+    if (idle_.size() < max_idle_connections_) {
       idle_.emplace_back(handle, generation);
       return;
     }

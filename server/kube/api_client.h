@@ -29,6 +29,10 @@ std::string UrlEncode(absl::string_view s);
 
 struct ApiClientOptions {
   ExecOptions exec;  // for a connection whose credentials come from an exec plugin
+  // Idle connections kept for reuse (each an HTTP/1.1 connection to the API server). Set it to
+  // the most requests the caller runs at once: a request finding none idle opens a connection
+  // (over TLS, a handshake), and one finishing when this many are idle closes its own.
+  size_t max_idle_connections = 16;
 };
 
 // What follows each line ApiClient::Stream hands on (see Stream).
@@ -118,6 +122,7 @@ class ApiClient {
   std::string connect_to_;
   std::string host_header_;
   std::string proxy_;
+  const size_t max_idle_connections_;
 
   Mutex mu_;
   // Idle handles with the exec certificate generation they last connected with.

@@ -43,7 +43,7 @@ class ServerAppImpl : public ServerApp {
  public:
   explicit ServerAppImpl(config::ServerConfig config, kube::Connection connection)
       : config_(std::move(config)),
-        client_(std::move(connection)),
+        client_(std::move(connection), ApiClientOptionsFor(config_)),
         ledger_(Policy(config_),
                 config_.scoring == "MostAllocated" ? ScoringStrategy::kMostAllocated
                                                    : ScoringStrategy::kLeastAllocated,
@@ -236,6 +236,14 @@ class ServerAppImpl : public ServerApp {
     o.ledger_enabled = c.ledger_enabled;
     o.settle_unbound_after = c.assumed_reconcile_age;
     o.bind_budget = c.bind_budget;
+    return o;
+  }
+  // Every bind thread holds one connection while it binds; the rest (the reconciler's reads, the
+  // lists before the watches, the lease) a few more. With fewer kept idle, a burst of binds
+  // closed and reopened connections (and paid a TLS handshake each on a real API server).
+  static kube::ApiClientOptions ApiClientOptionsFor(const config::ServerConfig& c) {
+    kube::ApiClientOptions o;
+    o.max_idle_connections = static_cast<size_t>(c.bind_threads) + 8;
     return o;
   }
   static kube::WatcherOptions WatcherOptionsFor(const config::ServerConfig& c) {

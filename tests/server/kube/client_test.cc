@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -1048,6 +1050,133 @@ TEST(ApiClientTest, ConnectionRefusedIsUnavailable) {
   ApiClient client(c);
   ApiBinder binder(&client, absl::Seconds(5));
   EXPECT_EQ(binder.Bind("ns", "p", "u", "n", Deadline()).outcome, BindOutcome::kUnreachable);
+}
+
+// A keep-alive HTTP server on a loopback port that answers requests in waves: each request
+// waits until `wave` requests are waiting, then all of them get `{}`. So a wave needs `wave`
+// connections at once, and accepted() says how many the client opened in all.
+class WaveHttpServer {
+ public:
+  explicit WaveHttpServer(int wave) : wave_(wave) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        listen(fd_, 256) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      ADD_FAILURE() << "cannot listen on loopback";
+      return;
+    }
+    port_ = ntohs(address.sin_port);
+    acceptor_ = std::thread([this] {
+      for (;;) {
+        int client = accept(fd_, nullptr, nullptr);
+        if (client < 0) return;
+        std::lock_guard<std::mutex> lock(mu_);
+        ++accepted_;
+        clients_.push_back(client);
+        handlers_.emplace_back([this, client] { Serve(client); });
+      }
+    });
+  }
+  ~WaveHttpServer() {
+    shutdown(fd_, SHUT_RDWR);
+    acceptor_.join();
+    std::vector<std::thread> handlers;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      for (int client : clients_) shutdown(client, SHUT_RDWR);
+      handlers.swap(handlers_);
+    }
+    cv_.notify_all();
+    for (auto& t : handlers) t.join();
+    for (int client : clients_) close(client);
+    close(fd_);
+  }
+  int port() const { return port_; }
+  int accepted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return accepted_;
+  }
+
+ private:
+  void Serve(int client) {
+    std::string request;
+    char buf[4096];
+    for (;;) {
+      size_t end;
+      while ((end = request.find("\r\n\r\n")) == std::string::npos) {
+        ssize_t n = read(client, buf, sizeof(buf));
+        if (n <= 0) return;
+        request.append(buf, n);
+      }
+      request.erase(0, end + 4);  // GETs: no body
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        const uint64_t generation = generation_;
+        if (++waiting_ == wave_) {
+          waiting_ = 0;
+          ++generation_;
+          cv_.notify_all();
+        } else {
+          cv_.wait(lock, [&] { return stopping_ || generation_ != generation; });
+          if (stopping_) return;
+        }
+      }
+      const std::string response = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+      if (write(client, response.data(), response.size()) !=
+          static_cast<ssize_t>(response.size())) {
+        return;
+      }
+    }
+  }
+
+  const int wave_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int accepted_ = 0;
+  int waiting_ = 0;
+  uint64_t generation_ = 0;
+  bool stopping_ = false;
+  std::vector<int> clients_;
+  std::vector<std::thread> handlers_;
+};
+
+// Every bind thread holds a connection while it binds. With as many kept idle as run at once,
+// waves of concurrent requests reuse the first wave's connections; with fewer kept, each wave
+// closed the surplus and opened it again (a TLS handshake each, against a real API server).
+TEST(ApiClientTest, ConcurrentRequestsReuseAsManyConnectionsAsAreKeptIdle) {
+  constexpr int kWave = 40;
+  auto run_waves = [&](size_t max_idle) {
+    WaveHttpServer server(kWave);
+    Connection c;
+    c.server = absl::StrCat("http://127.0.0.1:", server.port());
+    ApiClientOptions options;
+    options.max_idle_connections = max_idle;
+    ApiClient client(c, options);
+    for (int wave = 0; wave < 3; ++wave) {
+      std::vector<std::thread> threads;
+      std::atomic<int> ok{0};
+      for (int i = 0; i < kWave; ++i) {
+        threads.emplace_back([&] {
+          absl::StatusOr<HttpResponse> r = client.Request("GET", "/x", "", absl::Seconds(30));
+          if (r.ok() && r->code == 200 && r->body == "{}") ++ok;
+        });
+      }
+      for (auto& t : threads) t.join();
+      EXPECT_EQ(ok.load(), kWave) << "wave " << wave;
+    }
+    return server.accepted();
+  };
+  EXPECT_EQ(run_waves(kWave), kWave);
+  // Kept to 16: each later wave reopens the 24 closed after the wave before.
+  EXPECT_EQ(run_waves(16), kWave + 2 * (kWave - 16));
 }
 
 // Answers one request on a loopback port (chosen by the kernel) with `response` as given, byte

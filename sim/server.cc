@@ -1,6 +1,9 @@
 #include "sim/server.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <fstream>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -134,6 +137,15 @@ absl::StatusOr<bool> OnOff(const std::string& body) {
   return it->get<bool>();
 }
 
+// The backlog Go's net package listens with on Linux (net/sock_linux.go, maxListenerBacklog):
+// net.core.somaxconn, or SOMAXCONN when it cannot be read.
+int ListenBacklog() {
+  std::ifstream in("/proc/sys/net/core/somaxconn");
+  int n = 0;
+  if (!(in >> n) || n <= 0) return SOMAXCONN;
+  return n;
+}
+
 }  // namespace
 
 struct SimServer::WatchState : WatchStream<ObjectPtr, ObjectFilter> {};
@@ -209,6 +221,11 @@ absl::Status SimServer::Start(const std::string& host, int port) {
         SendStatus(res, 500, "InternalError", absl::StrCat("fitledger-sim: ", what));
       });
   host_ = host;
+  // httplib's own options on the listening socket; its descriptor is kept for the backlog below.
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;
+  });
   if (port == 0) {
     port_ = http_->bind_to_any_port(host);
     if (port_ <= 0) return absl::UnavailableError(absl::StrCat("cannot bind ", host, ":0"));
@@ -217,6 +234,15 @@ absl::Status SimServer::Start(const std::string& host, int port) {
       return absl::UnavailableError(absl::StrCat("cannot bind ", host, ":", port));
     }
     port_ = port;
+  }
+  // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed in Debian's compiled
+  // library): a burst of new connections (a client opening one per concurrent bind) overflowed
+  // it, and each dropped SYN cost its client a second. The API server listens as every Go
+  // program does, with the kernel's limit (net/sock_linux.go, maxListenerBacklog:
+  // /proc/sys/net/core/somaxconn, else SOMAXCONN). On Linux a second listen() on a listening
+  // socket sets its backlog.
+  if (::listen(listen_fd_, ListenBacklog()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port_));
   }
   listener_ = std::thread([this] { http_->listen_after_bind(); });
   kubelet_thread_ = std::thread([this] { KubeletLoop(); });

@@ -134,6 +134,7 @@ class SimServer {
   std::thread listener_;
   std::thread kubelet_thread_;
   int port_ = 0;
+  int listen_fd_ = -1;  // httplib's listening socket (set while binding)
   std::string host_;
 
   std::atomic<bool> stopping_{false};

@@ -1,7 +1,16 @@
 // Process-level tests: the real fitledger-sim binary, driven over HTTP.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -762,6 +771,67 @@ TEST(SimFlagsTest, RefusesNonLoopbackAndListsFlagsInHelp) {
       RunCommand({FITLEDGER_SIM_PATH, "--config", "/nonexistent.yaml"}, {}, absl::Seconds(10));
   ASSERT_TRUE(bad.ok());
   EXPECT_EQ(bad->exit_code, 1);
+}
+
+// The API server listens with the kernel's backlog (Go's net.Listen: net.core.somaxconn), so a
+// client opening many connections at once (one per concurrent bind) is not made to wait for a
+// retransmission of its handshake. With the sim stopped nothing is accepted, and a connection
+// the backlog has no room for stays unanswered (httplib's own backlog of 5 left 21 of 64).
+TEST_F(SimApiTest, ABurstOfConnectionsFitsTheListenBacklog) {
+  constexpr int kConnections = 64;
+  int somaxconn = 0;
+  std::ifstream("/proc/sys/net/core/somaxconn") >> somaxconn;
+  ASSERT_TRUE(somaxconn == 0 || somaxconn >= kConnections)
+      << "net.core.somaxconn is " << somaxconn << ", below this test's " << kConnections;
+  const pid_t pid = sim_->process().pid();
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }
+  } resume{pid};
+  std::vector<int> fds;
+  struct Closer {
+    std::vector<int>* fds;
+    ~Closer() {
+      for (int fd : *fds) close(fd);
+    }
+  } closer{&fds};
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(sim_->port()));
+  for (int i = 0; i < kConnections; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    fds.push_back(fd);
+    int rc = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << strerror(errno);
+  }
+  // A connect completes (its socket becomes writable) when the kernel answers the handshake;
+  // one it dropped is retried after 1 s, 3 s, 7 s, and dropped again while the queue is full.
+  std::vector<bool> connected(fds.size(), false);
+  int count = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (count < kConnections && absl::Now() < deadline) {
+    std::vector<pollfd> pending;
+    std::vector<size_t> index;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (connected[i]) continue;
+      pending.push_back(pollfd{fds[i], POLLOUT, 0});
+      index.push_back(i);
+    }
+    ASSERT_GE(poll(pending.data(), pending.size(), 100), 0) << strerror(errno);
+    for (size_t k = 0; k < pending.size(); ++k) {
+      if (pending[k].revents == 0) continue;
+      int error = 0;
+      socklen_t length = sizeof(error);
+      getsockopt(pending[k].fd, SOL_SOCKET, SO_ERROR, &error, &length);
+      ASSERT_EQ(error, 0) << strerror(error);
+      connected[index[k]] = true;
+      ++count;
+    }
+  }
+  EXPECT_EQ(count, kConnections) << "connections the stopped sim's kernel answered in 10 s";
 }
 
 }  // namespace

@@ -1052,24 +1052,33 @@ TEST(ApiClientTest, ConnectionRefusedIsUnavailable) {
   EXPECT_EQ(binder.Bind("ns", "p", "u", "n", Deadline()).outcome, BindOutcome::kUnreachable);
 }
 
+// A TCP socket listening on a loopback port the kernel picks (stored in *port), or -1 after
+// reporting a test failure.
+int ListenOnLoopback(int backlog, int* port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      listen(fd, backlog) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    ADD_FAILURE() << "cannot listen on loopback";
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *port = ntohs(address.sin_port);
+  return fd;
+}
+
 // A keep-alive HTTP server on a loopback port that answers requests in waves: each request
 // waits until `wave` requests are waiting, then all of them get `{}`. So a wave needs `wave`
 // connections at once, and accepted() says how many the client opened in all.
 class WaveHttpServer {
  public:
   explicit WaveHttpServer(int wave) : wave_(wave) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-        listen(fd_, 256) != 0 ||
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      ADD_FAILURE() << "cannot listen on loopback";
-      return;
-    }
-    port_ = ntohs(address.sin_port);
+    fd_ = ListenOnLoopback(256, &port_);
+    if (fd_ < 0) return;
     acceptor_ = std::thread([this] {
       for (;;) {
         int client = accept(fd_, nullptr, nullptr);
@@ -1083,7 +1092,7 @@ class WaveHttpServer {
   }
   ~WaveHttpServer() {
     shutdown(fd_, SHUT_RDWR);
-    acceptor_.join();
+    if (acceptor_.joinable()) acceptor_.join();
     std::vector<std::thread> handlers;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -1094,7 +1103,7 @@ class WaveHttpServer {
     cv_.notify_all();
     for (auto& t : handlers) t.join();
     for (int client : clients_) close(client);
-    close(fd_);
+    if (fd_ >= 0) close(fd_);
   }
   int port() const { return port_; }
   int accepted() {
@@ -1184,18 +1193,8 @@ TEST(ApiClientTest, ConcurrentRequestsReuseAsManyConnectionsAsAreKeptIdle) {
 class OneShotHttpServer {
  public:
   explicit OneShotHttpServer(std::string response) : response_(std::move(response)) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-        listen(fd_, 1) != 0 ||
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      ADD_FAILURE() << "cannot listen on loopback";
-      return;
-    }
-    port_ = ntohs(address.sin_port);
+    fd_ = ListenOnLoopback(1, &port_);
+    if (fd_ < 0) return;
     thread_ = std::thread([this] {
       int client = accept(fd_, nullptr, nullptr);
       if (client < 0) return;
@@ -1221,7 +1220,7 @@ class OneShotHttpServer {
   ~OneShotHttpServer() {
     shutdown(fd_, SHUT_RDWR);
     if (thread_.joinable()) thread_.join();
-    close(fd_);
+    if (fd_ >= 0) close(fd_);
   }
   int port() const { return port_; }
 

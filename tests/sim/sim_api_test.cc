@@ -1,6 +1,5 @@
 // Process-level tests: the real fitledger-sim binary, driven over HTTP.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -776,7 +775,8 @@ TEST(SimFlagsTest, RefusesNonLoopbackAndListsFlagsInHelp) {
 // The API server listens with the kernel's backlog (Go's net.Listen: net.core.somaxconn), so a
 // client opening many connections at once (one per concurrent bind) is not made to wait for a
 // retransmission of its handshake. With the sim stopped nothing is accepted, and a connection
-// the backlog has no room for stays unanswered (httplib's own backlog of 5 left 21 of 64).
+// the backlog has no room for stays unanswered (with httplib's own backlog of 5, 6 of 64 were
+// answered).
 TEST_F(SimApiTest, ABurstOfConnectionsFitsTheListenBacklog) {
   constexpr int kConnections = 64;
   int somaxconn = 0;

@@ -17,6 +17,7 @@
 #include "sim/kinds.h"
 #include "sim/leases.h"
 #include "sim/objects.h"
+#include "sim/protobuf.h"
 #include "sim/status.h"
 #include "sim/tables.h"
 #include "sim/watch_stream.h"
@@ -144,6 +145,14 @@ int ListenBacklog() {
   int n = 0;
   if (!(in >> n) || n <= 0) return SOMAXCONN;
   return n;
+}
+
+// A watch's ERROR event carrying `status`, in the stream's encoding.
+std::string WatchErrorEvent(bool protobuf, const json& status) {
+  if (!protobuf) return absl::StrCat("{\"type\":\"ERROR\",\"object\":", Dump(status), "}\n");
+  std::string frame;
+  AppendWatchFrame("ERROR", ProtobufEnvelope(status).value_or(""), &frame);
+  return frame;
 }
 
 }  // namespace
@@ -615,10 +624,13 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
   }
   if (watch) {
     auto state = std::make_shared<WatchState>();
+    // Pods and nodes are served in protobuf when the client prefers it, as kube-scheduler's
+    // informers do (sim/protobuf.h); the other kinds, and LISTs, stay JSON (sim/README.md).
+    state->protobuf = !table && (kind == Kind::kPod || kind == Kind::kNode) &&
+                      PrefersProtobuf(req.get_header_value("Accept"));
     if (behind) {
       state->error_line =
-          absl::StrCat("{\"type\":\"ERROR\",\"object\":",
-                       Dump(TooLargeResourceVersion(rv_number, rv_number - 1)), "}\n");
+          WatchErrorEvent(state->protobuf, TooLargeResourceVersion(rv_number, rv_number - 1));
     }
     state->filter = std::move(filter);
     state->table = table;
@@ -697,9 +709,7 @@ void SimServer::ServeWatch(const httplib::Request& req, httplib::Response& res,
   const std::string rv = req.get_param_value("resourceVersion");
   const bool has_send_initial = req.has_param("sendInitialEvents");
   const bool send_initial = req.get_param_value("sendInitialEvents") == "true";
-  auto error_line = [](const json& status) {
-    return absl::StrCat("{\"type\":\"ERROR\",\"object\":", Dump(status), "}\n");
-  };
+  auto error_line = [&](const json& status) { return WatchErrorEvent(state->protobuf, status); };
   if (!state->error_line.empty()) {
     // Answered with the error event already set.
   } else if ((has_send_initial && send_initial) ||
@@ -740,7 +750,7 @@ void SimServer::ServeWatch(const httplib::Request& req, httplib::Response& res,
   ++watches_open_;
   res.status = 200;
   res.set_chunked_content_provider(
-      kJsonContentType,
+      state->protobuf ? kProtobufWatchContentType : kJsonContentType,
       [this, state](size_t, httplib::DataSink& sink) { return WatchStep(*state, sink); },
       [this](bool) { --watches_open_; });
 }
@@ -770,6 +780,9 @@ bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
       out->append(TableJson(s.filter.kind, {object}, object->resource_version, "", 0,
                             !s.sent_columns, absl::Now()));
       s.sent_columns = true;
+    }
+    absl::string_view Envelope(const ObjectPtr& object) const {
+      return object->protobuf.Get(object->json);
     }
     ChangeSignal& signal() const { return store->signal(kind_id); }
     WatchBatch Poll(const WatchState& s, absl::Time now, absl::Duration lag) const {

@@ -37,6 +37,7 @@
 #include "sim/config.h"
 #include "sim/kubelet.h"
 #include "sim/objects.h"
+#include "sim/protobuf.h"
 #include "sim/selectors.h"
 
 namespace fitledger::sim {
@@ -53,6 +54,9 @@ struct StoredObject {
   // Pods: spec.containers' (name, image), which never change; the kubelet's container statuses
   // are built from them. Shared by every version of the pod; null for nodes.
   std::shared_ptr<const ContainerImages> containers;
+  // Pods and nodes: the protobuf envelope of `json`, encoded when a protobuf watch first sends
+  // this version (sim/protobuf.h); a copy starts empty.
+  EnvelopeCache protobuf;
 };
 using ObjectPtr = std::shared_ptr<const StoredObject>;
 

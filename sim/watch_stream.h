@@ -5,6 +5,8 @@
 // BOOKMARK annotated k8s.io/initial-events-end); then the events as they become visible, a
 // BOOKMARK every bookmark interval when asked for, an ERROR 410 Expired when the cursor fell out
 // of the history, and the end at the request's timeout or when the sim drops every watch.
+// A stream is JSON lines, or, for pods and nodes when the client prefers it, Kubernetes'
+// protobuf frames (sim/protobuf.h).
 #ifndef FITLEDGER_SIM_WATCH_STREAM_H_
 #define FITLEDGER_SIM_WATCH_STREAM_H_
 
@@ -18,7 +20,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 #include "sim/objects.h"
+#include "sim/protobuf.h"
 #include "sim/status.h"
 
 namespace fitledger::sim {
@@ -27,6 +31,9 @@ template <typename Ptr, typename Filter>
 struct WatchStream {
   Filter filter;
   bool table = false;  // a Table watch (kubectl get -w): rows, the columns once
+  // Kubernetes' protobuf frames (AppendWatchFrame) instead of JSON lines; the feed has
+  // Envelope(object). `error_line` is then a frame too.
+  bool protobuf = false;
   bool bookmarks = false;
   uint64_t epoch = 0;  // the sim's watch epoch at the start: a newer one closes the stream
   uint64_t cursor = 0;
@@ -56,6 +63,8 @@ inline constexpr absl::Duration kMaxWatchWait = absl::Seconds(1);
 // client is gone. `feed` is the kind's store:
 //   feed.AppendObject(stream, ptr, &out)  appends the object as this stream shows it (its JSON,
 //                                or a Table row)
+//   feed.Envelope(ptr)           the object's protobuf envelope (protobuf streams only; a feed
+//                                without it never has one)
 //   feed.kind, feed.api_version  for bookmarks
 //   feed.signal()                the store's ChangeSignal for this kind
 //   feed.Poll(stream, now, lag)  a batch: events (type, object), cursor, next_visible, expired
@@ -68,11 +77,35 @@ bool WatchStep(Stream& s, Sink& sink, const Feed& feed, Write write, Gate gate) 
   // Appended where it goes: an object's JSON is copied once here (a WatchList's initial state
   // is every object of the kind).
   auto append_event = [&](std::string* out, absl::string_view type, const auto& object) {
+    if constexpr (requires { feed.Envelope(object); }) {
+      if (s.protobuf) return AppendWatchFrame(type, feed.Envelope(object), out);
+    }
     absl::StrAppend(out, "{\"type\":\"", type, "\",\"object\":");
     feed.AppendObject(s, object, out);
     out->append("}\n");
   };
+  // An event of an object built here (a bookmark, a Status) in the stream's encoding.
+  auto event_of = [&](absl::string_view type, const nlohmann::json& object) {
+    std::string out;
+    if (s.protobuf) {
+      AppendWatchFrame(type, ProtobufEnvelope(object).value_or(""), &out);
+    } else {
+      absl::StrAppend(&out, "{\"type\":\"", type, "\",\"object\":", Dump(object), "}\n");
+    }
+    return out;
+  };
   auto bookmark_line = [&](bool initial_events_end) {
+    if (s.protobuf) {
+      // The same object as the JSON bookmark: kind, apiVersion, metadata.resourceVersion (and
+      // the annotation).
+      nlohmann::json object = {{"kind", std::string(feed.kind)},
+                               {"apiVersion", std::string(feed.api_version)},
+                               {"metadata", {{"resourceVersion", absl::StrCat(s.cursor)}}}};
+      if (initial_events_end) {
+        object["metadata"]["annotations"] = {{"k8s.io/initial-events-end", "true"}};
+      }
+      return event_of("BOOKMARK", object);
+    }
     return absl::StrCat(
         "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"", feed.kind, "\",\"apiVersion\":\"",
         feed.api_version, "\",\"metadata\":{\"resourceVersion\":\"", s.cursor, "\"",
@@ -113,11 +146,9 @@ bool WatchStep(Stream& s, Sink& sink, const Feed& feed, Write write, Gate gate) 
     auto batch = feed.Poll(s, now, g.lag);
     if (batch.expired) {
       const std::string line =
-          absl::StrCat("{\"type\":\"ERROR\",\"object\":",
-                       Dump(StatusObject(410, "Expired",
+          event_of("ERROR", StatusObject(410, "Expired",
                                          absl::StrCat("too old resource version: ", s.cursor, " (",
-                                                      feed.resource_version(), ")"))),
-                       "}\n");
+                                                      feed.resource_version(), ")")));
       if (!write(line)) return false;
       sink.done();
       return true;

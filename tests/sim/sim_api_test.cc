@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -23,6 +25,8 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+
+constexpr char kProtobufAccept[] = "application/vnd.kubernetes.protobuf, application/json";
 
 constexpr char kPair[] = R"(
 nodes:
@@ -295,6 +299,142 @@ TEST_F(SimApiTest, WatchListStreamsTheStateThenTheEndBookmarkThenChanges) {
                "Invalid");
 }
 
+// One event of a protobuf watch stream: a metav1.WatchEvent's type and its object's raw bytes.
+struct ProtobufEvent {
+  std::string type;
+  std::string raw;
+};
+
+// Reads a protobuf varint at `*at` of `bytes`; false past the end.
+bool ReadVarint(const std::string& bytes, size_t* at, uint64_t* value) {
+  *value = 0;
+  for (int shift = 0; shift < 64 && *at < bytes.size(); shift += 7) {
+    const uint8_t byte = static_cast<uint8_t>(bytes[(*at)++]);
+    *value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// The length-delimited fields of a message, by field number (the last of each number).
+std::map<uint64_t, std::string> BytesFields(const std::string& message) {
+  std::map<uint64_t, std::string> fields;
+  size_t at = 0;
+  while (at < message.size()) {
+    uint64_t tag = 0;
+    uint64_t n = 0;
+    if (!ReadVarint(message, &at, &tag) || (tag & 7) != 2 || !ReadVarint(message, &at, &n) ||
+        at + n > message.size()) {
+      ADD_FAILURE() << "not a message of length-delimited fields";
+      return {};
+    }
+    fields[tag >> 3] = message.substr(at, n);
+    at += n;
+  }
+  return fields;
+}
+
+// Splits a watch body into its frames (4-byte big-endian length, then a WatchEvent).
+std::vector<ProtobufEvent> ProtobufEvents(const std::string& body) {
+  std::vector<ProtobufEvent> events;
+  size_t at = 0;
+  while (at + 4 <= body.size()) {
+    const uint32_t length = (static_cast<uint32_t>(static_cast<uint8_t>(body[at])) << 24) |
+                            (static_cast<uint32_t>(static_cast<uint8_t>(body[at + 1])) << 16) |
+                            (static_cast<uint32_t>(static_cast<uint8_t>(body[at + 2])) << 8) |
+                            static_cast<uint32_t>(static_cast<uint8_t>(body[at + 3]));
+    at += 4;
+    if (at + length > body.size()) break;
+    std::map<uint64_t, std::string> event = BytesFields(body.substr(at, length));
+    events.push_back({event[1], BytesFields(event[2])[1]});
+    at += length;
+  }
+  EXPECT_EQ(at, body.size()) << "a partial frame at the end";
+  return events;
+}
+
+TEST_F(SimApiTest, ProtobufWatchListWhenTheClientPrefersIt) {
+  ASSERT_EQ(Create("proto-pod-a").status, 201);
+  ASSERT_EQ(Create("proto-pod-b").status, 201);
+  const std::string rv = Rv();
+  const std::string query =
+      "/api/v1/namespaces/default/pods?watch=true&sendInitialEvents=true&"
+      "resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1";
+  // client-go's informers with ContentType protobuf (kube-scheduler's default).
+  auto res = client_->Get(query, httplib::Headers{{"Accept",
+                                                   "application/vnd.kubernetes.protobuf, "
+                                                   "application/json"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"),
+            "application/vnd.kubernetes.protobuf;stream=watch");
+  std::vector<ProtobufEvent> events = ProtobufEvents(res->body);
+  ASSERT_GE(events.size(), 3u);
+  for (size_t i = 3; i < events.size(); ++i) EXPECT_EQ(events[i].type, "BOOKMARK");  // 200ms
+  const std::string magic("k8s\0", 4);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(events[i].type, "ADDED");
+    EXPECT_THAT(events[i].raw, StartsWith(magic));
+    EXPECT_THAT(events[i].raw, HasSubstr(i == 0 ? "proto-pod-a" : "proto-pod-b"));
+  }
+  EXPECT_EQ(events[2].type, "BOOKMARK");
+  ASSERT_THAT(events[2].raw, StartsWith(magic));
+  // runtime.Unknown {typeMeta {apiVersion, kind}, raw: Pod {metadata {resourceVersion (6),
+  // annotations (12) {"k8s.io/initial-events-end": "true"}}}}.
+  std::map<uint64_t, std::string> unknown = BytesFields(events[2].raw.substr(4));
+  std::map<uint64_t, std::string> type_meta = BytesFields(unknown[1]);
+  EXPECT_EQ(type_meta[1], "v1");
+  EXPECT_EQ(type_meta[2], "Pod");
+  std::map<uint64_t, std::string> metadata = BytesFields(BytesFields(unknown[2])[1]);
+  EXPECT_EQ(metadata[6], rv);
+  std::map<uint64_t, std::string> annotation = BytesFields(metadata[12]);
+  EXPECT_EQ(annotation[1], "k8s.io/initial-events-end");
+  EXPECT_EQ(annotation[2], "true");
+
+  // JSON first, JSON only, a Table, other kinds and LISTs: JSON as before.
+  for (const std::string accept :
+       {"application/json, application/vnd.kubernetes.protobuf", "application/json", "*/*",
+        "application/vnd.kubernetes.protobuf;q=0.5, application/json"}) {
+    SCOPED_TRACE(accept);
+    auto plain = client_->Get(query, httplib::Headers{{"Accept", accept}});
+    ASSERT_TRUE(plain);
+    EXPECT_EQ(plain->get_header_value("Content-Type"), "application/json; charset=utf-8");
+    std::vector<std::string> lines = absl::StrSplit(plain->body, '\n', absl::SkipEmpty());
+    ASSERT_GE(lines.size(), 3u) << plain->body;
+    EXPECT_EQ(json::parse(lines[0])["object"]["metadata"]["name"], "proto-pod-a");
+    EXPECT_EQ(json::parse(lines[2])["type"], "BOOKMARK");
+  }
+  auto table =
+      client_->Get(query, httplib::Headers{{"Accept",
+                                            "application/json;as=Table;v=v1;g=meta.k8s.io, "
+                                            "application/vnd.kubernetes.protobuf"}});
+  ASSERT_TRUE(table);
+  EXPECT_EQ(table->get_header_value("Content-Type"), "application/json; charset=utf-8");
+  auto list = client_->Get("/api/v1/pods", httplib::Headers{{"Accept", kProtobufAccept}});
+  ASSERT_TRUE(list);
+  EXPECT_EQ(json::parse(list->body)["kind"], "PodList");
+  auto kube_events = client_->Get("/api/v1/events?watch=true&timeoutSeconds=1",
+                                  httplib::Headers{{"Accept", kProtobufAccept}});
+  ASSERT_TRUE(kube_events);
+  EXPECT_EQ(kube_events->get_header_value("Content-Type"), "application/json; charset=utf-8");
+}
+
+TEST_F(SimApiTest, ProtobufWatchOfNodesStartsWithTheNodes) {
+  auto res = client_->Get("/api/v1/nodes?watch=true&timeoutSeconds=1",
+                          httplib::Headers{{"Accept", kProtobufAccept}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->get_header_value("Content-Type"),
+            "application/vnd.kubernetes.protobuf;stream=watch");
+  std::vector<ProtobufEvent> events = ProtobufEvents(res->body);
+  ASSERT_EQ(events.size(), 2u);  // a watch from "" starts with the current objects
+  for (const ProtobufEvent& e : events) {
+    EXPECT_EQ(e.type, "ADDED");
+    std::map<uint64_t, std::string> type_meta = BytesFields(BytesFields(e.raw.substr(4))[1]);
+    EXPECT_EQ(type_meta[2], "Node");
+  }
+  EXPECT_THAT(events[0].raw, HasSubstr("worker-1"));
+}
+
 TEST_F(SimApiTest, WatchListSwitchedOffIsRefusedAsWithTheFeatureGateOff) {
   ASSERT_EQ(Admin("/sim/features/watch-list", R"({"on":false})").status, 200);
   HttpResult refused = Call(*client_, "GET",
@@ -457,6 +597,30 @@ TEST_F(SimApiTest, ExpiredResourceVersionGets410AsAnErrorEvent) {
   ASSERT_EQ(Create("b").status, 201);
   ASSERT_TRUE(fresh.WaitForLines(1, absl::Seconds(10)));
   EXPECT_EQ(fresh.lines()[0].event["type"], "ADDED");
+}
+
+TEST_F(SimApiTest, ExpiredResourceVersionGetsAProtobufErrorEventInAProtobufWatch) {
+  const std::string rv = Rv();
+  ASSERT_EQ(Create("a").status, 201);
+  ASSERT_EQ(Admin("/sim/faults/expire").status, 200);
+  auto res = client_->Get("/api/v1/pods?watch=true&timeoutSeconds=10&resourceVersion=" + rv,
+                          httplib::Headers{{"Accept", kProtobufAccept}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->get_header_value("Content-Type"),
+            "application/vnd.kubernetes.protobuf;stream=watch");
+  std::vector<ProtobufEvent> events = ProtobufEvents(res->body);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type, "ERROR");
+  ASSERT_THAT(events[0].raw, StartsWith(std::string("k8s\0", 4)));
+  // runtime.Unknown {typeMeta {v1, Status}, raw: Status {2 status, 3 message, 4 reason, 6 code}}.
+  std::map<uint64_t, std::string> unknown = BytesFields(events[0].raw.substr(4));
+  std::map<uint64_t, std::string> type_meta = BytesFields(unknown[1]);
+  EXPECT_EQ(type_meta[1], "v1");
+  EXPECT_EQ(type_meta[2], "Status");
+  EXPECT_THAT(unknown[2], HasSubstr("Failure"));
+  EXPECT_THAT(unknown[2], HasSubstr("too old resource version: " + rv));
+  EXPECT_THAT(unknown[2], HasSubstr("Expired"));
+  EXPECT_THAT(unknown[2], HasSubstr(std::string("\x30\x9a\x03", 3)));  // 6: code 410
 }
 
 TEST_F(SimApiTest, BindingCreatedConflictsAndPreconditions) {

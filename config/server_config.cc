@@ -30,6 +30,12 @@ absl::Status Read(Fields& root, ServerConfig* c) {
     RETURN_IF_ERROR(f.Int("bindThreads", &c->bind_threads, 1, 4096));
     RETURN_IF_ERROR(f.Duration("bindBudget", &c->bind_budget));
     if (c->bind_budget <= absl::ZeroDuration()) return f.Error("bindBudget", "must be positive");
+    RETURN_IF_ERROR(f.String("contentType", &c->content_type));
+    if (c->content_type != "application/vnd.kubernetes.protobuf" &&
+        c->content_type != "application/json") {
+      return f.Error("contentType",
+                     "must be application/vnd.kubernetes.protobuf or application/json");
+    }
     return f.Int("listPageSize", &c->list_page_size, 1, 100000);
   }));
   RETURN_IF_ERROR(root.Map("grpc", [&](Fields& f) -> absl::Status {

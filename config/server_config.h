@@ -24,6 +24,10 @@ struct ServerConfig {
   // Below kube-scheduler's extender httpTimeout (5 s by default).
   absl::Duration bind_budget = absl::Seconds(4);
   int64_t list_page_size = 500;
+  // kubernetes.contentType: the encoding asked for on the watches of pods and nodes, as
+  // kube-scheduler's clientConnection.contentType (default protobuf there too). LIST pages and
+  // everything else are JSON.
+  std::string content_type = "application/vnd.kubernetes.protobuf";
 
   // gRPC listeners: "unix:///path" or "host:port". A TCP address that is not loopback
   // requires TLS.

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -126,7 +127,63 @@ struct StreamState {
   // GetStreamed: the body of a 200 goes to `on_bytes` as it arrives, not split into lines.
   const std::function<bool(absl::string_view)>* on_bytes = nullptr;
   std::string padded = {};  // a chunk's last line, with kStreamLinePadding bytes after it
+  // Stream: the body's format, known at its first bytes (by the response's Content-Type).
+  bool format_known = false;
+  bool frames = false;  // StreamFormat::kProtobufFrames
+  StreamFormat* format = nullptr;
 };
+
+// A protobuf watch body (see StreamFormat): each frame's bytes go to `on_line`. A frame cut by
+// the chunk's end is completed in state->buffer.
+size_t FrameWrite(StreamState* state, const char* data, size_t len) {
+  auto length_of = [](const char* p) {
+    const auto* u = reinterpret_cast<const unsigned char*>(p);
+    return (size_t{u[0]} << 24) | (size_t{u[1]} << 16) | (size_t{u[2]} << 8) | size_t{u[3]};
+  };
+  auto emit = [state](absl::string_view frame) {
+    if (frame.empty() || (*state->on_line)(frame)) return true;
+    state->stopped = true;
+    return false;
+  };
+  auto too_long = [state](size_t length) {
+    if (length <= state->max_line_bytes) return false;
+    state->line_too_long = true;
+    return true;
+  };
+  size_t pos = 0;
+  std::string& pending = state->buffer;
+  if (!pending.empty()) {
+    if (pending.size() < 4) {
+      const size_t take = std::min(4 - pending.size(), len);
+      pending.append(data, take);
+      pos = take;
+      if (pending.size() < 4) return len;
+    }
+    const size_t length = length_of(pending.data());
+    if (too_long(length)) return 0;  // aborts the transfer
+    const size_t take = std::min(4 + length - pending.size(), len - pos);
+    pending.append(data + pos, take);
+    pos += take;
+    if (pending.size() < 4 + length) return len;
+    if (!emit(absl::string_view(pending).substr(4))) return 0;
+    pending.clear();
+  }
+  while (pos < len) {
+    if (len - pos < 4) {
+      pending.assign(data + pos, len - pos);
+      break;
+    }
+    const size_t length = length_of(data + pos);
+    if (too_long(length)) return 0;
+    if (len - pos - 4 < length) {
+      pending.assign(data + pos, len - pos);
+      break;
+    }
+    if (!emit(absl::string_view(data + pos + 4, length))) return 0;
+    pos += 4 + length;
+  }
+  return len;
+}
 
 size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
   auto* state = static_cast<StreamState*>(user);
@@ -144,6 +201,17 @@ size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
     }
     return len;
   }
+  if (!state->format_known) {
+    state->format_known = true;
+    char* type = nullptr;
+    curl_easy_getinfo(state->curl, CURLINFO_CONTENT_TYPE, &type);
+    state->frames =
+        type != nullptr && absl::StartsWithIgnoreCase(type, "application/vnd.kubernetes.protobuf");
+    if (state->format != nullptr) {
+      *state->format = state->frames ? StreamFormat::kProtobufFrames : StreamFormat::kJsonLines;
+    }
+  }
+  if (state->frames) return FrameWrite(state, data, len);
   // Complete lines are handed on from libcurl's buffer when kStreamLinePadding bytes of it follow
   // them (all but the chunk's last line, with libcurl's 256 KiB buffer); a line cut by the
   // chunk's end (into state->buffer, completed by the next chunk) and a chunk's last line (into
@@ -387,7 +455,7 @@ bool ApiClient::RefreshAfterUnauthorized(const Auth& used) {
 }
 
 std::pair<void*, void*> ApiClient::Configure(void* handle, const std::string& path,
-                                             const Auth& auth) {
+                                             const Auth& auth, absl::string_view accept) {
   CURL* curl = static_cast<CURL*>(handle);
   curl_easy_reset(curl);
   std::string url = base_url_ + path;
@@ -437,7 +505,8 @@ std::pair<void*, void*> ApiClient::Configure(void* handle, const std::string& pa
     curl_easy_setopt(curl, CURLOPT_SSLKEY, connection_.client_key_file.c_str());
   }
   curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Accept: application/json");
+  const std::string accept_header = absl::StrCat("Accept: ", accept);
+  headers = curl_slist_append(headers, accept_header.c_str());
   headers = curl_slist_append(headers, "Content-Type: application/json");
   headers = curl_slist_append(headers, "User-Agent: fitledger");
   if (!host_header_.empty()) headers = curl_slist_append(headers, host_header_.c_str());
@@ -497,14 +566,17 @@ absl::StatusOr<HttpResponse> ApiClient::Request(absl::string_view method, const 
 absl::StatusOr<long> ApiClient::Stream(const std::string& path,
                                        const std::function<bool(absl::string_view line)>& on_line,
                                        const std::atomic<bool>* cancel, absl::Duration max_duration,
-                                       size_t max_line_bytes, std::string* error_body) {
+                                       size_t max_line_bytes, std::string* error_body,
+                                       absl::string_view accept, StreamFormat* format) {
+  if (format != nullptr) *format = StreamFormat::kJsonLines;
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<Auth> auth = CurrentAuth();
     if (!auth.ok()) return auth.status();
     CURL* curl = curl_easy_init();  // a watch holds its connection: not pooled
     if (curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
-    auto [headers, connect_to] = Configure(curl, path, *auth);
+    auto [headers, connect_to] = Configure(curl, path, *auth, accept);
     StreamState state{&on_line, cancel, max_line_bytes, {}, error_body, curl};
+    state.format = format;
     if (exec_ != nullptr) {
       state.exec = exec_.get();
       state.started_generation = exec_->cert_generation();

@@ -38,6 +38,11 @@ struct ApiClientOptions {
 // What follows each line ApiClient::Stream hands on (see Stream).
 inline constexpr size_t kStreamLinePadding = 64;
 
+// How a Stream's 200 body is split, by its Content-Type: newline-delimited JSON events, or,
+// for `application/vnd.kubernetes.protobuf;stream=watch`, frames of a 4-byte big-endian length
+// and that many bytes (apimachinery util/framer NewLengthDelimitedFrameWriter).
+enum class StreamFormat { kJsonLines, kProtobufFrames };
+
 // Speaks to the API server as `connection` says: TLS (CA, tls-server-name, insecure), a proxy,
 // and credentials: a token, a token file re-read on every request, a client certificate, or an
 // exec plugin's (ExecCredentialSource: cached until it expires; on a 401 the plugin runs again and
@@ -71,10 +76,17 @@ class ApiClient {
   // `max_duration` caps the whole stream. Each line handed to `on_line` is followed by at least
   // kStreamLinePadding readable bytes (of any content: usually the next lines), so that a parser
   // reading ahead in blocks can decode it in place (DecodePaddedWatchEvent).
+  //
+  // `accept` is the request's Accept header. When the answer's Content-Type is Kubernetes'
+  // protobuf, `on_line` gets each frame's bytes instead of lines (no padding is promised then;
+  // `max_line_bytes` caps a frame) and `*format` (if not null) is set to kProtobufFrames before
+  // the first call; otherwise to kJsonLines.
   absl::StatusOr<long> Stream(const std::string& path,
                               const std::function<bool(absl::string_view line)>& on_line,
                               const std::atomic<bool>* cancel, absl::Duration max_duration,
-                              size_t max_line_bytes, std::string* error_body);
+                              size_t max_line_bytes, std::string* error_body,
+                              absl::string_view accept = "application/json",
+                              StreamFormat* format = nullptr);
 
   // Ends every Stream running with `cancel` (whose *cancel the caller has set) at once, by shutting
   // its connection down. Without this a stream notices *cancel within about a second (libcurl's
@@ -111,7 +123,8 @@ class ApiClient {
   void* Acquire();
   void Release(void* handle);
   // Sets the URL, TLS, proxy and auth options on a reset handle; returns the header lists to free.
-  std::pair<void*, void*> Configure(void* handle, const std::string& path, const Auth& auth);
+  std::pair<void*, void*> Configure(void* handle, const std::string& path, const Auth& auth,
+                                    absl::string_view accept = "application/json");
 
   // Constant after construction.
   const Connection connection_;

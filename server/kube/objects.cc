@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/kube/field_path.h"
 
 namespace fitledger::kube {
 namespace {
@@ -13,36 +14,6 @@ using simdjson::ondemand::value;
 
 // Debian's Abseil has its own string_view type.
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-// Where a value sits in the object ("spec.containers[1].resources"), for error messages only: a
-// chain of links on the decoder's stack, put into words only when an error names it. (A watch
-// sync decodes 150,000 pods; building each field's path as a string cost allocations per field.)
-class Path {
- public:
-  explicit Path(absl::string_view name) : name_(name) {}
-  Path(const Path& parent, absl::string_view name) : parent_(&parent), name_(name) {}
-  Path(const Path& parent, size_t index) : parent_(&parent), index_(index), is_index_(true) {}
-
-  std::string ToString() const {
-    std::string out = parent_ == nullptr ? std::string() : parent_->ToString();
-    if (is_index_) {
-      absl::StrAppend(&out, "[", index_, "]");
-    } else {
-      absl::StrAppend(&out, out.empty() ? "" : ".", name_);
-    }
-    return out;
-  }
-
- private:
-  const Path* parent_ = nullptr;
-  absl::string_view name_;
-  size_t index_ = 0;
-  bool is_index_ = false;
-};
-
-absl::Status FieldError(const Path& field, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat("field ", field.ToString(), ": ", message));
-}
 
 absl::Status JsonError(const Path& field, simdjson::error_code code) {
   return FieldError(field, simdjson::error_message(code));
@@ -319,7 +290,11 @@ absl::StatusOr<DecodedNode> DecodeNode(value v) {
     }
     return absl::OkStatus();
   }));
-  const QuantityList& list = has_allocatable ? allocatable : capacity;
+  RETURN_IF_ERROR(SetNodeAllocatable(has_allocatable ? allocatable : capacity, &out.node));
+  return out;
+}
+
+absl::Status SetNodeAllocatable(const QuantityList& list, NodeRecord* node) {
   for (const auto& [name, q] : list) {
     int64_t amount = 0;
     if (name == kResourceCpu) {
@@ -327,9 +302,9 @@ absl::StatusOr<DecodedNode> DecodeNode(value v) {
     } else {
       ASSIGN_OR_RETURN(amount, q.Value());
     }
-    out.node.allocatable.Set(name, amount);
+    node->allocatable.Set(name, amount);
   }
-  return out;
+  return absl::OkStatus();
 }
 
 namespace {

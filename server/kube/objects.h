@@ -25,6 +25,10 @@ absl::StatusOr<Pod> DecodePod(simdjson::ondemand::value value, std::string* reso
 // Decodes a Node object: name and status.allocatable (status.capacity when allocatable is absent).
 absl::StatusOr<DecodedNode> DecodeNode(simdjson::ondemand::value value);
 
+// Sets `node`'s allocatable from a node's ResourceList: cpu in millicores, the rest in units
+// (rounded up). InvalidArgument when an amount overflows int64.
+absl::Status SetNodeAllocatable(const QuantityList& list, NodeRecord* node);
+
 // Whole-document versions (copy `json` into a padded buffer).
 absl::StatusOr<Pod> ParsePod(absl::string_view json);
 absl::StatusOr<DecodedNode> ParseNode(absl::string_view json);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -95,6 +96,22 @@ const char* StreamName(bool nodes, bool failed) {
 static_assert(kWatchLinePadding >= simdjson::SIMDJSON_PADDING);
 static_assert(kStreamLinePadding >= kWatchLinePadding);
 
+bool WatchEventTypeFromName(absl::string_view name, WatchEvent::Type* type) {
+  static constexpr std::pair<absl::string_view, WatchEvent::Type> kTypes[] = {
+      {"ADDED", WatchEvent::Type::kAdded},
+      {"MODIFIED", WatchEvent::Type::kModified},
+      {"DELETED", WatchEvent::Type::kDeleted},
+      {"BOOKMARK", WatchEvent::Type::kBookmark},
+      {"ERROR", WatchEvent::Type::kError}};
+  for (const auto& [n, t] : kTypes) {
+    if (n == name) {
+      *type = t;
+      return true;
+    }
+  }
+  return false;
+}
+
 namespace {
 
 absl::StatusOr<WatchEvent> DecodeWatchEventIn(bool nodes, simdjson::padded_string_view padded,
@@ -111,17 +128,7 @@ absl::StatusOr<WatchEvent> DecodeWatchEventIn(bool nodes, simdjson::padded_strin
   }
   const std::string type_name(type);  // `type` points into the parser's reused string buffer
   WatchEvent event;
-  if (type == "ADDED") {
-    event.type = WatchEvent::Type::kAdded;
-  } else if (type == "MODIFIED") {
-    event.type = WatchEvent::Type::kModified;
-  } else if (type == "DELETED") {
-    event.type = WatchEvent::Type::kDeleted;
-  } else if (type == "BOOKMARK") {
-    event.type = WatchEvent::Type::kBookmark;
-  } else if (type == "ERROR") {
-    event.type = WatchEvent::Type::kError;
-  } else {
+  if (!WatchEventTypeFromName(type_name, &event.type)) {
     return damaged(absl::StrCat("unknown event type \"", type_name, "\""));
   }
   value object;
@@ -222,6 +229,21 @@ absl::StatusOr<WatchEvent> DecodePaddedWatchEvent(bool nodes, absl::string_view 
       simdjson::padded_string_view(line.data(), line.size(), line.size() + kWatchLinePadding),
       resource_version);
 }
+
+namespace {
+
+// One event of a Stream, as ApiClient::Stream handed it on: a JSON line (padded) or a protobuf
+// frame.
+absl::StatusOr<WatchEvent> DecodeStreamEvent(StreamFormat format, bool nodes,
+                                             absl::string_view event,
+                                             std::string* resource_version) {
+  if (format == StreamFormat::kProtobufFrames) {
+    return DecodeProtobufWatchEvent(nodes, event, resource_version);
+  }
+  return DecodePaddedWatchEvent(nodes, event, resource_version);
+}
+
+}  // namespace
 
 bool IsKubeletRejection(const Pod& pod) {
   return pod.phase == "Failed" && absl::StartsWith(pod.status_reason, "OutOf");
@@ -614,10 +636,11 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
   uint64_t decode_errors = 0;
   std::string error;
   std::string error_body;
+  StreamFormat format = StreamFormat::kJsonLines;
+  bool counted = false;
   auto on_initial_line = [&](absl::string_view line) {
     std::string object_rv;
-    // A line from Stream: kStreamLinePadding readable bytes follow it.
-    absl::StatusOr<WatchEvent> event = DecodePaddedWatchEvent(nodes, line, &object_rv);
+    absl::StatusOr<WatchEvent> event = DecodeStreamEvent(format, nodes, line, &object_rv);
     if (!event.ok()) {
       ++decode_errors;
       if (absl::IsDataLoss(event.status())) {
@@ -712,14 +735,15 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
   absl::StatusOr<long> code = client_->Stream(
       BasePath(stream, query),
       [&](absl::string_view line) {
+        if (!counted) CountStream(format, &counted);
         if (initial) return on_initial_line(line);
-        bool go_on = ApplyEvent(stream, std::string_view(line.data(), line.size()),
+        bool go_on = ApplyEvent(stream, format, std::string_view(line.data(), line.size()),
                                 &cursor->resource_version, &gone, &error);
         if (stream == Stream::kPods) NotePodsResourceVersion(cursor->resource_version);
         return go_on;
       },
       CancelFlag(stream), absl::Seconds(options_.watch_timeout_seconds + 30),
-      options_.max_event_bytes, &error_body);
+      options_.max_event_bytes, &error_body, Accept(), &format);
   AddDecodeErrors(decode_errors);
   if (absl::IsResourceExhausted(code.status())) {
     cursor->need_state = true;
@@ -773,16 +797,19 @@ absl::Status Watcher::Watch(Stream stream, Cursor* cursor) {
   bool gone = false;
   std::string error;
   std::string error_body;
+  StreamFormat format = StreamFormat::kJsonLines;
+  bool counted = false;
   absl::StatusOr<long> code = client_->Stream(
       path,
       [&](absl::string_view line) {
-        bool go_on = ApplyEvent(stream, std::string_view(line.data(), line.size()),
+        if (!counted) CountStream(format, &counted);
+        bool go_on = ApplyEvent(stream, format, std::string_view(line.data(), line.size()),
                                 &cursor->resource_version, &gone, &error);
         if (stream == Stream::kPods) NotePodsResourceVersion(cursor->resource_version);
         return go_on;
       },
       CancelFlag(stream), absl::Seconds(options_.watch_timeout_seconds + 30),
-      options_.max_event_bytes, &error_body);
+      options_.max_event_bytes, &error_body, Accept(), &format);
   if (absl::IsResourceExhausted(code.status())) {
     cursor->need_state = true;
     cursor->list_only = true;  // a paged LIST makes progress where the stream cannot
@@ -808,14 +835,20 @@ absl::Status Watcher::Watch(Stream stream, Cursor* cursor) {
   return absl::OkStatus();
 }
 
-bool Watcher::ApplyEvent(Stream stream, std::string_view line, std::string* resource_version,
-                         bool* gone, std::string* error) {
+void Watcher::CountStream(StreamFormat format, bool* counted) {
+  *counted = true;
+  MutexLock lock(&mu_);
+  ++(format == StreamFormat::kProtobufFrames ? stats_.streams_protobuf : stats_.streams_json);
+}
+
+bool Watcher::ApplyEvent(Stream stream, StreamFormat format, std::string_view line,
+                         std::string* resource_version, bool* gone, std::string* error) {
   const bool nodes = stream == Stream::kNodes;
   const bool failed = stream == Stream::kFailedPods;
   const char* name = StreamName(nodes, failed);
   std::string object_rv;
-  absl::StatusOr<WatchEvent> event =  // a line from Stream: kStreamLinePadding bytes follow it
-      DecodePaddedWatchEvent(nodes, absl::string_view(line.data(), line.size()), &object_rv);
+  absl::StatusOr<WatchEvent> event =
+      DecodeStreamEvent(format, nodes, absl::string_view(line.data(), line.size()), &object_rv);
   if (!event.ok()) {
     {
       MutexLock lock(&mu_);

@@ -26,6 +26,7 @@
 namespace fitledger::kube {
 
 class ApiClient;
+enum class StreamFormat;  // api_client.h
 
 struct WatcherOptions {
   // Pages of a consistent LIST (resourceVersion=""); also sent with resourceVersion=0, which the
@@ -34,6 +35,10 @@ struct WatcherOptions {
   // Get each stream's state as a WatchList (a watch with sendInitialEvents=true) where the API
   // server supports it; false: LIST + WATCH only.
   bool watch_list = true;
+  // Ask for Kubernetes' protobuf on the watches (Accept: application/vnd.kubernetes.protobuf,
+  // application/json); the answer's Content-Type decides how each stream is decoded. LIST pages
+  // are JSON either way.
+  bool protobuf = true;
   absl::Duration initial_backoff = absl::Milliseconds(200);
   absl::Duration max_backoff = absl::Seconds(10);
   absl::Duration request_timeout = absl::Seconds(60);
@@ -71,6 +76,10 @@ struct WatchEvent {
   std::string error_message;
 };
 
+// The event type named by a watch event's "type" (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR; the
+// same in JSON and protobuf). False for any other name.
+bool WatchEventTypeFromName(absl::string_view name, WatchEvent::Type* type);
+
 // Decodes one watch line of nodes (`nodes`) or pods. DataLoss for a line that is not a JSON
 // event at all (the stream is damaged: resume from the last good resourceVersion);
 // InvalidArgument for a well-formed event whose object cannot be decoded, with
@@ -84,6 +93,13 @@ absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
 inline constexpr size_t kWatchLinePadding = 64;
 absl::StatusOr<WatchEvent> DecodePaddedWatchEvent(bool nodes, absl::string_view line,
                                                   std::string* resource_version = nullptr);
+
+// The same for one frame of a protobuf watch stream (`application/vnd.kubernetes.protobuf;
+// stream=watch`: a meta/v1 WatchEvent whose object is an enveloped Pod, Node or Status; see
+// protobuf_objects.h), with the same errors: DataLoss for a frame that is not a WatchEvent,
+// InvalidArgument for an object that cannot be decoded. Defined in protobuf_objects.cc.
+absl::StatusOr<WatchEvent> DecodeProtobufWatchEvent(bool nodes, absl::string_view frame,
+                                                    std::string* resource_version = nullptr);
 
 // A pod the kubelet refused at admission: phase Failed with a reason starting "OutOf" (OutOfcpu,
 // OutOfmemory, OutOfpods, OutOf<extended resource>; kubelet lifecycle/predicate.go and
@@ -116,6 +132,10 @@ struct WatcherStats {
   uint64_t events = 0;          // watch events applied (bookmarks excluded)
   uint64_t bookmarks = 0;
   uint64_t decode_errors = 0;
+  // Watch streams (WatchLists and watches) the API server answered, by encoding: Kubernetes'
+  // protobuf (WatcherOptions::protobuf, where the server speaks it) or JSON.
+  uint64_t streams_protobuf = 0;
+  uint64_t streams_json = 0;
   // Kubelet rejections that happened while this process ran, each pod once (by UID): the ones
   // the Failed-pods watch showed, and the ones a relist found that the last state did not have.
   // Rejected pods already in the API at the first list are not counted (before_start).
@@ -247,8 +267,15 @@ class Watcher {
   absl::Status Watch(Stream stream, Cursor* cursor);
   // Applies one watch line, a line from ApiClient::Stream (kStreamLinePadding readable bytes
   // follow it: it is decoded in place); returns false to stop the stream (ERROR event).
-  bool ApplyEvent(Stream stream, std::string_view line, std::string* resource_version, bool* gone,
-                  std::string* error);
+  // Counts a stream the API server answered in `format` (at its first event); sets *counted.
+  void CountStream(StreamFormat format, bool* counted);
+  // The Accept header of the watches (WatcherOptions::protobuf).
+  const char* Accept() const {
+    return options_.protobuf ? "application/vnd.kubernetes.protobuf, application/json"
+                             : "application/json";
+  }
+  bool ApplyEvent(Stream stream, StreamFormat format, std::string_view line,
+                  std::string* resource_version, bool* gone, std::string* error);
   // Replaces the state of `stream` (the ledger's nodes or pods, or the rejection detector's).
   // `list_started`: Ledger::BeginPodList's token when the state is a consistent read sent after
   // it, else 0 (Ledger::ReplacePods).

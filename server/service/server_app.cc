@@ -249,6 +249,7 @@ class ServerAppImpl : public ServerApp {
   static kube::WatcherOptions WatcherOptionsFor(const config::ServerConfig& c) {
     kube::WatcherOptions o;
     o.page_size = c.list_page_size;
+    o.protobuf = c.content_type == "application/vnd.kubernetes.protobuf";
     return o;
   }
 
@@ -424,7 +425,9 @@ class ServerAppImpl : public ServerApp {
                                           {{"watch_restarts"}, double(s.watch_restarts)},
                                           {{"events"}, double(s.events)},
                                           {{"bookmarks"}, double(s.bookmarks)},
-                                          {{"decode_errors"}, double(s.decode_errors)}};
+                                          {{"decode_errors"}, double(s.decode_errors)},
+                                          {{"streams_protobuf"}, double(s.streams_protobuf)},
+                                          {{"streams_json"}, double(s.streams_json)}};
         });
     metrics_.Gauge(
         "fitledger_seconds_since_last_watch_event",

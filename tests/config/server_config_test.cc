@@ -23,7 +23,11 @@ TEST(ServerConfigTest, BindAndFitDefaults) {
   EXPECT_THAT(c->ignored_resources, IsEmpty());
   EXPECT_THAT(c->ignored_resource_groups, IsEmpty());
   EXPECT_THAT(c->scoring_resources, IsEmpty());
+  EXPECT_EQ(c->content_type, "application/vnd.kubernetes.protobuf");  // as kube-scheduler's
   EXPECT_THAT(ValidateServerConfig(*c), IsOk());
+  c = ParseServerConfig("kubernetes: {contentType: application/json}", "server.yaml");
+  ASSERT_THAT(c, IsOk());
+  EXPECT_EQ(c->content_type, "application/json");
 }
 
 TEST(ServerConfigTest, ReadsTheBindBudgetIgnoredResourcesAndScoringResources) {
@@ -62,6 +66,9 @@ TEST(ServerConfigTest, RejectsBadBindAndFitValues) {
   for (const Case& c : std::vector<Case>{
            {"kubernetes: {bindBudget: 0s}", "key kubernetes.bindBudget: must be positive"},
            {"kubernetes: {bindBudget: -1s}", "is not a duration"},
+           {"kubernetes: {contentType: application/yaml}",
+            "key kubernetes.contentType: must be application/vnd.kubernetes.protobuf or "
+            "application/json"},
            // NodeResourcesFitArgs validation: names are qualified names; groups have no "/".
            {"ledger: {ignoredResources: [\"example.com/\"]}", "is not a resource name"},
            {"ledger: {ignoredResourceGroups: [example.com/aa]}", "can't contain '/'"},

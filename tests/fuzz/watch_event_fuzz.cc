@@ -1,12 +1,15 @@
 // libFuzzer target: one line of a watch stream, as fitledger-server's watcher decodes it
 // (server/kube/watcher.h DecodeWatchEvent, over simdjson and objects.h DecodePod / DecodeNode),
-// for both a pods and a nodes watch; and the same bytes as a whole Pod / Node document.
+// for both a pods and a nodes watch; and the same bytes as a whole Pod / Node document. The same
+// bytes also as a frame of a protobuf watch (DecodeProtobufWatchEvent) and as an enveloped
+// protobuf Pod / Node (server/kube/protobuf_objects.h).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "absl/strings/string_view.h"
 #include "server/kube/objects.h"
+#include "server/kube/protobuf_objects.h"
 #include "server/kube/watcher.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -32,5 +35,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<fitledger::Pod> pod = fitledger::kube::ParsePod(line);
   if (pod.ok()) (void)fitledger::kube::ToPodRecord(*pod);
   (void)fitledger::kube::ParseNode(line);
+  for (bool nodes : {false, true}) {
+    absl::StatusOr<fitledger::kube::WatchEvent> event =
+        fitledger::kube::DecodeProtobufWatchEvent(nodes, line);
+    // Only the documented errors: DataLoss (not a WatchEvent), InvalidArgument (its object).
+    if (!event.ok() && !absl::IsDataLoss(event.status()) &&
+        !absl::IsInvalidArgument(event.status())) {
+      __builtin_trap();
+    }
+    if (event.ok() && event->pod.has_value()) (void)fitledger::kube::ToPodRecord(*event->pod);
+  }
+  absl::StatusOr<fitledger::Pod> pb = fitledger::kube::DecodePodProtobuf(line, nullptr);
+  if (pb.ok()) (void)fitledger::kube::ToPodRecord(*pb);
+  (void)fitledger::kube::DecodeNodeProtobuf(line);
   return 0;
 }

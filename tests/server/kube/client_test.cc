@@ -153,6 +153,7 @@ class WatcherTest : public ::testing::Test {
     ASSERT_TRUE(c.ok());
     client_ = std::make_unique<ApiClient>(*c);
     WatcherOptions options;
+    options.protobuf = protobuf_;
     options.page_size = 2;  // several pages even for a handful of pods
     options.initial_backoff = absl::Milliseconds(20);
     watcher_ = std::make_unique<Watcher>(client_.get(), &ledger_, options);
@@ -224,6 +225,7 @@ class WatcherTest : public ::testing::Test {
     return -1;
   }
 
+  bool protobuf_ = true;  // WatcherOptions::protobuf, the default
   std::unique_ptr<SimProcess> sim_;
   std::unique_ptr<ApiClient> client_;
   Ledger ledger_{AccountingPolicy{}, ScoringStrategy::kLeastAllocated};
@@ -241,6 +243,42 @@ TEST_F(WatcherTest, ReadsTheStateThenWatches) {
   Delete("pre-0");
   EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 650; }));
   EXPECT_EQ(ledger_.pod_count(), 5u);
+}
+
+// The streams ask for protobuf, which fitledger-sim speaks for pods and nodes as the API server
+// does: every test of this suite runs the watcher on it.
+TEST_F(WatcherTest, StreamsComeInProtobufWhereTheServerSpeaksIt) {
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
+  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().streams_protobuf == 3; }));
+  EXPECT_EQ(watcher_->stats().streams_json, 0u);
+  EXPECT_EQ(watcher_->stats().decode_errors, 0u);
+}
+
+// kubernetes.contentType: application/json: the same watcher on JSON streams.
+class WatcherJsonTest : public WatcherTest {
+ protected:
+  WatcherJsonTest() { protobuf_ = false; }
+};
+
+TEST_F(WatcherJsonTest, ReadsTheStateThenWatchesInJson) {
+  for (int i = 0; i < 3; ++i) CreateBound("pre-" + std::to_string(i), "100m");
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
+  EXPECT_EQ(ConfirmedCpu(), 300);
+  CreateBound("live", "250m");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 550; }));
+  Delete("pre-0");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 450; }));
+  EXPECT_EQ(watcher_->stats().streams_json, 3u);
+  EXPECT_EQ(watcher_->stats().streams_protobuf, 0u);
+  // After a 410 the new states come in JSON too.
+  ForceNewStates();
+  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().watch_lists >= 6; }));
+  CreateBound("after", "50m");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 500; }));
+  EXPECT_EQ(watcher_->stats().streams_protobuf, 0u);
+  EXPECT_EQ(watcher_->stats().decode_errors, 0u);
 }
 
 TEST_F(WatcherTest, ResumesAfterADroppedWatchWithoutLosingOrRepeatingEvents) {
@@ -1378,6 +1416,85 @@ TEST(ApiClientTest, StreamStopsWhenTheCallerSaysSo) {
   OneShotHttpServer server(Http200(body));
   Streamed out = StreamFrom(server, size_t{8} << 20, 3);
   EXPECT_THAT(out.lines, ::testing::ElementsAre("{\"n\":0}", "{\"n\":1}", "{\"n\":2}"));
+}
+
+std::string Framed(absl::string_view bytes) {
+  const uint32_t n = static_cast<uint32_t>(bytes.size());
+  const char length[4] = {static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                          static_cast<char>(n >> 8), static_cast<char>(n)};
+  return absl::StrCat(absl::string_view(length, 4), bytes);
+}
+
+std::string Http200Protobuf(const std::string& body) {
+  return absl::StrCat(
+      "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.kubernetes.protobuf;stream=watch\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n",
+      // One HTTP chunk per 997 bytes: frames and even their 4-byte lengths are cut by chunks
+      // and by reads.
+      [&] {
+        std::string chunked;
+        for (size_t at = 0; at < body.size(); at += 997) {
+          const absl::string_view piece = absl::string_view(body).substr(at, 997);
+          absl::StrAppend(&chunked, absl::Hex(piece.size()), "\r\n", piece, "\r\n");
+        }
+        return absl::StrCat(chunked, "0\r\n\r\n");
+      }());
+}
+
+// A protobuf watch (Content-Type application/vnd.kubernetes.protobuf;stream=watch) is split into
+// its length-prefixed frames, whatever cuts them; the caller learns the format.
+TEST(ApiClientTest, ProtobufFramesCutAnywhereArriveWholeInOrder) {
+  std::string body;
+  std::vector<std::string> expected;
+  for (int i = 0; i < 3000; ++i) {
+    const size_t size = i == 11 ? (700 << 10) : i == 2000 ? (300 << 10) : (i * 7919) % 5000;
+    std::string frame(size, static_cast<char>(i % 251));  // any bytes, '\n' and '\0' too
+    if (!frame.empty()) frame[0] = static_cast<char>(i & 0xff);
+    absl::StrAppend(&body, Framed(frame));
+    if (!frame.empty()) expected.push_back(frame);  // an empty frame is not handed on
+  }
+  absl::StrAppend(&body, absl::string_view("\0\0\1", 3));  // a cut length: dropped
+  OneShotHttpServer server(Http200Protobuf(body));
+  Connection c;
+  c.server = absl::StrCat("http://127.0.0.1:", server.port());
+  ApiClient client(c);
+  std::vector<std::string> frames;
+  std::string error_body;
+  StreamFormat format = StreamFormat::kJsonLines;
+  absl::StatusOr<long> code = client.Stream(
+      "/api/v1/pods?watch=true",
+      [&](absl::string_view frame) {
+        EXPECT_EQ(format, StreamFormat::kProtobufFrames);
+        frames.emplace_back(frame);
+        return true;
+      },
+      nullptr, absl::Seconds(60), size_t{1} << 20, &error_body,
+      "application/vnd.kubernetes.protobuf, application/json", &format);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 200);
+  EXPECT_EQ(format, StreamFormat::kProtobufFrames);
+  ASSERT_EQ(frames.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) ASSERT_EQ(frames[i], expected[i]) << "frame " << i;
+}
+
+TEST(ApiClientTest, AProtobufFrameLongerThanTheLimitIsResourceExhausted) {
+  const std::string body = absl::StrCat(Framed("first"), Framed(std::string(2 << 20, 'x')));
+  OneShotHttpServer server(Http200Protobuf(body));
+  Connection c;
+  c.server = absl::StrCat("http://127.0.0.1:", server.port());
+  ApiClient client(c);
+  std::vector<std::string> frames;
+  std::string error_body;
+  absl::StatusOr<long> code = client.Stream(
+      "/api/v1/pods?watch=true",
+      [&](absl::string_view frame) {
+        frames.emplace_back(frame);
+        return true;
+      },
+      nullptr, absl::Seconds(60), size_t{1} << 20, &error_body,
+      "application/vnd.kubernetes.protobuf");
+  EXPECT_TRUE(absl::IsResourceExhausted(code.status())) << code.status();
+  EXPECT_THAT(frames, ::testing::ElementsAre("first"));
 }
 
 TEST(ApiClientTest, AStreamLineLongerThanTheLimitIsResourceExhausted) {

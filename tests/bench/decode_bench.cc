@@ -1,5 +1,7 @@
 // The pod watch's per-event cost on the pods the perf harness streams (the sim's realistic
-// workloads, 5.6-6.1 KB each): decoding a watch line, and turning the pod into the ledger's record.
+// workloads, 5.6-6.1 KB each): decoding a watch line, and turning the pod into the ledger's record;
+// and the same pods as frames of a protobuf watch (kubernetes.contentType's default), as
+// fitledger-sim encodes them.
 // The initial sync of 150,000 such pods spends most of its server CPU here (docs/performance.md).
 #include <optional>
 #include <string>
@@ -9,6 +11,7 @@
 #include "benchmark/benchmark.h"
 #include "server/kube/objects.h"
 #include "server/kube/watcher.h"
+#include "sim/protobuf.h"
 #include "sim/realistic.h"
 #include "simdjson.h"
 
@@ -136,6 +139,61 @@ void BM_DecodeAndRecordRealisticPod(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_DecodeAndRecordRealisticPod);
+
+// The same pods as frames of a protobuf watch stream (the frame's bytes, without the 4-byte
+// length the API client strips): DecodeProtobufWatchEvent.
+std::vector<std::string> RealisticPodFrames(benchmark::State& state) {
+  std::vector<std::string> frames;
+  for (const std::string& line : RealisticPodEvents()) {
+    // The object of `{"type":"ADDED","object":...}`.
+    const std::string object = line.substr(25, line.size() - 26);
+    absl::StatusOr<std::string> envelope = sim::ProtobufEnvelopeFromText(object);
+    if (!envelope.ok()) {
+      state.SkipWithError(std::string(envelope.status().message()).c_str());
+      return {};
+    }
+    std::string frame;
+    sim::AppendWatchFrame("ADDED", *envelope, &frame);
+    frames.push_back(frame.substr(4));
+  }
+  return frames;
+}
+
+void BM_DecodeProtobufWatchEventRealisticPod(benchmark::State& state) {
+  const std::vector<std::string> frames = RealisticPodFrames(state);
+  if (frames.empty()) return;
+  size_t i = 0, bytes = 0;
+  for (auto _ : state) {
+    const std::string& frame = frames[i++ % frames.size()];
+    absl::StatusOr<kube::WatchEvent> event = kube::DecodeProtobufWatchEvent(false, frame, nullptr);
+    if (!event.ok()) {
+      state.SkipWithError(std::string(event.status().message()).c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(event);
+    bytes += frame.size();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_DecodeProtobufWatchEventRealisticPod);
+
+// What a sync does with each pod of a protobuf state (compare BM_DecodeAndRecordRealisticPod).
+void BM_DecodeProtobufAndRecordRealisticPod(benchmark::State& state) {
+  const std::vector<std::string> frames = RealisticPodFrames(state);
+  if (frames.empty()) return;
+  size_t i = 0;
+  for (auto _ : state) {
+    absl::StatusOr<kube::WatchEvent> event =
+        kube::DecodeProtobufWatchEvent(false, frames[i++ % frames.size()], nullptr);
+    if (!event.ok() || !event->pod.has_value()) {
+      state.SkipWithError("undecodable frame");
+      return;
+    }
+    absl::StatusOr<PodRecord> record = kube::ToPodRecord(*std::move(event->pod));
+    benchmark::DoNotOptimize(record);
+  }
+}
+BENCHMARK(BM_DecodeProtobufAndRecordRealisticPod);
 
 }  // namespace
 }  // namespace fitledger

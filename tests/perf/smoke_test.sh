@@ -75,14 +75,19 @@ grep -q "no metadata.ownerReferences" "$work/check.err" || fail "unexpected: $(c
 # under the server's sync); a plain LIST has no such bookmark and is refused, and so is a 400.
 selector='fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed'
 watchlist="/api/v1/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&$selector"
-line="$(python3 "$here/initial_events.py" "$port" "$watchlist" --timeout 60)" ||
+line="$(python3 "$here/initial_events.py" "$port" "$watchlist" --timeout 60 --accept application/json)" ||
   fail "initial_events.py on the WatchList"
+pb_line="$(python3 "$here/initial_events.py" "$port" "$watchlist" --timeout 60)" ||
+  fail "initial_events.py on the WatchList in protobuf"
 list_bytes="$(curl -sS -o /dev/null -w '%{size_download}' "http://127.0.0.1:$port/api/v1/pods?$selector")"
-python3 - "$line" "$list_bytes" <<'PY' || fail "initial_events.py printed $line (the LIST: $list_bytes bytes)"
+python3 - "$line" "$list_bytes" "$pb_line" <<'PY' || fail "initial_events.py printed $line and $pb_line (the LIST: $list_bytes bytes)"
 import json, sys
 r = json.loads(sys.argv[1])
-assert set(r) == {"ms", "bytes"} and r["ms"] >= 0, r
+assert set(r) == {"ms", "bytes", "protobuf"} and r["ms"] >= 0 and not r["protobuf"], r
 assert r["bytes"] > int(sys.argv[2]), r  # every pod as an ADDED event, plus the framing
+# By default it asks as fitledger-server does, and the sim answers in protobuf: fewer bytes.
+p = json.loads(sys.argv[3])
+assert p["protobuf"] and 0 < p["bytes"] < r["bytes"], p
 PY
 if python3 "$here/initial_events.py" "$port" "/api/v1/pods?$selector" --timeout 60 2> "$work/ie.err"; then
   fail "initial_events.py accepted a LIST, which has no initial-events-end bookmark"

@@ -150,9 +150,13 @@ def report(results, out_dir):
             f"({reasons}).")
     floor = results.one("sim_watchlist")
     if floor:
-        add(f"The sim streams the pods' initial state (the WatchList the server asks) to a reader "
-            f"that drops it in {floor['ms']:,.0f} ms ({floor['bytes']:,} bytes): a floor under "
-            f"the sync.")
+        encoding = "protobuf" if floor.get("protobuf") else "JSON"
+        add(f"The sim streams the pods' initial state (the WatchList the server asks, in "
+            f"{encoding}) to a reader that drops it in {floor['ms']:,.0f} ms "
+            f"({floor['bytes']:,} bytes): a floor under the sync.")
+    as_json = results.one("sim_watchlist_json")
+    if as_json:
+        add(f"The same WatchList in JSON: {as_json['ms']:,.0f} ms ({as_json['bytes']:,} bytes).")
     add("")
 
     def cpu_text(system, body, conns):

@@ -32,10 +32,22 @@ namespace {
 // and its streaming compressor holds watch events back.
 constexpr size_t kWatchBatch = 1000;
 
-void SendStatus(httplib::Response& res, int code, absl::string_view reason,
-                absl::string_view message) {
+// A Status as the answer: JSON, or Kubernetes' protobuf (`protobuf`: a watch of pods or nodes
+// whose Accept prefers it), as kube-apiserver writes an error in the encoding the request
+// negotiated (apiserver pkg/endpoints/handlers/responsewriters/writers.go ErrorNegotiated ->
+// WriteObjectNegotiated).
+void SetStatusContent(httplib::Response& res, int code, const json& status, bool protobuf) {
   res.status = code;
-  res.set_content(Dump(StatusObject(code, reason, message)), kJsonContentType);
+  if (protobuf) {
+    absl::StatusOr<std::string> envelope = ProtobufEnvelope(status);
+    if (envelope.ok()) return res.set_content(*envelope, kProtobufMediaType);
+  }
+  res.set_content(Dump(status), kJsonContentType);
+}
+
+void SendStatus(httplib::Response& res, int code, absl::string_view reason,
+                absl::string_view message, bool protobuf = false) {
+  SetStatusContent(res, code, StatusObject(code, reason, message), protobuf);
 }
 
 void SendError(httplib::Response& res, const absl::Status& status) {
@@ -57,7 +69,8 @@ FieldError Forbidden(const std::string& field, const std::string& why) {
 
 // 422 Invalid for ListOptions, as errors.NewInvalid words it: `ListOptions.meta.k8s.io "" is
 // invalid: <field>: <detail>` (several errors as "[a, b]").
-void SendInvalidListOptions(httplib::Response& res, const std::vector<FieldError>& errors) {
+void SendInvalidListOptions(httplib::Response& res, const std::vector<FieldError>& errors,
+                            bool protobuf) {
   std::vector<std::string> parts;
   json causes = json::array();
   for (const FieldError& e : errors) {
@@ -69,8 +82,7 @@ void SendInvalidListOptions(httplib::Response& res, const std::vector<FieldError
   json status = StatusObject(422, "Invalid",
                              absl::StrCat("ListOptions.meta.k8s.io \"\" is invalid: ", aggregate));
   status["details"] = {{"group", "meta.k8s.io"}, {"kind", "ListOptions"}, {"causes", causes}};
-  res.status = 422;
-  res.set_content(Dump(status), kJsonContentType);
+  SetStatusContent(res, 422, status, protobuf);
 }
 
 // The "too large resource version" error (apiserver pkg/storage/errors.go
@@ -545,11 +557,16 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
   const std::string match = req.get_param_value("resourceVersionMatch");
   const std::string continue_token = req.get_param_value("continue");
   const bool has_send_initial = req.has_param("sendInitialEvents");
+  // Pods and nodes are watched in protobuf when the client prefers it, as kube-scheduler's
+  // informers do (sim/protobuf.h), and the watch's errors come in it too; the other kinds, and
+  // LISTs, stay JSON (sim/README.md).
+  const bool protobuf = watch && !table && (kind == Kind::kPod || kind == Kind::kNode) &&
+                        PrefersProtobuf(req.get_header_value("Accept"));
   int64_t limit = 0;
   if (req.has_param("limit") &&
       (!absl::SimpleAtoi(req.get_param_value("limit"), &limit) || limit < 0)) {
     return SendStatus(res, 400, "BadRequest",
-                      "limit: Invalid value: must be a non-negative integer");
+                      "limit: Invalid value: must be a non-negative integer", protobuf);
   }
   // ValidateListOptions (apimachinery pkg/apis/meta/internalversion/validation/validation.go).
   std::vector<FieldError> errors;
@@ -608,11 +625,11 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
       errors.push_back(Forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
     }
   }
-  if (!errors.empty()) return SendInvalidListOptions(res, errors);
+  if (!errors.empty()) return SendInvalidListOptions(res, errors, protobuf);
   uint64_t rv_number = 0;
   if (!rv.empty() && !absl::SimpleAtoi(rv, &rv_number)) {
     return SendStatus(res, 400, "BadRequest",
-                      absl::StrCat("resourceVersion: Invalid value: \"", rv, "\""));
+                      absl::StrCat("resourceVersion: Invalid value: \"", rv, "\""), protobuf);
   }
   // Fault: a watch cache behind the version a state read (LIST, WatchList) asks for, e.g. an API
   // server that just restarted; answered at once rather than after the 3 s wait.
@@ -624,10 +641,7 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
   }
   if (watch) {
     auto state = std::make_shared<WatchState>();
-    // Pods and nodes are served in protobuf when the client prefers it, as kube-scheduler's
-    // informers do (sim/protobuf.h); the other kinds, and LISTs, stay JSON (sim/README.md).
-    state->protobuf = !table && (kind == Kind::kPod || kind == Kind::kNode) &&
-                      PrefersProtobuf(req.get_header_value("Accept"));
+    state->protobuf = protobuf;
     if (behind) {
       state->error_line =
           WatchErrorEvent(state->protobuf, TooLargeResourceVersion(rv_number, rv_number - 1));

@@ -210,6 +210,26 @@ absl::Status Unwrap(absl::string_view envelope, absl::string_view kind, absl::st
   return absl::OkStatus();
 }
 
+// An enveloped meta/v1 Status: 3 message, 6 code. False (and `*code` 0) for bytes that are not
+// one.
+bool DecodeStatusObject(absl::string_view envelope, int64_t* code, std::string* message) {
+  absl::string_view object, kind;
+  *code = 0;
+  if (!Unwrap(envelope, "", &object, &kind).ok() || kind != "Status") return false;
+  const Path s("status");
+  int64_t read_code = 0;
+  absl::Status status = ForEachField(object, s, [&](const Field& f) -> absl::Status {
+    if (f.number == 3) return String(f, s, message);
+    if (f.number == 6 && f.wire_type == WireFormatLite::WIRETYPE_VARINT) {
+      read_code = static_cast<int32_t>(f.varint);
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return false;
+  *code = read_code;
+  return true;
+}
+
 // meta/v1 ObjectMeta's fields the watch needs when the rest of the object cannot be decoded, and
 // a bookmark's: 1 name, 5 uid, 6 resourceVersion, 12 annotations (k8s.io/initial-events-end).
 struct ObjectKeys {
@@ -450,17 +470,8 @@ absl::StatusOr<WatchEvent> DecodeProtobufWatchEvent(bool nodes, absl::string_vie
   if (raw.empty()) return damaged("the event has no object");
   absl::string_view object, kind;
   if (event.type == WatchEvent::Type::kError) {
-    // meta/v1 Status: 3 message, 6 code. What is not a Status leaves both empty, as in JSON.
-    if (!Unwrap(raw, "", &object, &kind).ok() || kind != "Status") return event;
-    const Path s("status");
-    absl::Status status = ForEachField(object, s, [&](const Field& f) -> absl::Status {
-      if (f.number == 3) return String(f, s, &event.error_message);
-      if (f.number == 6 && f.wire_type == WireFormatLite::WIRETYPE_VARINT) {
-        event.error_code = static_cast<int32_t>(f.varint);
-      }
-      return absl::OkStatus();
-    });
-    if (!status.ok()) event.error_code = 0;
+    // What is not a Status leaves both empty, as in JSON.
+    DecodeStatusObject(raw, &event.error_code, &event.error_message);
     return event;
   }
   const absl::string_view expected = nodes ? "Node" : "Pod";
@@ -503,6 +514,14 @@ absl::StatusOr<WatchEvent> DecodeProtobufWatchEvent(bool nodes, absl::string_vie
   return absl::InvalidArgumentError(absl::StrCat("watch ", nodes ? "nodes" : "pods",
                                                  ": undecodable object in a ", type,
                                                  " event: ", decoded.message()));
+}
+
+std::string ErrorBodyText(absl::string_view body) {
+  int64_t code = 0;
+  std::string message;
+  if (!absl::StartsWith(body, kProtobufMagic)) return std::string(body);
+  if (!DecodeStatusObject(body, &code, &message)) return "(a protobuf body that is not a Status)";
+  return absl::StrCat("Status ", code, ": ", message);
 }
 
 }  // namespace fitledger::kube

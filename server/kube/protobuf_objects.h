@@ -23,8 +23,6 @@
 
 namespace fitledger::kube {
 
-// The media type (apimachinery runtime.ContentTypeProtobuf).
-inline constexpr char kProtobufMediaType[] = "application/vnd.kubernetes.protobuf";
 // The envelope's first four bytes (protobuf.go protoEncodingPrefix).
 inline constexpr absl::string_view kProtobufMagic("k8s\0", 4);
 
@@ -32,6 +30,12 @@ inline constexpr absl::string_view kProtobufMagic("k8s\0", 4);
 // envelope, a kind other than the one asked for, malformed protobuf, or a malformed quantity.
 absl::StatusOr<Pod> DecodePodProtobuf(absl::string_view envelope, std::string* resource_version);
 absl::StatusOr<DecodedNode> DecodeNodeProtobuf(absl::string_view envelope);
+
+// An error answer's body as text for a message. kube-apiserver writes an error in the encoding
+// the request negotiated (k8s.io/apiserver pkg/endpoints/handlers/responsewriters/writers.go
+// ErrorNegotiated -> WriteObjectNegotiated), so a watch that asked for protobuf is refused with
+// a protobuf Status: that becomes "Status <code>: <message>". Any other body is returned as it is.
+std::string ErrorBodyText(absl::string_view body);
 
 }  // namespace fitledger::kube
 

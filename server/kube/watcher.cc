@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "server/kube/api_client.h"
 #include "server/kube/objects.h"
+#include "server/kube/protobuf_objects.h"
 #include "server/kube/streamed_state.h"
 #include "simdjson.h"
 
@@ -771,7 +772,7 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
   }
   if (*code != 200) {
     const std::string message =
-        absl::StrCat(what, ": HTTP ", *code, ": ", error_body.substr(0, 300));
+        absl::StrCat(what, ": HTTP ", *code, ": ", ErrorBodyText(error_body).substr(0, 300));
     // Refused: the WatchList feature gate off (422 Invalid, "sendInitialEvents is forbidden"),
     // or a server that does not know the parameters (400 / 422). Not: expired, throttled,
     // unauthenticated, timed out, or a server error.
@@ -829,7 +830,8 @@ absl::Status Watcher::Watch(Stream stream, Cursor* cursor) {
   }
   if (*code != 200) {
     return absl::UnavailableError(absl::StrCat("WATCH ", StreamName(nodes, failed), ": HTTP ",
-                                               *code, ": ", error_body.substr(0, 300)));
+                                               *code, ": ",
+                                               ErrorBodyText(error_body).substr(0, 300)));
   }
   if (!error.empty()) return absl::UnavailableError(error);
   return absl::OkStatus();

@@ -445,6 +445,21 @@ TEST_F(SimApiTest, WatchListSwitchedOffIsRefusedAsWithTheFeatureGateOff) {
             "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: "
             "sendInitialEvents is forbidden for watch unless the WatchList feature gate is "
             "enabled");
+  // Asked as kube-scheduler's informers ask, the refusal comes in protobuf, the negotiated
+  // encoding (apiserver responsewriters/writers.go ErrorNegotiated): a Status {3 message, 6 code}.
+  auto pb = client_->Get(
+      "/api/v1/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&"
+      "allowWatchBookmarks=true",
+      httplib::Headers{{"Accept", kProtobufAccept}});
+  ASSERT_TRUE(pb);
+  EXPECT_EQ(pb->status, 422);
+  EXPECT_EQ(pb->get_header_value("Content-Type"), "application/vnd.kubernetes.protobuf");
+  ASSERT_THAT(pb->body, StartsWith(std::string("k8s\0", 4)));
+  std::map<uint64_t, std::string> unknown = BytesFields(pb->body.substr(4));
+  EXPECT_EQ(BytesFields(unknown[1])[2], "Status");
+  EXPECT_THAT(unknown[2], HasSubstr("sendInitialEvents is forbidden for watch unless the "
+                                    "WatchList feature gate is enabled"));
+  EXPECT_THAT(unknown[2], HasSubstr(std::string("\x30\xa6\x03", 3)));  // 6: code 422
   // Plain watches still work.
   WatchStream watch(sim_->port(), "/api/v1/pods?watch=true&timeoutSeconds=1");
   ASSERT_TRUE(watch.WaitForEnd(absl::Seconds(10)));

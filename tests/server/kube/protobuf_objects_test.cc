@@ -388,6 +388,22 @@ TEST(ProtobufWatchEventTest, EventsAsTheApiServerFramesThem) {
   EXPECT_EQ(error->error_message, "too old resource version: 1 (5)");
 }
 
+TEST(ProtobufObjectsTest, AnErrorBodyInProtobufReadsAsItsStatus) {
+  // kube-apiserver refuses a request in the encoding it negotiated: a watch that asked for
+  // protobuf gets a protobuf Status (responsewriters/writers.go ErrorNegotiated).
+  Msg status = Msg()
+                   .Str(2, "Failure")
+                   .Str(3, "sendInitialEvents is forbidden for watch")
+                   .Str(4, "Invalid")
+                   .Int(6, 422);
+  EXPECT_EQ(ErrorBodyText(Envelope("Status", status)),
+            "Status 422: sendInitialEvents is forbidden for watch");
+  // JSON (or any other body) as it is; protobuf that is not a Status (or not readable), said so.
+  EXPECT_EQ(ErrorBodyText(R"({"kind":"Status","code":403})"), R"({"kind":"Status","code":403})");
+  EXPECT_EQ(ErrorBodyText(Envelope("Pod", Msg())), "(a protobuf body that is not a Status)");
+  EXPECT_EQ(ErrorBodyText(std::string("k8s\0\xff", 5)), "(a protobuf body that is not a Status)");
+}
+
 TEST(ProtobufWatchEventTest, DamageAndUndecodableObjects) {
   // Not a WatchEvent at all: DataLoss (the stream resumes from the last good version).
   EXPECT_TRUE(absl::IsDataLoss(DecodeProtobufWatchEvent(false,

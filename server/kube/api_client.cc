@@ -205,8 +205,7 @@ size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
     state->format_known = true;
     char* type = nullptr;
     curl_easy_getinfo(state->curl, CURLINFO_CONTENT_TYPE, &type);
-    state->frames =
-        type != nullptr && absl::StartsWithIgnoreCase(type, "application/vnd.kubernetes.protobuf");
+    state->frames = type != nullptr && absl::StartsWithIgnoreCase(type, kProtobufMediaType);
     if (state->format != nullptr) {
       *state->format = state->frames ? StreamFormat::kProtobufFrames : StreamFormat::kJsonLines;
     }

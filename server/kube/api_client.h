@@ -42,6 +42,8 @@ inline constexpr size_t kStreamLinePadding = 64;
 // for `application/vnd.kubernetes.protobuf;stream=watch`, frames of a 4-byte big-endian length
 // and that many bytes (apimachinery util/framer NewLengthDelimitedFrameWriter).
 enum class StreamFormat { kJsonLines, kProtobufFrames };
+// Kubernetes' protobuf media type (apimachinery runtime.ContentTypeProtobuf).
+inline constexpr char kProtobufMediaType[] = "application/vnd.kubernetes.protobuf";
 
 // Speaks to the API server as `connection` says: TLS (CA, tls-server-name, insecure), a proxy,
 // and credentials: a token, a token file re-read on every request, a client certificate, or an

@@ -265,8 +265,6 @@ class Watcher {
   absl::Status WatchList(Stream stream, Cursor* cursor);
   // WATCH from cursor->resource_version until the stream ends; a 410 sets need_state.
   absl::Status Watch(Stream stream, Cursor* cursor);
-  // Applies one watch line, a line from ApiClient::Stream (kStreamLinePadding readable bytes
-  // follow it: it is decoded in place); returns false to stop the stream (ERROR event).
   // Counts a stream the API server answered in `format` (at its first event); sets *counted.
   void CountStream(StreamFormat format, bool* counted);
   // The Accept header of the watches (WatcherOptions::protobuf).
@@ -274,6 +272,9 @@ class Watcher {
     return options_.protobuf ? "application/vnd.kubernetes.protobuf, application/json"
                              : "application/json";
   }
+  // Applies one event from ApiClient::Stream in `format`: a JSON line (kStreamLinePadding
+  // readable bytes follow it: it is decoded in place) or a protobuf frame; returns false to stop
+  // the stream (ERROR event).
   bool ApplyEvent(Stream stream, StreamFormat format, std::string_view line,
                   std::string* resource_version, bool* gone, std::string* error);
   // Replaces the state of `stream` (the ledger's nodes or pods, or the rejection detector's).

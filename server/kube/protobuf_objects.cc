@@ -225,7 +225,10 @@ bool DecodeStatusObject(absl::string_view envelope, int64_t* code, std::string* 
     }
     return absl::OkStatus();
   });
-  if (!status.ok()) return false;
+  if (!status.ok()) {
+    message->clear();
+    return false;
+  }
   *code = read_code;
   return true;
 }
@@ -468,7 +471,7 @@ absl::StatusOr<WatchEvent> DecodeProtobufWatchEvent(bool nodes, absl::string_vie
     return damaged(absl::StrCat("unknown event type \"", type, "\""));
   }
   if (raw.empty()) return damaged("the event has no object");
-  absl::string_view object, kind;
+  absl::string_view object;
   if (event.type == WatchEvent::Type::kError) {
     // What is not a Status leaves both empty, as in JSON.
     DecodeStatusObject(raw, &event.error_code, &event.error_message);

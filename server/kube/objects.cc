@@ -330,7 +330,7 @@ absl::StatusOr<DecodedNode> ParseNode(absl::string_view json) {
 
 namespace {
 
-// ToPodRecord's body for both: the names copied from a const pod, moved from an rvalue one.
+// ToPodRecord's body for both: the strings copied from a const pod, moved from an rvalue one.
 template <typename P>
 absl::StatusOr<PodRecord> MakePodRecord(P&& pod) {
   PodRecord r;
@@ -338,8 +338,6 @@ absl::StatusOr<PodRecord> MakePodRecord(P&& pod) {
   r.terminal = pod.IsTerminal();
   r.deleting = pod.deleting;
   r.uid = std::forward<P>(pod).uid;
-  r.namespace_name = std::forward<P>(pod).namespace_name;
-  r.name = std::forward<P>(pod).name;
   r.node_name = std::forward<P>(pod).node_name;
   return r;
 }

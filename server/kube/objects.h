@@ -40,8 +40,8 @@ absl::StatusOr<QuantityList> DecodeResourceList(simdjson::ondemand::value value,
 
 // The ledger's view of a pod already in the cluster (requests per RequestBasis::kSpecAndStatus).
 absl::StatusOr<PodRecord> ToPodRecord(const Pod& pod);
-// The same, taking the pod's names rather than copying them (the watch's path: a sync makes
-// 150,000 records, each a uid, a name and a node name past the short-string buffer).
+// The same, taking the pod's uid and node name rather than copying them (the watch's path: a
+// sync makes 150,000 records, each a uid and a node name past the short-string buffer).
 absl::StatusOr<PodRecord> ToPodRecord(Pod&& pod);
 
 // Splits a LIST response body (a JSON object with "metadata" and "items") as it arrives, in

@@ -333,7 +333,7 @@ absl::StatusOr<AssumeOutcome> Ledger::TryAssume(const std::string& uid,
   auto existing = pods_.find(uid);
   if (existing != pods_.end()) {
     PodEntry& entry = existing->second;
-    bool assumed = entry.state == PodState::kAssumed;
+    bool assumed = entry.is_assumed();
     if (entry.node_name != node_name) {
       if (elsewhere != nullptr) {
         if (assumed) {
@@ -345,13 +345,13 @@ absl::StatusOr<AssumeOutcome> Ledger::TryAssume(const std::string& uid,
       return absl::AlreadyExistsError(
           absl::StrCat("pod ", namespace_name, "/", name, " is already ",
                        assumed ? "assumed on" : "bound to", " node ", entry.node_name,
-                       assumed && entry.bind_in_flight ? " (a bind to it is in flight)" : ""));
+                       assumed && entry.a->bind_in_flight ? " (a bind to it is in flight)" : ""));
     }
     if (!assumed) return AssumeOutcome::kAlreadyConfirmed;
     // The same node again (a retry after an unknown outcome, or a repeat): the pod's own entry
     // is the reservation; nothing is counted twice.
-    entry.bind_in_flight = true;
-    entry.epoch = clock_++;
+    entry.a->bind_in_flight = true;
+    entry.a->epoch = clock_++;
     return AssumeOutcome::kAlreadyAssumed;
   }
   auto node = nodes_.find(node_name);
@@ -365,14 +365,14 @@ absl::StatusOr<AssumeOutcome> Ledger::TryAssume(const std::string& uid,
         "pod ", namespace_name, "/", name, " no longer fits node ", node_name, ": ", fit.reasons));
   }
   PodEntry entry;
-  entry.state = PodState::kAssumed;
+  entry.a = std::make_unique<Assumption>();
   entry.node_name = node_name;
   entry.requests = requests;
-  entry.namespace_name = namespace_name;
-  entry.name = name;
-  entry.assumed_at = now;
-  entry.bind_in_flight = true;
-  entry.epoch = clock_++;
+  entry.a->namespace_name = namespace_name;
+  entry.a->name = name;
+  entry.a->assumed_at = now;
+  entry.a->bind_in_flight = true;
+  entry.a->epoch = clock_++;
   AddLocked(uid, std::move(entry));
   ++counters_.assumed;
   return AssumeOutcome::kAssumed;
@@ -383,15 +383,15 @@ absl::Status Ledger::MoveAssumption(const std::string& uid, uint64_t epoch,
                                     absl::Time now) {
   MutexLock lock(&mu_);
   auto it = pods_.find(uid);
-  if (it == pods_.end() || it->second.state != PodState::kAssumed || it->second.epoch != epoch ||
-      it->second.bind_in_flight) {
+  if (it == pods_.end() || !it->second.is_assumed() || it->second.a->epoch != epoch ||
+      it->second.a->bind_in_flight) {
     return absl::AbortedError(
         absl::StrCat("pod uid ", uid, " changed while its earlier bind was being settled"));
   }
   PodEntry& entry = it->second;
   if (entry.node_name == node_name) {
-    entry.bind_in_flight = true;
-    entry.epoch = clock_++;
+    entry.a->bind_in_flight = true;
+    entry.a->epoch = clock_++;
     return absl::OkStatus();
   }
   auto node = nodes_.find(node_name);
@@ -402,19 +402,19 @@ absl::Status Ledger::MoveAssumption(const std::string& uid, uint64_t epoch,
   FitResult fit = FitLocked(node->second, requests, nullptr);
   if (!fit.fits) {
     ++counters_.assume_rejected;
-    return absl::FailedPreconditionError(absl::StrCat("pod ", entry.namespace_name, "/", entry.name,
-                                                      " no longer fits node ", node_name, ": ",
-                                                      fit.reasons));
+    return absl::FailedPreconditionError(absl::StrCat("pod ", entry.a->namespace_name, "/",
+                                                      entry.a->name, " no longer fits node ",
+                                                      node_name, ": ", fit.reasons));
   }
   nodes_[entry.node_name].SubtractAssumed(entry.requests);
   std::string old_node = std::exchange(entry.node_name, node_name);
   entry.requests = requests;
   nodes_[node_name].AddAssumed(entry.requests);
   DropNodeIfEmptyLocked(old_node);
-  entry.assumed_at = now;
-  entry.bind_in_flight = true;
-  entry.bound_at = 0;
-  entry.epoch = clock_++;
+  entry.a->assumed_at = now;
+  entry.a->bind_in_flight = true;
+  entry.a->bound_at = 0;
+  entry.a->epoch = clock_++;
   ++counters_.moved;
   return absl::OkStatus();
 }
@@ -422,12 +422,12 @@ absl::Status Ledger::MoveAssumption(const std::string& uid, uint64_t epoch,
 void Ledger::MarkBound(const std::string& uid, const std::string& node_name) {
   MutexLock lock(&mu_);
   auto it = pods_.find(uid);
-  if (it == pods_.end() || it->second.state != PodState::kAssumed) return;
+  if (it == pods_.end() || !it->second.is_assumed()) return;
   PodEntry& entry = it->second;
-  entry.bind_in_flight = false;
-  entry.outcome_unknown = false;  // a pod is bound at most once: nothing else can land
-  entry.epoch = clock_++;
-  entry.bound_at = clock_++;
+  entry.a->bind_in_flight = false;
+  entry.a->outcome_unknown = false;  // a pod is bound at most once: nothing else can land
+  entry.a->epoch = clock_++;
+  entry.a->bound_at = clock_++;
   if (entry.node_name != node_name) {
     nodes_[entry.node_name].SubtractAssumed(entry.requests);
     std::string old_node = std::exchange(entry.node_name, node_name);
@@ -439,20 +439,20 @@ void Ledger::MarkBound(const std::string& uid, const std::string& node_name) {
 void Ledger::MarkBindUnknown(const std::string& uid) {
   MutexLock lock(&mu_);
   auto it = pods_.find(uid);
-  if (it == pods_.end() || it->second.state != PodState::kAssumed) return;
-  it->second.bind_in_flight = false;
-  if (it->second.bound_at == 0) it->second.outcome_unknown = true;
-  it->second.epoch = clock_++;
+  if (it == pods_.end() || !it->second.is_assumed()) return;
+  it->second.a->bind_in_flight = false;
+  if (it->second.a->bound_at == 0) it->second.a->outcome_unknown = true;
+  it->second.a->epoch = clock_++;
 }
 
 bool Ledger::Forget(const std::string& uid) {
   MutexLock lock(&mu_);
   auto it = pods_.find(uid);
-  if (it == pods_.end() || it->second.state != PodState::kAssumed) return false;
-  if (it->second.outcome_unknown || it->second.bound_at != 0) {
+  if (it == pods_.end() || !it->second.is_assumed()) return false;
+  if (it->second.a->outcome_unknown || it->second.a->bound_at != 0) {
     // An earlier binding may still land (or did): this failure settles nothing.
-    it->second.bind_in_flight = false;
-    it->second.epoch = clock_++;
+    it->second.a->bind_in_flight = false;
+    it->second.a->epoch = clock_++;
     return false;
   }
   RemoveLocked(uid);
@@ -463,7 +463,7 @@ bool Ledger::Forget(const std::string& uid) {
 bool Ledger::ForgetGone(const std::string& uid) {
   MutexLock lock(&mu_);
   auto it = pods_.find(uid);
-  if (it == pods_.end() || it->second.state != PodState::kAssumed) return false;
+  if (it == pods_.end() || !it->second.is_assumed()) return false;
   RemoveLocked(uid);
   ++counters_.forgotten;
   return true;
@@ -514,13 +514,13 @@ void Ledger::UpsertPodLocked(PodRecord&& pod) {
   if (pod.terminal) {
     pending_.erase(pod.uid);
     if (it != pods_.end()) {
-      if (it->second.state == PodState::kAssumed) ++counters_.forgotten;
+      if (it->second.is_assumed()) ++counters_.forgotten;
       RemoveLocked(pod.uid);
     }
     return;
   }
   if (pod.node_name.empty()) {
-    if (it != pods_.end() && it->second.state == PodState::kAssumed && pod.deleting) {
+    if (it != pods_.end() && it->second.is_assumed() && pod.deleting) {
       RemoveLocked(pod.uid);
       ++counters_.forgotten;
     }
@@ -534,13 +534,12 @@ void Ledger::UpsertPodLocked(PodRecord&& pod) {
   if (!pending_.empty()) pending_.erase(pod.uid);
   if (it == pods_.end()) {
     PodEntry entry;
-    entry.state = PodState::kConfirmed;
     entry.node_name = std::move(pod.node_name);
     entry.requests = pod.requests;
     AddLocked(std::move(pod.uid), std::move(entry));
     return;
   }
-  if (it->second.state == PodState::kAssumed) {
+  if (it->second.is_assumed()) {
     ConfirmLocked(it->second, pod);
     ++counters_.confirmed;
     return;
@@ -560,7 +559,7 @@ void Ledger::DeletePod(const std::string& uid) {
   pending_.erase(uid);
   auto it = pods_.find(uid);
   if (it == pods_.end()) return;
-  if (it->second.state == PodState::kAssumed) ++counters_.forgotten;
+  if (it->second.is_assumed()) ++counters_.forgotten;
   RemoveLocked(uid);
 }
 
@@ -582,9 +581,9 @@ void Ledger::ReplacePods(std::vector<PodRecord> pods, uint64_t list_started) {
   std::vector<std::string> released;
   for (const auto& [uid, entry] : pods_) {
     if (listed.contains(uid)) continue;
-    if (entry.state == PodState::kConfirmed) {
+    if (!entry.is_assumed()) {
       gone.push_back(uid);
-    } else if (entry.bound_at != 0 && entry.bound_at < list_started) {
+    } else if (entry.a->bound_at != 0 && entry.a->bound_at < list_started) {
       // Bound before the LIST was sent, and a consistent LIST lacks it: it was deleted (or
       // finished) while the watch was away. Its outcome is known, so nothing can still land.
       released.push_back(uid);
@@ -605,7 +604,7 @@ std::vector<AssumedPod> Ledger::AssumedOlderThan(absl::Time cutoff) const {
   std::vector<AssumedPod> out;
   ReaderMutexLock lock(&mu_);
   for (const auto& [uid, entry] : pods_) {
-    if (entry.state != PodState::kAssumed || entry.bind_in_flight || entry.assumed_at > cutoff) {
+    if (!entry.is_assumed() || entry.a->bind_in_flight || entry.a->assumed_at > cutoff) {
       continue;
     }
     out.push_back(ViewLocked(uid, entry));
@@ -617,8 +616,8 @@ bool Ledger::Settle(const std::string& uid, uint64_t epoch, ApiPodState state,
                     const PodRecord* pod) {
   MutexLock lock(&mu_);
   auto it = pods_.find(uid);
-  if (it == pods_.end() || it->second.state != PodState::kAssumed || it->second.epoch != epoch ||
-      it->second.bind_in_flight) {
+  if (it == pods_.end() || !it->second.is_assumed() || it->second.a->epoch != epoch ||
+      it->second.a->bind_in_flight) {
     return false;
   }
   if (state == ApiPodState::kBound) {
@@ -627,7 +626,7 @@ bool Ledger::Settle(const std::string& uid, uint64_t epoch, ApiPodState state,
     ++counters_.reconcile_confirmed;
     return true;
   }
-  if (state == ApiPodState::kUnbound && it->second.bound_at != 0) {
+  if (state == ApiPodState::kUnbound && it->second.a->bound_at != 0) {
     return false;  // it was bound: "unbound" is a stale answer (the watch will tell)
   }
   RemoveLocked(uid);
@@ -640,22 +639,22 @@ bool Ledger::Settle(const std::string& uid, uint64_t epoch, ApiPodState state,
 std::optional<AssumedPod> Ledger::AssumedEntry(const std::string& uid) const {
   ReaderMutexLock lock(&mu_);
   auto it = pods_.find(uid);
-  if (it == pods_.end() || it->second.state != PodState::kAssumed) return std::nullopt;
+  if (it == pods_.end() || !it->second.is_assumed()) return std::nullopt;
   return ViewLocked(uid, it->second);
 }
 
 AssumedPod Ledger::ViewLocked(const std::string& uid, const PodEntry& e) const {
   AssumedPod out;
   out.uid = uid;
-  out.namespace_name = e.namespace_name;
-  out.name = e.name;
+  out.namespace_name = e.a->namespace_name;
+  out.name = e.a->name;
   out.node_name = e.node_name;
   out.requests = e.requests;
-  out.assumed_at = e.assumed_at;
-  out.bind_in_flight = e.bind_in_flight;
-  out.epoch = e.epoch;
-  out.outcome_unknown = e.outcome_unknown;
-  out.bound_known = e.bound_at != 0;
+  out.assumed_at = e.a->assumed_at;
+  out.bind_in_flight = e.a->bind_in_flight;
+  out.epoch = e.a->epoch;
+  out.outcome_unknown = e.a->outcome_unknown;
+  out.bound_known = e.a->bound_at != 0;
   return out;
 }
 
@@ -688,7 +687,7 @@ std::vector<AssumedPod> Ledger::Assumed() const {
   {
     ReaderMutexLock lock(&mu_);  // one snapshot: binds in flight and settled ones alike
     for (const auto& [uid, entry] : pods_) {
-      if (entry.state == PodState::kAssumed) out.push_back(ViewLocked(uid, entry));
+      if (entry.is_assumed()) out.push_back(ViewLocked(uid, entry));
     }
   }
   std::sort(out.begin(), out.end(),
@@ -713,7 +712,7 @@ absl::StatusOr<Explanation> Ledger::Explain(const Resources& requests, const std
     // Leave the pod's own counted requests out of the numbers, as the verdict does.
     auto pod = pods_.find(uid);
     if (pod != pods_.end() && pod->second.node_name == node_name) {
-      (pod->second.state == PodState::kAssumed ? out.node.assumed : out.node.confirmed)
+      (pod->second.is_assumed() ? out.node.assumed : out.node.confirmed)
           .Subtract(pod->second.requests);
     }
   }
@@ -763,7 +762,7 @@ void Ledger::NodeState::UpdateRoom() {
 
 void Ledger::AddLocked(std::string uid, PodEntry entry) {
   NodeState& node = nodes_[entry.node_name];
-  if (entry.state == PodState::kAssumed) {
+  if (entry.is_assumed()) {
     node.AddAssumed(entry.requests);
   } else {
     node.AddConfirmed(entry.requests);
@@ -776,7 +775,7 @@ void Ledger::RemoveLocked(const std::string& uid) {
   if (it == pods_.end()) return;
   std::string node_name = std::move(it->second.node_name);
   NodeState& node = nodes_[node_name];
-  if (it->second.state == PodState::kAssumed) {
+  if (it->second.is_assumed()) {
     node.SubtractAssumed(it->second.requests);
   } else {
     node.SubtractConfirmed(it->second.requests);
@@ -788,13 +787,8 @@ void Ledger::RemoveLocked(const std::string& uid) {
 void Ledger::ConfirmLocked(PodEntry& entry, const PodRecord& pod) {
   nodes_[entry.node_name].SubtractAssumed(entry.requests);
   std::string old_node = std::exchange(entry.node_name, pod.node_name);
-  entry.state = PodState::kConfirmed;
   entry.requests = pod.requests;
-  entry.namespace_name.clear();
-  entry.name.clear();
-  entry.bind_in_flight = false;
-  entry.outcome_unknown = false;
-  entry.bound_at = 0;
+  entry.a.reset();
   nodes_[entry.node_name].AddConfirmed(entry.requests);
   if (old_node != entry.node_name) DropNodeIfEmptyLocked(old_node);
 }

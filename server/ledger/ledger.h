@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -67,11 +68,10 @@ struct NodeRecord {
 };
 
 // A pod as the watch reports it, reduced to what the ledger needs. `requests` is
-// PodRequests(pod, kSpecAndStatus).
+// PodRequests(pod, kSpecAndStatus). No namespace or name: the ledger keeps those only for its
+// assumptions, from the bind (TryAssume), and a sync holds one record per pod of the cluster.
 struct PodRecord {
   std::string uid;
-  std::string namespace_name;
-  std::string name;
   std::string node_name;  // empty while unbound
   bool terminal = false;  // Succeeded or Failed
   bool deleting = false;  // deletionTimestamp set
@@ -287,12 +287,9 @@ class Ledger {
   const AccountingPolicy& policy() const { return policy_; }
 
  private:
-  enum class PodState { kAssumed, kConfirmed };
-  struct PodEntry {
-    PodState state = PodState::kAssumed;
-    std::string node_name;
-    Resources requests;
-    // Assumed only:
+  // What an assumed pod carries beyond a confirmed one: held apart, so that the entry of each
+  // of a cluster's confirmed pods (150,000 of them after a sync) is a third smaller.
+  struct Assumption {
     std::string namespace_name;
     std::string name;
     absl::Time assumed_at;
@@ -300,6 +297,12 @@ class Ledger {
     bool outcome_unknown = false;
     uint64_t epoch = 0;
     uint64_t bound_at = 0;  // clock_ when the pod was known bound; 0: not known
+  };
+  struct PodEntry {
+    std::string node_name;
+    Resources requests;
+    std::unique_ptr<Assumption> a;  // set while Assumed; null once Confirmed
+    bool is_assumed() const { return a != nullptr; }
   };
   // A node's name as the node map's key, held in the map's own slot up to kInline characters.
   // Filter looks up hundreds of candidates per call in a map of thousands of nodes; with a

@@ -48,8 +48,6 @@ std::vector<PodRecord> BoundPods() {
   for (int i = 0; i < kPods; ++i) {
     PodRecord p;
     p.uid = "0f8fad5b-d9cb-469f-a165-" + std::to_string(100000000000 + i);
-    p.namespace_name = "default";
-    p.name = "pod-" + std::to_string(i);
     p.node_name = NodeName(i % kNodes);
     p.requests = Req(100 + rng() % 1000, (64 + rng() % 1024) << 20);
     pods.push_back(std::move(p));

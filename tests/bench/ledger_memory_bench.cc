@@ -58,8 +58,6 @@ std::vector<PodRecord> BoundPods(int count, int64_t uid_base) {
   for (int i = 0; i < count; ++i) {
     PodRecord p;
     p.uid = Uid(uid_base + i);
-    p.namespace_name = "bench";
-    p.name = absl::StrCat("bench-", i % kNodes, "-", i / kNodes);
     p.node_name = NodeName(i % kNodes);
     p.requests = Req();
     pods.push_back(std::move(p));

@@ -32,7 +32,7 @@ TEST(LedgerRaceTest, TwoBindsRacingForTheLastSlotExactlyOneWins) {
   for (int round = 0; round < 200; ++round) {
     Ledger ledger(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
     ledger.UpsertNode(Node("n", 1000));
-    ledger.UpsertPod({"existing", "ns", "e", "n", false, false, Req(600)});
+    ledger.UpsertPod({"existing", "n", false, false, Req(600)});
     std::atomic<int> wins{0};
     std::atomic<bool> go{false};
     auto bind = [&](const std::string& uid) {
@@ -72,7 +72,7 @@ TEST(LedgerRaceTest, ManyConcurrentBindsNeverOvercommit) {
             break;
           case 1:  // the watch confirms it
             ledger.MarkBound(uid, node);
-            ledger.UpsertPod({uid, "ns", uid, node, false, false, Req(400)});
+            ledger.UpsertPod({uid, node, false, false, Req(400)});
             break;
           default:  // still assumed
             ledger.MarkBound(uid, node);

@@ -54,8 +54,6 @@ NodeRecord Node(std::string name, int64_t milli_cpu, int64_t memory_bytes = 64 *
 PodRecord Bound(std::string uid, std::string node, Resources requests) {
   PodRecord p;
   p.uid = uid;
-  p.namespace_name = "ns";
-  p.name = "pod-" + uid;
   p.node_name = std::move(node);
   p.requests = std::move(requests);
   return p;

@@ -13,11 +13,12 @@
 namespace fitledger::kube {
 
 // A WatchList's initial state as it streams: objects by key, in arrival order, where a later
-// event for the same key replaces or removes the earlier one. A vector and an index (not a
+// event for the same key replaces or removes the earlier one. A sequence and an index (not a
 // node-based map): the state of 150,000 pods is held once, as a LIST's would be. The index holds
 // positions only, hashed and compared by the key inside the object (KeyOf: a pod's UID, a
-// node's name), so it keeps no copy of a key and stays valid as the vector grows.
-template <typename T, typename KeyOf>
+// node's name), so it keeps no copy of a key and stays valid as the sequence grows.
+// `Items`: std::vector, or std::deque for the pods (see Ledger::ReplacePods).
+template <typename T, typename KeyOf, typename Items = std::vector<T>>
 class StreamedState {
  public:
   StreamedState() = default;
@@ -40,7 +41,7 @@ class StreamedState {
     if (it != index_.end()) present_[*it] = false;
   }
   // The objects present, moved out (compacted in place: no second copy of the state).
-  std::vector<T> Take() {
+  Items Take() {
     Index(0, Hash{&items_}, Eq{&items_}).swap(index_);
     size_t kept = 0;
     for (size_t i = 0; i < items_.size(); ++i) {
@@ -57,13 +58,13 @@ class StreamedState {
   // An index entry is a position in items_; a lookup is by key.
   struct Hash {
     using is_transparent = void;
-    const std::vector<T>* items;
+    const Items* items;
     size_t operator()(size_t i) const { return (*this)(absl::string_view(KeyOf()((*items)[i]))); }
     size_t operator()(absl::string_view key) const { return absl::Hash<absl::string_view>()(key); }
   };
   struct Eq {
     using is_transparent = void;
-    const std::vector<T>* items;
+    const Items* items;
     absl::string_view Key(size_t i) const { return KeyOf()((*items)[i]); }
     absl::string_view Key(absl::string_view key) const { return key; }
     template <typename A, typename B>
@@ -73,7 +74,7 @@ class StreamedState {
   };
   using Index = absl::flat_hash_set<size_t, Hash, Eq>;
 
-  std::vector<T> items_;
+  Items items_;
   std::vector<bool> present_;
   Index index_{0, Hash{&items_}, Eq{&items_}};
 };

@@ -628,7 +628,7 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
   // The initial state, as events apply to it until the end bookmark (changes after the state's
   // version may come before it).
   StreamedState<NodeRecord, NodeKey> node_state;
-  StreamedState<PodRecord, UidKey> pod_state;
+  StreamedState<PodRecord, UidKey, std::deque<PodRecord>> pod_state;
   StreamedState<Pod, UidKey> rejected_state;
   bool initial = true;
   bool gone = false;

@@ -249,8 +249,8 @@ class Watcher {
   // A stream's state as one of the three replace calls takes it.
   struct State {
     std::vector<NodeRecord> nodes;
-    std::vector<PodRecord> pods;
-    std::vector<Pod> rejected;  // the Failed-pods stream keeps kubelet rejections only
+    std::deque<PodRecord> pods;  // see Ledger::ReplacePods
+    std::vector<Pod> rejected;   // the Failed-pods stream keeps kubelet rejections only
   };
   void Run(Stream stream);
   // LIST every page at `version` ("", "0" or N; see the class comment); on success applies the

@@ -568,7 +568,7 @@ uint64_t Ledger::BeginPodList() {
   return clock_++;
 }
 
-void Ledger::ReplacePods(std::vector<PodRecord> pods, uint64_t list_started) {
+void Ledger::ReplacePods(std::deque<PodRecord> pods, uint64_t list_started) {
   MutexLock lock(&mu_);
   // The state's UIDs, as views of `pods` (which outlives the set): built only when there are pods
   // to check against it (not at the first sync), and without a copy of each UID.
@@ -595,7 +595,10 @@ void Ledger::ReplacePods(std::vector<PodRecord> pods, uint64_t list_started) {
   pending_.clear();
   listed.clear();  // its views are into `pods`, whose strings move into the ledger now
   pods_.reserve(pods_.size() + pods.size());
-  for (PodRecord& pod : pods) UpsertPodLocked(std::move(pod));
+  while (!pods.empty()) {
+    UpsertPodLocked(std::move(pods.front()));
+    pods.pop_front();
+  }
 }
 
 // --- Reconciliation ---

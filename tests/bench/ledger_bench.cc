@@ -2,6 +2,7 @@
 // 500 candidates; each ledger operation <= 1 us).
 #include <unistd.h>
 
+#include <deque>
 #include <memory>
 #include <random>
 #include <string>
@@ -189,7 +190,7 @@ void BM_ReplacePodsFirstSync(benchmark::State& state) {
     state.PauseTiming();
     auto ledger = std::make_unique<Ledger>(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
     AddNodes(ledger.get());
-    std::vector<PodRecord> batch = records;
+    std::deque<PodRecord> batch(records.begin(), records.end());
     state.ResumeTiming();
     ledger->ReplacePods(std::move(batch), ledger->BeginPodList());
     state.PauseTiming();

@@ -74,7 +74,7 @@ void BM_HeapBytesPerHeldPod(benchmark::State& state) {
     const int64_t before = HeapBytes();
     {
       std::vector<PodRecord> pods = BoundPods(count, 0);
-      ledger->ReplacePods(pods);
+      ledger->ReplacePods({pods.begin(), pods.end()});
     }
     const int64_t after = HeapBytes();
     state.counters["bytes_per_pod"] = static_cast<double>(after - before) / count;
@@ -109,7 +109,10 @@ void BM_HeapBytesPerAssumedPod(benchmark::State& state) {
   const int count = marginal ? 20000 : kNodes * kPodsPerNode;
   for (auto _ : state) {
     std::unique_ptr<Ledger> ledger = LedgerWithNodes();
-    if (marginal) ledger->ReplacePods(BoundPods(kNodes * kPodsPerNode, 0));
+    if (marginal) {
+      std::vector<PodRecord> pods = BoundPods(kNodes * kPodsPerNode, 0);
+      ledger->ReplacePods({pods.begin(), pods.end()});
+    }
     std::vector<std::string> uids, names;
     for (int i = 0; i < count; ++i) {
       uids.push_back(Uid(10000000 + i));

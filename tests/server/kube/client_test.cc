@@ -806,7 +806,7 @@ class TestProxy {
       unsigned char methods[255];
       if (!ReadN(fd, &n, 1) || !ReadN(fd, methods, n)) return;
       const unsigned char no_auth[2] = {5, 0};
-      if (write(fd, no_auth, 2) != 2) return;
+      if (send(fd, no_auth, 2, MSG_NOSIGNAL) != 2) return;
       unsigned char req[4];
       if (!ReadN(fd, req, 4) || req[1] != 1) return;
       std::string kind;
@@ -833,7 +833,7 @@ class TestProxy {
       }
       upstream = Dial(host, port);
       const unsigned char ok[10] = {5, static_cast<unsigned char>(upstream < 0 ? 4 : 0), 0, 1};
-      if (write(fd, ok, 10) != 10 || upstream < 0) return;
+      if (send(fd, ok, 10, MSG_NOSIGNAL) != 10 || upstream < 0) return;
     } else {  // HTTP CONNECT
       std::string head(1, static_cast<char>(first));
       unsigned char c;
@@ -851,7 +851,7 @@ class TestProxy {
       upstream = Dial(host, port);
       std::string reply = upstream < 0 ? "HTTP/1.1 502 Bad Gateway\r\n\r\n"
                                        : "HTTP/1.1 200 Connection established\r\n\r\n";
-      if (write(fd, reply.data(), reply.size()) < 0 || upstream < 0) return;
+      if (send(fd, reply.data(), reply.size(), MSG_NOSIGNAL) < 0 || upstream < 0) return;
     }
     {
       MutexLock lock(&mu_);
@@ -864,7 +864,8 @@ class TestProxy {
       for (int i = 0; i < 2; ++i) {
         if (fds[i].revents == 0) continue;
         ssize_t n = read(fds[i].fd, buf, sizeof(buf));
-        if (n <= 0 || write(fds[1 - i].fd, buf, static_cast<size_t>(n)) != n) done = true;
+        if (n <= 0 || send(fds[1 - i].fd, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n)
+          done = true;
       }
       if (done) break;
     }
@@ -1174,7 +1175,7 @@ class WaveHttpServer {
         }
       }
       const std::string response = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
-      if (write(client, response.data(), response.size()) !=
+      if (send(client, response.data(), response.size(), MSG_NOSIGNAL) !=
           static_cast<ssize_t>(response.size())) {
         return;
       }
@@ -1245,7 +1246,7 @@ class OneShotHttpServer {
       }
       size_t sent = 0;
       while (sent < response_.size()) {
-        ssize_t n = write(client, response_.data() + sent, response_.size() - sent);
+        ssize_t n = send(client, response_.data() + sent, response_.size() - sent, MSG_NOSIGNAL);
         if (n <= 0) break;
         sent += n;
       }

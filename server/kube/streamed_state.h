@@ -18,6 +18,12 @@ namespace fitledger::kube {
 // positions only, hashed and compared by the key inside the object (KeyOf: a pod's UID, a
 // node's name), so it keeps no copy of a key and stays valid as the sequence grows.
 // `Items`: std::vector, or std::deque for the pods (see Ledger::ReplacePods).
+//
+// The index is built at the first Put or Remove, not before: the API server sends a WatchList's
+// initial state as one ADDED event per object, and a later ADDED is a new object (a pod's UID is
+// never reused; a node's name comes back only after its DELETED), so a stream of Adds has
+// nothing to look up. A quiet sync of 150,000 pods builds no index at all (one hash and one
+// probe into a table of several MiB per pod, about 5% of the sync's CPU).
 template <typename T, typename KeyOf, typename Items = std::vector<T>>
 class StreamedState {
  public:
@@ -25,7 +31,18 @@ class StreamedState {
   StreamedState(const StreamedState&) = delete;  // the index points at items_
   StreamedState& operator=(const StreamedState&) = delete;
 
+  // An ADDED event: appended while there is no index. Should a server repeat an ADDED for a key
+  // before any MODIFIED or DELETED, both are kept, in order (every consumer of a state applies
+  // it in order, a later object replacing an earlier one with its key).
+  void Add(T value) {
+    if (indexed_) return Put(std::move(value));
+    items_.push_back(std::move(value));
+    present_.push_back(true);
+  }
+  // A MODIFIED event (or an ADDED after the index exists): replaces the object with its key, in
+  // its place, or appends it.
   void Put(T value) {
+    BuildIndex();
     auto it = index_.find(absl::string_view(KeyOf()(value)));
     if (it == index_.end()) {
       items_.push_back(std::move(value));
@@ -36,13 +53,16 @@ class StreamedState {
       present_[*it] = true;
     }
   }
+  // A DELETED event.
   void Remove(absl::string_view key) {
+    BuildIndex();
     auto it = index_.find(key);
     if (it != index_.end()) present_[*it] = false;
   }
   // The objects present, moved out (compacted in place: no second copy of the state).
   Items Take() {
     Index(0, Hash{&items_}, Eq{&items_}).swap(index_);
+    indexed_ = false;
     size_t kept = 0;
     for (size_t i = 0; i < items_.size(); ++i) {
       if (!present_[i]) continue;
@@ -55,6 +75,20 @@ class StreamedState {
   }
 
  private:
+  // Indexes what Add appended; a key appended twice keeps its later object (in the later place).
+  void BuildIndex() {
+    if (indexed_) return;
+    indexed_ = true;
+    index_.reserve(items_.size());
+    for (size_t i = 0; i < items_.size(); ++i) {
+      auto [it, inserted] = index_.insert(i);
+      if (inserted) continue;
+      present_[*it] = false;
+      index_.erase(it);
+      index_.insert(i);
+    }
+  }
+
   // An index entry is a position in items_; a lookup is by key.
   struct Hash {
     using is_transparent = void;
@@ -77,6 +111,7 @@ class StreamedState {
   Items items_;
   std::vector<bool> present_;
   Index index_{0, Hash{&items_}, Eq{&items_}};
+  bool indexed_ = false;  // index_ holds every position of items_
 };
 
 }  // namespace fitledger::kube

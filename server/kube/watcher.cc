@@ -699,6 +699,15 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
         break;
     }
     const bool deleted = event->type == WatchEvent::Type::kDeleted;
+    // An ADDED object is new to the state (StreamedState::Add): nothing is looked up for it.
+    const bool added = event->type == WatchEvent::Type::kAdded;
+    auto put = [added](auto& state, auto value) {
+      if (added) {
+        state.Add(std::move(value));
+      } else {
+        state.Put(std::move(value));
+      }
+    };
     if (nodes) {
       // A view: used only by Remove, before anything is moved out of the event.
       const absl::string_view name = event->node.has_value()
@@ -707,7 +716,7 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
       if (deleted) {
         node_state.Remove(name);
       } else {
-        node_state.Put(*std::move(event->node));
+        put(node_state, *std::move(event->node));
       }
       return true;
     }
@@ -715,9 +724,9 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
                                                          : absl::string_view(event->deleted_key);
     if (failed) {
       if (!deleted && IsKubeletRejection(*event->pod)) {
-        rejected_state.Put(*std::move(event->pod));
-      } else {
-        rejected_state.Remove(uid);
+        put(rejected_state, *std::move(event->pod));
+      } else if (!added) {
+        rejected_state.Remove(uid);  // no longer a rejection, or gone
       }
       return true;
     }
@@ -727,7 +736,7 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
     }
     absl::StatusOr<PodRecord> record = ToPodRecord(*std::move(event->pod));
     if (record.ok()) {
-      pod_state.Put(*std::move(record));
+      put(pod_state, *std::move(record));
     } else {
       ++decode_errors;
     }

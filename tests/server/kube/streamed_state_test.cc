@@ -60,7 +60,9 @@ TEST(StreamedStateTest, ShortKeysSurviveTheVectorGrowing) {
   for (int k = 0; k < 1000; ++k) EXPECT_EQ(taken[k], (Object{absl::StrCat(k), 4000 + k}));
 }
 
-// Random puts and removes against an ordered model, for either sequence the state may use.
+// Random events against an ordered model, for either sequence the state may use. An object new to
+// the state arrives as Add (an ADDED event), one it holds as Put (MODIFIED); the first 500 steps
+// only add, as a WatchList's initial state does, so the index is built from a long prefix.
 template <typename S>
 void MatchesAnOrderedModel() {
   std::mt19937 rng(20261203);
@@ -72,12 +74,17 @@ void MatchesAnOrderedModel() {
     const int n = static_cast<int>(rng() % 300);
     const std::string key =
         n % 2 == 0 ? absl::StrCat("k", n) : absl::StrCat("a-longer-key-of-a-pod-", n, "-uid");
-    if (rng() % 4 == 0) {
+    const bool quiet = step < 500;
+    if (!quiet && rng() % 4 == 0) {
       state.Remove(key);
       live.erase(key);
-    } else {
+    } else if (!quiet || !live.contains(key)) {
       if (std::find(order.begin(), order.end(), key) == order.end()) order.push_back(key);
-      state.Put({key, step});
+      if (live.contains(key)) {
+        state.Put({key, step});
+      } else {
+        state.Add({key, step});
+      }
       live[key] = step;
     }
   }
@@ -95,6 +102,34 @@ TEST(StreamedStateTest, MatchesAnOrderedModelUnderRandomEvents) { MatchesAnOrder
 // The pods' state is a deque (Ledger::ReplacePods frees it as it goes).
 TEST(StreamedStateTest, ADequeOfItemsMatchesTheSameModel) {
   MatchesAnOrderedModel<StreamedState<Object, ObjectKey, std::deque<Object>>>();
+}
+
+TEST(StreamedStateTest, AddsAreIndexedAtTheFirstPutOrRemove) {
+  State state;
+  state.Add({"a", 1});
+  state.Add({"b", 1});
+  state.Add({"c", 1});
+  state.Put({"b", 2});  // finds the added b: replaced in its place
+  state.Remove("a");
+  state.Add({"d", 1});  // after the index exists, an Add is a Put
+  state.Put({"d", 2});
+  EXPECT_THAT(state.Take(), ElementsAre(Object{"b", 2}, Object{"c", 1}, Object{"d", 2}));
+}
+
+TEST(StreamedStateTest, ARepeatedAddKeepsBothUntilIndexedThenTheLaterOne) {
+  // Not what the API server sends (one ADDED per object); kept in order, the later one last, so
+  // that applying the state in order ends with the later object.
+  State repeated;
+  repeated.Add({"a", 1});
+  repeated.Add({"a", 2});
+  EXPECT_THAT(repeated.Take(), ElementsAre(Object{"a", 1}, Object{"a", 2}));
+  // Indexing (at a Put or Remove) keeps the later one, in its place.
+  State indexed;
+  indexed.Add({"a", 1});
+  indexed.Add({"b", 1});
+  indexed.Add({"a", 2});
+  indexed.Put({"c", 1});
+  EXPECT_THAT(indexed.Take(), ElementsAre(Object{"b", 1}, Object{"a", 2}, Object{"c", 1}));
 }
 
 TEST(StreamedStateTest, TakeEmptiesTheState) {

@@ -342,16 +342,16 @@ absl::StatusOr<AssumeOutcome> Ledger::TryAssume(const std::string& uid,
           elsewhere->reset();
         }
       }
-      return absl::AlreadyExistsError(
-          absl::StrCat("pod ", namespace_name, "/", name, " is already ",
-                       assumed ? "assumed on" : "bound to", " node ", entry.node_name,
-                       assumed && entry.a->bind_in_flight ? " (a bind to it is in flight)" : ""));
+      return absl::AlreadyExistsError(absl::StrCat(
+          "pod ", namespace_name, "/", name, " is already ", assumed ? "assumed on" : "bound to",
+          " node ", entry.node_name,
+          assumed && entry.assumption->bind_in_flight ? " (a bind to it is in flight)" : ""));
     }
     if (!assumed) return AssumeOutcome::kAlreadyConfirmed;
     // The same node again (a retry after an unknown outcome, or a repeat): the pod's own entry
     // is the reservation; nothing is counted twice.
-    entry.a->bind_in_flight = true;
-    entry.a->epoch = clock_++;
+    entry.assumption->bind_in_flight = true;
+    entry.assumption->epoch = clock_++;
     return AssumeOutcome::kAlreadyAssumed;
   }
   auto node = nodes_.find(node_name);
@@ -365,14 +365,14 @@ absl::StatusOr<AssumeOutcome> Ledger::TryAssume(const std::string& uid,
         "pod ", namespace_name, "/", name, " no longer fits node ", node_name, ": ", fit.reasons));
   }
   PodEntry entry;
-  entry.a = std::make_unique<Assumption>();
+  entry.assumption = std::make_unique<Assumption>();
   entry.node_name = node_name;
   entry.requests = requests;
-  entry.a->namespace_name = namespace_name;
-  entry.a->name = name;
-  entry.a->assumed_at = now;
-  entry.a->bind_in_flight = true;
-  entry.a->epoch = clock_++;
+  entry.assumption->namespace_name = namespace_name;
+  entry.assumption->name = name;
+  entry.assumption->assumed_at = now;
+  entry.assumption->bind_in_flight = true;
+  entry.assumption->epoch = clock_++;
   AddLocked(uid, std::move(entry));
   ++counters_.assumed;
   return AssumeOutcome::kAssumed;
@@ -383,15 +383,15 @@ absl::Status Ledger::MoveAssumption(const std::string& uid, uint64_t epoch,
                                     absl::Time now) {
   MutexLock lock(&mu_);
   auto it = pods_.find(uid);
-  if (it == pods_.end() || !it->second.is_assumed() || it->second.a->epoch != epoch ||
-      it->second.a->bind_in_flight) {
+  if (it == pods_.end() || !it->second.is_assumed() || it->second.assumption->epoch != epoch ||
+      it->second.assumption->bind_in_flight) {
     return absl::AbortedError(
         absl::StrCat("pod uid ", uid, " changed while its earlier bind was being settled"));
   }
   PodEntry& entry = it->second;
   if (entry.node_name == node_name) {
-    entry.a->bind_in_flight = true;
-    entry.a->epoch = clock_++;
+    entry.assumption->bind_in_flight = true;
+    entry.assumption->epoch = clock_++;
     return absl::OkStatus();
   }
   auto node = nodes_.find(node_name);
@@ -402,19 +402,19 @@ absl::Status Ledger::MoveAssumption(const std::string& uid, uint64_t epoch,
   FitResult fit = FitLocked(node->second, requests, nullptr);
   if (!fit.fits) {
     ++counters_.assume_rejected;
-    return absl::FailedPreconditionError(absl::StrCat("pod ", entry.a->namespace_name, "/",
-                                                      entry.a->name, " no longer fits node ",
-                                                      node_name, ": ", fit.reasons));
+    return absl::FailedPreconditionError(
+        absl::StrCat("pod ", entry.assumption->namespace_name, "/", entry.assumption->name,
+                     " no longer fits node ", node_name, ": ", fit.reasons));
   }
   nodes_[entry.node_name].SubtractAssumed(entry.requests);
   std::string old_node = std::exchange(entry.node_name, node_name);
   entry.requests = requests;
   nodes_[node_name].AddAssumed(entry.requests);
   DropNodeIfEmptyLocked(old_node);
-  entry.a->assumed_at = now;
-  entry.a->bind_in_flight = true;
-  entry.a->bound_at = 0;
-  entry.a->epoch = clock_++;
+  entry.assumption->assumed_at = now;
+  entry.assumption->bind_in_flight = true;
+  entry.assumption->bound_at = 0;
+  entry.assumption->epoch = clock_++;
   ++counters_.moved;
   return absl::OkStatus();
 }
@@ -424,10 +424,10 @@ void Ledger::MarkBound(const std::string& uid, const std::string& node_name) {
   auto it = pods_.find(uid);
   if (it == pods_.end() || !it->second.is_assumed()) return;
   PodEntry& entry = it->second;
-  entry.a->bind_in_flight = false;
-  entry.a->outcome_unknown = false;  // a pod is bound at most once: nothing else can land
-  entry.a->epoch = clock_++;
-  entry.a->bound_at = clock_++;
+  entry.assumption->bind_in_flight = false;
+  entry.assumption->outcome_unknown = false;  // a pod is bound at most once: nothing else can land
+  entry.assumption->epoch = clock_++;
+  entry.assumption->bound_at = clock_++;
   if (entry.node_name != node_name) {
     nodes_[entry.node_name].SubtractAssumed(entry.requests);
     std::string old_node = std::exchange(entry.node_name, node_name);
@@ -440,19 +440,19 @@ void Ledger::MarkBindUnknown(const std::string& uid) {
   MutexLock lock(&mu_);
   auto it = pods_.find(uid);
   if (it == pods_.end() || !it->second.is_assumed()) return;
-  it->second.a->bind_in_flight = false;
-  if (it->second.a->bound_at == 0) it->second.a->outcome_unknown = true;
-  it->second.a->epoch = clock_++;
+  it->second.assumption->bind_in_flight = false;
+  if (it->second.assumption->bound_at == 0) it->second.assumption->outcome_unknown = true;
+  it->second.assumption->epoch = clock_++;
 }
 
 bool Ledger::Forget(const std::string& uid) {
   MutexLock lock(&mu_);
   auto it = pods_.find(uid);
   if (it == pods_.end() || !it->second.is_assumed()) return false;
-  if (it->second.a->outcome_unknown || it->second.a->bound_at != 0) {
+  if (it->second.assumption->outcome_unknown || it->second.assumption->bound_at != 0) {
     // An earlier binding may still land (or did): this failure settles nothing.
-    it->second.a->bind_in_flight = false;
-    it->second.a->epoch = clock_++;
+    it->second.assumption->bind_in_flight = false;
+    it->second.assumption->epoch = clock_++;
     return false;
   }
   RemoveLocked(uid);
@@ -583,7 +583,7 @@ void Ledger::ReplacePods(std::deque<PodRecord> pods, uint64_t list_started) {
     if (listed.contains(uid)) continue;
     if (!entry.is_assumed()) {
       gone.push_back(uid);
-    } else if (entry.a->bound_at != 0 && entry.a->bound_at < list_started) {
+    } else if (entry.assumption->bound_at != 0 && entry.assumption->bound_at < list_started) {
       // Bound before the LIST was sent, and a consistent LIST lacks it: it was deleted (or
       // finished) while the watch was away. Its outcome is known, so nothing can still land.
       released.push_back(uid);
@@ -607,7 +607,8 @@ std::vector<AssumedPod> Ledger::AssumedOlderThan(absl::Time cutoff) const {
   std::vector<AssumedPod> out;
   ReaderMutexLock lock(&mu_);
   for (const auto& [uid, entry] : pods_) {
-    if (!entry.is_assumed() || entry.a->bind_in_flight || entry.a->assumed_at > cutoff) {
+    if (!entry.is_assumed() || entry.assumption->bind_in_flight ||
+        entry.assumption->assumed_at > cutoff) {
       continue;
     }
     out.push_back(ViewLocked(uid, entry));
@@ -619,8 +620,8 @@ bool Ledger::Settle(const std::string& uid, uint64_t epoch, ApiPodState state,
                     const PodRecord* pod) {
   MutexLock lock(&mu_);
   auto it = pods_.find(uid);
-  if (it == pods_.end() || !it->second.is_assumed() || it->second.a->epoch != epoch ||
-      it->second.a->bind_in_flight) {
+  if (it == pods_.end() || !it->second.is_assumed() || it->second.assumption->epoch != epoch ||
+      it->second.assumption->bind_in_flight) {
     return false;
   }
   if (state == ApiPodState::kBound) {
@@ -629,7 +630,7 @@ bool Ledger::Settle(const std::string& uid, uint64_t epoch, ApiPodState state,
     ++counters_.reconcile_confirmed;
     return true;
   }
-  if (state == ApiPodState::kUnbound && it->second.a->bound_at != 0) {
+  if (state == ApiPodState::kUnbound && it->second.assumption->bound_at != 0) {
     return false;  // it was bound: "unbound" is a stale answer (the watch will tell)
   }
   RemoveLocked(uid);
@@ -649,15 +650,15 @@ std::optional<AssumedPod> Ledger::AssumedEntry(const std::string& uid) const {
 AssumedPod Ledger::ViewLocked(const std::string& uid, const PodEntry& e) const {
   AssumedPod out;
   out.uid = uid;
-  out.namespace_name = e.a->namespace_name;
-  out.name = e.a->name;
+  out.namespace_name = e.assumption->namespace_name;
+  out.name = e.assumption->name;
   out.node_name = e.node_name;
   out.requests = e.requests;
-  out.assumed_at = e.a->assumed_at;
-  out.bind_in_flight = e.a->bind_in_flight;
-  out.epoch = e.a->epoch;
-  out.outcome_unknown = e.a->outcome_unknown;
-  out.bound_known = e.a->bound_at != 0;
+  out.assumed_at = e.assumption->assumed_at;
+  out.bind_in_flight = e.assumption->bind_in_flight;
+  out.epoch = e.assumption->epoch;
+  out.outcome_unknown = e.assumption->outcome_unknown;
+  out.bound_known = e.assumption->bound_at != 0;
   return out;
 }
 
@@ -791,7 +792,7 @@ void Ledger::ConfirmLocked(PodEntry& entry, const PodRecord& pod) {
   nodes_[entry.node_name].SubtractAssumed(entry.requests);
   std::string old_node = std::exchange(entry.node_name, pod.node_name);
   entry.requests = pod.requests;
-  entry.a.reset();
+  entry.assumption.reset();
   nodes_[entry.node_name].AddConfirmed(entry.requests);
   if (old_node != entry.node_name) DropNodeIfEmptyLocked(old_node);
 }

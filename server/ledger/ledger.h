@@ -206,7 +206,7 @@ class Ledger {
   // may predate the bind). `list_started` 0: keep every assumption.
   // A deque, consumed from the front: its blocks are freed as the ledger's entries are made, so
   // those reuse the memory (a sync of 150,000 pods touches the staged state's size once, not
-  // twice; page faults are a fifth of a sync's CPU on a VM, docs/performance.md).
+  // twice: on a VM, fresh pages were a third of a sync's CPU; docs/performance.md).
   void ReplacePods(std::deque<PodRecord> pods, uint64_t list_started = 0);
 
   // --- Scheduling ---
@@ -304,8 +304,8 @@ class Ledger {
   struct PodEntry {
     std::string node_name;
     Resources requests;
-    std::unique_ptr<Assumption> a;  // set while Assumed; null once Confirmed
-    bool is_assumed() const { return a != nullptr; }
+    std::unique_ptr<Assumption> assumption;  // set while Assumed; null once Confirmed
+    bool is_assumed() const { return assumption != nullptr; }
   };
   // A node's name as the node map's key, held in the map's own slot up to kInline characters.
   // Filter looks up hundreds of candidates per call in a map of thousands of nodes; with a

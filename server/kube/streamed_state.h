@@ -20,10 +20,13 @@ namespace fitledger::kube {
 // `Items`: std::vector, or std::deque for the pods (see Ledger::ReplacePods).
 //
 // The index is built at the first Put or Remove, not before: the API server sends a WatchList's
-// initial state as one ADDED event per object, and a later ADDED is a new object (a pod's UID is
-// never reused; a node's name comes back only after its DELETED), so a stream of Adds has
-// nothing to look up. A quiet sync of 150,000 pods builds no index at all (one hash and one
-// probe into a table of several MiB per pod, about 5% of the sync's CPU).
+// initial state as one ADDED event per object of its snapshot, and a later event is ADDED only
+// when the object's previous version did not match the watch (k8s.io/apiserver
+// pkg/storage/cacher/cache_watcher.go: processInterval sends the watchCacheInterval's objects,
+// convertToWatchEvent makes ADDED of "current passes the filter, previous did not"), so an
+// ADDED object is not in the state (one that left it had its DELETED); a pod's UID is never
+// reused. A stream of Adds has nothing to look up. A quiet sync of 150,000 pods builds no index at
+// all (one hash and one probe into a table of several MiB per pod, about 5% of the sync's CPU).
 template <typename T, typename KeyOf, typename Items = std::vector<T>>
 class StreamedState {
  public:

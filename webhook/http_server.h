@@ -4,12 +4,14 @@
 // - A fixed number of I/O threads run every connection: an io_context per thread, each connection
 //   on one of them (in turn, at accept) for its life, with a strand of its own. No thread is ever
 //   held by a connection: waiting for a request, reading a slow one, a TLS handshake and writing
-//   a reply are asynchronous operations with deadlines (Beast's tcp_stream timers). A slow
-//   handler delays the other connections of its thread: handlers must not block (below).
+//   a reply are asynchronous operations with deadlines. A slow handler delays the other
+//   connections of its thread: handlers must not block (below).
 // - Deadlines: the first byte of a request must come within idle_timeout of the connection's
 //   start or of the previous reply; then the headers within read_timeout, then the body within
 //   read_timeout; each reply must be written within write_timeout; a TLS handshake must finish
-//   within handshake_timeout. A connection that misses one is closed.
+//   within handshake_timeout. A connection that misses one is closed. One timer checks them all
+//   every quarter of the shortest timeout (at least 5 ms, at most 250 ms), so a connection is
+//   closed up to that late.
 // - At most max_connections are open; a connection accepted beyond that is closed at once.
 // - A request is answered through HttpCall, now (on the I/O thread) or later (from any thread):
 //   the connection reads no further request until then. Handlers must not block: work that waits

@@ -503,6 +503,51 @@ TEST_F(HttpServerTest, IdleConnectionsAreClosedAfterIdleTimeout) {
   EXPECT_TRUE(never.Closed());
 }
 
+// A reply the client does not read is given up after writeTimeout: the connection closes.
+TEST_F(HttpServerTest, AReplyNotReadWithinWriteTimeoutClosesTheConnection) {
+  server_.reset();
+  HttpServerOptions options;
+  options.write_timeout = absl::Milliseconds(300);
+  StartServer(options);
+  Raw c(port_);
+  ASSERT_TRUE(c.Send(Post("/later", "big")));
+  Parked p;
+  ASSERT_TRUE(NextParked(&p));
+  ASSERT_EQ(server_->open_connections(), 1);
+  p.call->reply().body = std::string(64 << 20, 'x');  // more than the sockets' buffers hold
+  p.call->Finish();
+  p.call.reset();
+  const absl::Time deadline = absl::Now() + kDeadline;
+  while (server_->open_connections() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(server_->open_connections(), 0);
+}
+
+// A request the handler holds has no deadline: a reply due longer than every timeout is sent.
+TEST_F(HttpServerTest, ARequestHeldByTheHandlerPastEveryTimeoutIsAnswered) {
+  server_.reset();
+  HttpServerOptions options;
+  options.idle_timeout = absl::Milliseconds(50);
+  options.read_timeout = absl::Milliseconds(50);
+  options.write_timeout = absl::Milliseconds(50);
+  StartServer(options);
+  Raw c(port_);
+  ASSERT_TRUE(c.Send(Post("/later", "slow")));
+  Parked p;
+  ASSERT_TRUE(NextParked(&p));
+  // Several sweeps (each 12.5 ms here) pass while the call is held; the condition waited for is
+  // the sweep's own progress, not time: an idle connection opened after this one is closed.
+  Raw idle(port_);
+  ASSERT_TRUE(idle.ok());
+  EXPECT_TRUE(idle.Closed());
+  ASSERT_EQ(server_->open_connections(), 1);
+  FinishElsewhere(p, "done");
+  const Raw::Response r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "done");
+}
+
 // No connection holds a thread: with one I/O thread, requests parked by the handler, idle
 // connections and a slow sender leave a fresh connection served at once.
 TEST_F(HttpServerTest, OneIoThreadServesPastParkedIdleAndSlowConnections) {

@@ -43,8 +43,9 @@ using tcp = net::ip::tcp;
 
 // simdjson reads up to this many bytes past a document's end (SIMDJSON_PADDING).
 constexpr size_t kBodyPadding = 64;
-// How much a connection reads at once while it waits for a request.
+// How much a connection reads at once while it waits for a request, and then for its body.
 constexpr size_t kReadChunk = 16 << 10;
+constexpr size_t kBodyReadChunk = 64 << 10;
 // Buffers a connection keeps between requests beyond this are released.
 constexpr size_t kKeepBufferBytes = 1 << 20;
 
@@ -209,6 +210,9 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
           ec ? self->Close() : self->WaitForRequest();
         });
       } else {
+        beast::error_code ec;
+        self->stream_.non_blocking(true, ec);
+        self->sync_io_ = !ec;
         self->WaitForRequest();
       }
     });
@@ -239,61 +243,94 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
   // Waits for the first byte of the next request (unless pipelined bytes are already here).
   void WaitForRequest() {
     if (server_->stopping.load(std::memory_order_relaxed)) return Close();
-    if (buffer_.size() > 0) return ReadHeader();
+    if (buffer_.size() > 0) return StartRequest();
     phase_ = Phase::kIdle;
     Deadline(server_->options.idle_timeout);
     stream_.async_read_some(buffer_.prepare(kReadChunk),
                             [self = this->shared_from_this()](beast::error_code ec, size_t n) {
                               if (ec) return self->Close();
                               self->buffer_.commit(n);
-                              self->ReadHeader();
+                              self->StartRequest();
                             });
   }
 
-  void ReadHeader() {
+  void StartRequest() {
     phase_ = Phase::kReading;
     started_ = absl::Now();
     spare_body_.clear();
     parser_.emplace(std::piecewise_construct, std::make_tuple(std::move(spare_body_)));
     parser_->header_limit(static_cast<uint32_t>(server_->options.max_header_bytes));
     parser_->body_limit(static_cast<uint64_t>(server_->options.max_body_bytes));
+    header_seen_ = false;
     Deadline(server_->options.read_timeout);
-    http::async_read_header(
-        stream_, buffer_, *parser_,
-        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+    Parse();
   }
 
-  void OnHeader(beast::error_code ec) {
-    if (ec) return ReadFailed(ec);
+  // Feeds what the buffer holds to Beast's parser, and reads more while the request is not
+  // whole. Bytes already received are parsed at once, and a plain connection first tries a read
+  // that does not wait: a request that came in one piece (kube-scheduler writes each at once)
+  // is read, parsed and handed to the handler in one pass. Beast's composed reads
+  // (async_read_header, async_read) complete through a post even when the bytes are there: a
+  // further turn of the I/O thread's loop, an epoll_wait, for each.
+  void Parse() {
+    beast::error_code ec;
+    for (;;) {
+      while (buffer_.size() > 0 && !parser_->is_done()) {
+        const size_t used = parser_->put(buffer_.data(), ec);
+        buffer_.consume(used);
+        if (ec == http::error::need_more) {
+          ec = {};
+          break;
+        }
+        if (ec) return ReadFailed(ec);
+        if (parser_->is_header_done() && !header_seen_) {
+          header_seen_ = true;
+          if (!OnHeader()) return;  // refused, or its 100 Continue is being written
+        } else if (used == 0) {
+          break;  // defensive: no progress without an error; read more
+        }
+      }
+      if (parser_->is_done()) return OnBody();
+      const size_t want = header_seen_ ? kBodyReadChunk : kReadChunk;
+      if constexpr (!kTls) {
+        const size_t n = stream_.read_some(buffer_.prepare(want), ec);
+        if (!ec) {
+          buffer_.commit(n);
+          continue;
+        }
+        if (ec != net::error::would_block && ec != net::error::try_again) return Close();
+        ec = {};
+      }
+      stream_.async_read_some(buffer_.prepare(want),
+                              [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                                if (ec) return self->Close();  // end of stream, reset, closed
+                                self->buffer_.commit(n);
+                                self->Parse();
+                              });
+      return;
+    }
+  }
+
+  // The request's head is in: refuses what the server does not serve, answers Expect:
+  // 100-continue and makes room for the body. False if the parse does not go on from here.
+  bool OnHeader() {
     const auto& head = parser_->get();  // HTTP/1.0 or 1.1: Beast refuses other versions
     if (auto te = head.find(http::field::transfer_encoding); te != head.end()) {
       const absl::string_view value(te->value().data(), te->value().size());
       if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(value), "chunked")) {
-        return Refuse(
-            501, absl::StrCat("Transfer-Encoding \"", value, "\" is not supported (only chunked)"));
+        Refuse(501,
+               absl::StrCat("Transfer-Encoding \"", value, "\" is not supported (only chunked)"));
+        return false;
       }
     }
     auto expect = head.find(http::field::expect);
     if (expect != head.end()) {
       const absl::string_view value(expect->value().data(), expect->value().size());
       if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(value), "100-continue")) {
-        return Refuse(417, absl::StrCat("unsupported expectation \"", value, "\""));
-      }
-      if (head.version() == 11 && !parser_->is_done()) {
-        static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        Deadline(server_->options.write_timeout);
-        net::async_write(stream_, net::const_buffer(kContinue, sizeof(kContinue) - 1),
-                         [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                           if (ec) return self->Close();
-                           self->ReadBody();
-                         });
-        return;
+        Refuse(417, absl::StrCat("unsupported expectation \"", value, "\""));
+        return false;
       }
     }
-    ReadBody();
-  }
-
-  void ReadBody() {
     // The body goes into a string with room for simdjson's padding from the start (Beast's
     // string body reserves exactly the Content-Length when the body begins; this comes first and
     // makes that a no-op), so OnBody need not copy megabytes of a full-Nodes body to pad it.
@@ -302,14 +339,23 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
         length.has_value() && *length <= static_cast<uint64_t>(server_->options.max_body_bytes)) {
       parser_->get().body().reserve(static_cast<size_t>(*length) + kBodyPadding);
     }
+    parser_->eager(true);  // from here, parse as much of the body as the buffer holds
     Deadline(server_->options.read_timeout);
-    http::async_read(
-        stream_, buffer_, *parser_,
-        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
+    if (expect != head.end() && head.version() == 11 && !parser_->is_done()) {
+      static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      Deadline(server_->options.write_timeout);
+      net::async_write(stream_, net::const_buffer(kContinue, sizeof(kContinue) - 1),
+                       [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                         if (ec) return self->Close();
+                         self->Deadline(self->server_->options.read_timeout);
+                         self->Parse();
+                       });
+      return false;
+    }
+    return true;
   }
 
-  void OnBody(beast::error_code ec) {
-    if (ec) return ReadFailed(ec);
+  void OnBody() {
     NoDeadline();
     auto& message = parser_->get();
     keep_alive_ = message.keep_alive();
@@ -404,12 +450,32 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
     if (request.body.capacity() > kKeepBufferBytes) std::string().swap(request.body);
     after_ = keep ? After::kKeepAlive : After::kClose;
     Deadline(server_->options.write_timeout);
+    serializer_.emplace(response_);
+    if constexpr (!kTls) {
+      // Written now if the socket takes it all (a reply of tens of kilobytes on a connection
+      // whose client reads it does), without the async write's post; what the socket does not
+      // take now is written as it drains.
+      if (sync_io_) {
+        beast::error_code ec;
+        while (!ec && !serializer_->is_done()) http::write_some(stream_, *serializer_, ec);
+        if (serializer_->is_done()) {
+          // The next request already buffered (pipelined) is served from a fresh turn of the
+          // loop, not from inside this call: each would otherwise nest one call deeper.
+          if (buffer_.size() == 0) return OnWritten({});
+          net::post(stream_.get_executor(),
+                    [self = this->shared_from_this()] { self->OnWritten({}); });
+          return;
+        }
+        if (ec != net::error::would_block && ec != net::error::try_again) return OnWritten(ec);
+      }
+    }
     http::async_write(
-        stream_, response_,
+        stream_, *serializer_,
         [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnWritten(ec); });
   }
 
   void OnWritten(beast::error_code ec) {
+    serializer_.reset();
     // The buffers go round: the next request reads into this one's, the next reply too.
     if (!head_) reply.body = std::move(response_.body());
     response_.clear();
@@ -471,6 +537,8 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> response_;
+  std::optional<http::response_serializer<http::string_body>> serializer_;  // of response_
+  bool sync_io_ = false;  // a plain socket in non-blocking mode: reads and writes tried at once
   std::string spare_body_;
   absl::Time started_;
   Phase phase_ = Phase::kIdle;
@@ -478,6 +546,7 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
   bool keep_alive_ = true;
   bool head_ = false;
   bool refused_ = false;  // the last reply was the server's own refusal
+  bool header_seen_ = false;  // OnHeader has run for the request being read
   unsigned version_ = 11;
   int served_ = 0;
 };

@@ -6,6 +6,11 @@
 //   held by a connection: waiting for a request, reading a slow one, a TLS handshake and writing
 //   a reply are asynchronous operations with deadlines. A slow handler delays the other
 //   connections of its thread: handlers must not block (below).
+// - Bytes already received are fed to Beast's parser at once, and on a plain (not TLS)
+//   connection a read or a write is first tried without waiting (the socket is non-blocking):
+//   a request that arrived whole is read, handled and answered in one turn of its thread's loop.
+//   Only what would wait goes through the loop; a request already buffered behind the one just
+//   answered (pipelined) starts a fresh turn.
 // - Deadlines: the first byte of a request must come within idle_timeout of the connection's
 //   start or of the previous reply; then the headers within read_timeout, then the body within
 //   read_timeout; each reply must be written within write_timeout; a TLS handshake must finish

@@ -66,6 +66,51 @@ int64_t DeadlineAfter(absl::Duration d) {
   return ns >= kNever - now ? kNever : now + std::max<int64_t>(ns, 0);
 }
 
+// A request's body: Beast's string_body, except that its reader appends what it is given
+// (string_body's resizes the string, zero-filling the bytes it then copies over: a memset of the
+// whole body) and reserves room for simdjson's padding past the Content-Length, so the body need
+// not be copied to be padded.
+struct RequestBody {
+  using value_type = std::string;
+
+  class reader {
+   public:
+    template <bool kIsRequest, class Fields>
+    explicit reader(http::header<kIsRequest, Fields>& /*head*/, value_type& body) : body_(body) {}
+
+    void init(const boost::optional<std::uint64_t>& length, beast::error_code& ec) {
+      // The parser has already refused a Content-Length over its body limit (413).
+      if (length.has_value()) {
+        if (*length > body_.max_size() - kBodyPadding) {
+          ec = http::error::buffer_overflow;
+          return;
+        }
+        body_.reserve(static_cast<size_t>(*length) + kBodyPadding);
+      }
+      ec = {};
+    }
+
+    template <class ConstBufferSequence>
+    size_t put(const ConstBufferSequence& buffers, beast::error_code& ec) {
+      const size_t extra = beast::buffer_bytes(buffers);
+      if (extra > body_.max_size() - body_.size()) {
+        ec = http::error::buffer_overflow;
+        return 0;
+      }
+      for (const auto b : beast::buffers_range_ref(buffers)) {
+        body_.append(static_cast<const char*>(b.data()), b.size());
+      }
+      ec = {};
+      return extra;
+    }
+
+    void finish(beast::error_code& ec) { ec = {}; }
+
+   private:
+    value_type& body_;
+  };
+};
+
 // A reply's reason to close the connection after it is written.
 enum class After { kKeepAlive, kClose };
 
@@ -311,8 +356,9 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
     }
   }
 
-  // The request's head is in: refuses what the server does not serve, answers Expect:
-  // 100-continue and makes room for the body. False if the parse does not go on from here.
+  // The request's head is in (and RequestBody has made room for the body): refuses what the
+  // server does not serve and answers Expect: 100-continue. False if the parse does not go on
+  // from here.
   bool OnHeader() {
     const auto& head = parser_->get();  // HTTP/1.0 or 1.1: Beast refuses other versions
     if (auto te = head.find(http::field::transfer_encoding); te != head.end()) {
@@ -330,14 +376,6 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
         Refuse(417, absl::StrCat("unsupported expectation \"", value, "\""));
         return false;
       }
-    }
-    // The body goes into a string with room for simdjson's padding from the start (Beast's
-    // string body reserves exactly the Content-Length when the body begins; this comes first and
-    // makes that a no-op), so OnBody need not copy megabytes of a full-Nodes body to pad it.
-    // Beast has already refused a Content-Length over the body limit (413).
-    if (auto length = parser_->content_length();
-        length.has_value() && *length <= static_cast<uint64_t>(server_->options.max_body_bytes)) {
-      parser_->get().body().reserve(static_cast<size_t>(*length) + kBodyPadding);
     }
     parser_->eager(true);  // from here, parse as much of the body as the buffer holds
     Deadline(server_->options.read_timeout);
@@ -535,7 +573,7 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
   Stream stream_;
   std::atomic<int64_t> deadline_ns_{kNever};
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request_parser<RequestBody>> parser_;
   http::response<http::string_body> response_;
   std::optional<http::response_serializer<http::string_body>> serializer_;  // of response_
   bool sync_io_ = false;  // a plain socket in non-blocking mode: reads and writes tried at once

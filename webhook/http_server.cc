@@ -4,9 +4,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <limits>
-#include <exception>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -146,7 +146,7 @@ struct HttpServer::Impl {
   // How a registered session is asked to close.
   enum class CloseIf { kIdle, kAlways, kPastDeadline };
   struct Registered {
-    std::function<void(CloseIf)> close;  // closes the session on its own strand if ...
+    std::function<void(CloseIf)> close;    // closes the session on its own strand if ...
     const std::atomic<int64_t>* deadline;  // the session's, readable from any thread
   };
   // Sessions call these from their strands.
@@ -378,7 +378,6 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
       }
     }
     parser_->eager(true);  // from here, parse as much of the body as the buffer holds
-    Deadline(server_->options.read_timeout);
     if (expect != head.end() && head.version() == 11 && !parser_->is_done()) {
       static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
       Deadline(server_->options.write_timeout);
@@ -390,6 +389,7 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
                        });
       return false;
     }
+    Deadline(server_->options.read_timeout);  // for the body
     return true;
   }
 
@@ -583,7 +583,7 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
   After after_ = After::kKeepAlive;
   bool keep_alive_ = true;
   bool head_ = false;
-  bool refused_ = false;  // the last reply was the server's own refusal
+  bool refused_ = false;      // the last reply was the server's own refusal
   bool header_seen_ = false;  // OnHeader has run for the request being read
   unsigned version_ = 11;
   int served_ = 0;

@@ -32,19 +32,11 @@ filter_metrics() {  # "sum count" of the server's Filter durations
 
 : > "$D/runs.txt"
 for round in $(seq 1 "$ROUNDS"); do
-  order=(0 1)
-  [ $((round % 2)) = 0 ] && order=(1 0)
-  for i in "${order[@]}"; do
+  for i in $(ab_order "$round"); do
     label=$([ "$i" = 0 ] && echo A || echo B)
-    rm -f "$D/kubeconfig"
     start_sim "$BUILD"
-    sim_pid="${PIDS[-1]}"
-    if [ ! -s "$D/pod.json" ]; then
-      python3 "$HERE/make_body.py" --api "http://127.0.0.1:$SIM_PORT" \
-        --names-out "$D/body_names.json" --nodes-out "$D/body_nodes.json" \
-        --pod-out "$D/pod.json" --node-names-out "$D/node_names.txt" \
-        --candidates-out "$D/candidates.txt" >&2
-    fi
+    # Every sim of the config generates the same cluster: the pod and node names once.
+    [ -s "$D/pod.json" ] || make_bodies
     start_server "${SERVERS[$i]}" "$D/server-$label-$round.log"
     for c in $(seq 1 "$CYCLES"); do
       before_metrics="$(filter_metrics)"
@@ -53,9 +45,9 @@ for round in $(seq 1 "$ROUNDS"); do
         --pods "$PODS" --binders 16 --started_file "$D/started" > "$D/cycle.out" 2> "$D/cycle.err" &
       load_pid=$!
       for _ in $(seq 1 12000); do [ -e "$D/started" ] && break; sleep 0.05; done
-      s0="$(ticks "$SERVER_PID")" m0="$(ticks "$sim_pid")"
+      s0="$(ticks "$SERVER_PID")" m0="$(ticks "$SIM_PID")"
       wait "$load_pid" || { cat "$D/cycle.out" "$D/cycle.err" >&2; exit 1; }
-      s1="$(ticks "$SERVER_PID")" m1="$(ticks "$sim_pid")"
+      s1="$(ticks "$SERVER_PID")" m1="$(ticks "$SIM_PID")"
       rm -f "$D/started"
       after_metrics="$(filter_metrics)"
       pods_per_s="$(sed -n 's/^CYCLE_JSON .*"pods_per_s":\([0-9.]*\).*/\1/p' "$D/cycle.out")"
@@ -70,8 +62,7 @@ for round in $(seq 1 "$ROUNDS"); do
         "CPU per pod: server $server_us us, sim $sim_us us"
     done
     stop_server
-    kill "$sim_pid"
-    wait "$sim_pid" 2>/dev/null || true
+    stop_sim
   done
 done
 python3 - "$D/runs.txt" <<'EOF'

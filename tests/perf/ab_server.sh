@@ -25,9 +25,7 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 
 start_sim "$BUILD"
-python3 "$HERE/make_body.py" --api "http://127.0.0.1:$SIM_PORT" --names-out "$D/body_names.json" \
-  --nodes-out "$D/body_nodes.json" --pod-out "$D/pod.json" --node-names-out "$D/node_names.txt" \
-  --candidates-out "$D/candidates.txt" >&2
+make_bodies
 
 for round in $(seq 1 "$ROUNDS"); do
   for i in 0 1; do

@@ -25,9 +25,7 @@ TICK_MS=$((1000 / $(getconf CLK_TCK)))
 start_sim "$BUILD"
 : > "$D/runs.txt"
 for round in $(seq 1 "$ROUNDS"); do
-  order=(0 1)
-  [ $((round % 2)) = 0 ] && order=(1 0)
-  for i in "${order[@]}"; do
+  for i in $(ab_order "$round"); do
     label=$([ "$i" = 0 ] && echo A || echo B)
     start_server "${SERVERS[$i]}" "$D/server-$label-$round.log"
     cpu="$(awk -v t="$TICK_MS" '{print ($14 + $15) * t}' "/proc/$SERVER_PID/stat")"

@@ -9,13 +9,16 @@
 namespace fitledger {
 
 // Sets the usage message; --help (or -h) prints it and the flags defined in `main_file` (a path
-// suffix such as "server/main.cc"), dashed, with their defaults, and exits 0; --helpfull is
-// Abseil's (every flag, by source file); accepts dashed
+// suffix such as "server/main.cc"), dashed, with their defaults, and exits 0; --helpfull adds
+// Abseil's own flags (--flagfile, --fromenv, ...) the same way and exits 0; accepts dashed
 // flag names (--grpc-listen) as well as Abseil's underscores (only the name before '=' is
 // rewritten, never values or positional arguments), and parses. Returns the positional
 // arguments, argv[0] first. Exits as Abseil does on --help or a bad flag.
 std::vector<char*> ParseFlags(int argc, char** argv, absl::string_view usage,
                               absl::string_view main_file);
+
+// What --help (all: --helpfull) prints, to standard output; after ParseFlags.
+void PrintHelp(bool all);
 
 }  // namespace fitledger
 

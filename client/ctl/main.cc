@@ -9,8 +9,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "client/ctl/burst.h"
 #include "client/ctl/commands.h"
@@ -69,20 +67,24 @@ int main(int argc, char** argv) {
       "  rejections             pods the kubelet rejected (OutOf*) as the server saw them\n"
       "  await-view             wait until the server's (lagging) view has caught up with the\n"
       "                         API (--kubeconfig; resourceVersions compared as integers)\n"
-      "  burst [--replicas N --cpu Q --memory Q] [--no-ledger] [--json]\n"
+      "  burst [--replicas N --cpu Q --memory Q --namespace NS] [--no-ledger] [--json]\n"
       "                         create N pods and schedule them through the webhook as\n"
       "                         kube-scheduler does; print placement and kubelet verdicts\n"
-      "  scheduler [--scheduler_name NAME] [--webhook URL]\n"
+      "  scheduler [--scheduler-name NAME] [--webhook URL]\n"
       "                         schedule the pods of spec.schedulerName NAME through the\n"
       "                         webhook until interrupted (scripts/demo runs two: fitledger\n"
-      "                         and fitledger-no-ledger; not kube-scheduler, see sim/README.md)",
+      "                         and fitledger-no-ledger; not kube-scheduler, see sim/README.md)\n"
+      "  help                   this text (as --help; --helpfull adds Abseil's flags)",
       "ctl/main.cc");
-  absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) {
     fprintf(stderr, "fitledgerctl: a command is required (see --help)\n");
     return 2;
   }
   std::string command = args[1];
+  if (command == "help") {
+    fitledger::PrintHelp(/*all=*/false);
+    return 0;
+  }
   fitledger::ctl::ServerTarget target;
   target.address = absl::GetFlag(FLAGS_server);
   target.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);

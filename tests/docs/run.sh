@@ -36,7 +36,7 @@
 #       appears as a quoted string in PARSER (the sources that read them, comma-separated). A key
 #       whose type is "removed" must not be in EXAMPLE (its parser refuses it, naming it).
 #   <!-- flags: BINARY -->  every flag in the table is listed by `BINARY --help`, and every flag
-#       that BINARY's main.cc defines (its section of `--helpfull`) is in the table.
+#       that BINARY's main.cc defines (its ABSL_FLAGs, read from the source) is in the table.
 # Plus: each example config loads in its binary, and the same file with an unknown key appended
 # is refused, naming the key.
 #
@@ -349,8 +349,15 @@ else
     marker="<!-- flags: $binary -->"
     bin="$(find "$build" -type f -name "$binary" -perm -u+x | head -1)"
     help="$("$bin" --help 2>&1)"
-    own="$("$bin" --helpfull 2>&1 | awk '/^  Flags from .*main\.cc:/ { on = 1; next } on && /^  Flags from / { on = 0 } on' |
-           grep -oE '^    --[a-z0-9_]+' | sed 's/^ *--//')"
+    # The flags the binary's main.cc defines, read from the source (independent of --help).
+    case "$binary" in
+      fitledger-server) src="$repo/server/main.cc" ;;
+      fitledger-shim) src="$repo/client/shim/main.cc" ;;
+      fitledger-sim) src="$repo/sim/main.cc" ;;
+      fitledgerctl) src="$repo/client/ctl/main.cc" ;;
+      *) src="" ;;
+    esac
+    own="$([ -n "$src" ] && grep -oE 'ABSL_FLAG\([^,]+, *[a-z0-9_]+' "$src" | sed -E 's/.*, *//')"
     documented="$(table_after "$marker" | cut -f1 | awk '{ print $1 }' | sed 's/^--//')"
     problems=()
     for flag in $documented; do
@@ -362,9 +369,10 @@ else
     for flag in $own; do
       found=0
       for d in $documented; do [ "${d//-/_}" = "$flag" ] && found=1; done
-      [ "$found" -eq 1 ] || problems+=("$binary defines --$flag (see --helpfull) but the table does not document it")
+      [ "$found" -eq 1 ] || problems+=("$binary defines --$flag ($src) but the table does not document it")
     done
     [ -n "$documented" ] || problems+=("no table after $marker")
+    [ -n "$own" ] || problems+=("no ABSL_FLAG found for $binary (its main.cc: '$src')")
     if [ ${#problems[@]} -eq 0 ]; then
       pass "docs/configuration.md: $binary flags match --help"
     else

@@ -191,6 +191,26 @@ TEST_F(SecurityE2eTest, StartupMistakesAreRefusedWithWhatToDo) {
   EXPECT_THAT(help->output, Not(HasSubstr("Flags from")));
   EXPECT_THAT(help->output, Not(HasSubstr("main.cc")));
   EXPECT_THAT(help->output, Not(HasSubstr("fitledger-server: fitledger-server")));
+  EXPECT_THAT(help->output, Not(HasSubstr("  --flagfile\n")));
+  // --helpfull: the same, then Abseil's own flags, the same way; exit 0 as --help.
+  absl::StatusOr<CommandResult> full =
+      RunCommand({FITLEDGER_SERVER_PATH, "--helpfull"}, {}, absl::Seconds(30));
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->exit_code, 0);
+  EXPECT_THAT(full->output, HasSubstr("  --grpc-listen\n"));
+  EXPECT_THAT(full->output, HasSubstr("Abseil's flags:\n  --flagfile\n"));
+  EXPECT_THAT(full->output, Not(HasSubstr("Flags from")));
+  EXPECT_THAT(full->output, Not(HasSubstr("main.cc")));
+  EXPECT_THAT(full->output, Not(HasSubstr("Try --helpfull")));
+  // fitledgerctl: `help` is --help; its usage spells flags as its flag list does.
+  absl::StatusOr<CommandResult> ctl =
+      RunCommand({FITLEDGER_CTL_PATH, "help"}, {}, absl::Seconds(30));
+  ASSERT_TRUE(ctl.ok()) << ctl.status();
+  EXPECT_EQ(ctl->exit_code, 0);
+  EXPECT_THAT(ctl->output, HasSubstr("scheduler [--scheduler-name NAME]"));
+  EXPECT_THAT(ctl->output, HasSubstr("--namespace NS]"));
+  EXPECT_THAT(ctl->output, HasSubstr("  --scheduler-name\n"));
+  EXPECT_THAT(ctl->output, Not(HasSubstr("--scheduler_name")));
 }
 
 // A socket folder that does not exist yet is made (the default's /run/fitledger is missing on a

@@ -310,7 +310,9 @@ std::map<std::string, std::vector<std::string>> Ledger::Preempt(
     auto it = nodes_.find(node_name);
     if (it == nodes_.end() || !it->second.known) continue;
     Resources released;
+    absl::flat_hash_set<absl::string_view> counted;  // a victim listed twice is evicted once
     for (const std::string& uid : victims) {
+      if (!counted.insert(uid).second) continue;
       auto pod = pods_.find(uid);
       if (pod != pods_.end() && pod->second.node_name == node_name) {
         released.Add(pod->second.requests);

@@ -556,6 +556,16 @@ TEST_F(LedgerTest, PreemptKeepsNodesWhereVictimsMakeRoom) {
   EXPECT_THAT(kept, ElementsAre(Pair("a", ElementsAre("v1"))));
 }
 
+TEST_F(LedgerTest, PreemptCountsAVictimListedTwiceOnce) {
+  ledger_.UpsertPod(Bound("v1", "a", Req(1000)));
+  ledger_.UpsertPod(Bound("v2", "a", Req(1700)));
+  // a: 4000 - 2700 + 1000 freed = 2300 free: 3000 does not fit, however often v1 is listed.
+  EXPECT_THAT(ledger_.Preempt(Req(3000), {{"a", {"v1", "v1"}}}), IsEmpty());
+  // Both victims: 4000 free, and the list comes back as it was given.
+  EXPECT_THAT(ledger_.Preempt(Req(3000), {{"a", {"v1", "v2", "v1"}}}),
+              ElementsAre(Pair("a", ElementsAre("v1", "v2", "v1"))));
+}
+
 TEST_F(LedgerTest, SettleOldAssumptionsWithTheApisAnswer) {
   ASSERT_THAT(Assume("bound", "a", Req(100), kT0), IsOk());
   ASSERT_THAT(Assume("gone", "a", Req(100), kT0), IsOk());

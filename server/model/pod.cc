@@ -1,7 +1,9 @@
 #include "server/model/pod.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -197,8 +199,22 @@ ExactList Requests(const Pod& pod, const ExactList& pod_level, const Options& op
   return total;
 }
 
-absl::StatusOr<int64_t> Amount(absl::string_view name, Quantity q) {
-  return name == kResourceCpu ? q.MilliValue() : q.Value();
+// "pod NAMESPACE/NAME", or what there is of it, for errors.
+std::string PodLabel(const Pod& pod) {
+  if (pod.name.empty()) return "the pod (it has no metadata.name)";
+  return absl::StrCat("pod ", pod.namespace_name, "/", pod.name);
+}
+
+// cpu in millicores, the rest in units; a sum past int64 names the pod, the resource and the sum.
+absl::StatusOr<int64_t> Amount(const Pod& pod, absl::string_view name, Quantity q) {
+  absl::StatusOr<int64_t> amount = name == kResourceCpu ? q.MilliValue() : q.Value();
+  if (!amount.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(PodLabel(pod), ": the request for ", name, " (",
+                                                   q.ToString(), ") is out of range: more than ",
+                                                   std::numeric_limits<int64_t>::max(),
+                                                   name == kResourceCpu ? " millicores" : ""));
+  }
+  return amount;
 }
 
 }  // namespace
@@ -218,10 +234,10 @@ absl::StatusOr<Resources> PodRequests(const Pod& pod, RequestBasis basis) {
   for (const auto& [name, q] : total.entries()) {
     if (q.IsNegative()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("pod ", pod.namespace_name, "/", pod.name, ": negative request for ", name));
+          absl::StrCat(PodLabel(pod), ": negative request for ", name));
     }
     if (name == kResourcePods) continue;  // a pod always counts as exactly one pod
-    ASSIGN_OR_RETURN(int64_t value, Amount(name, q));
+    ASSIGN_OR_RETURN(int64_t value, Amount(pod, name, q));
     out.Set(name, value);  // names the scheduler does not compare are ignored, as upstream
   }
 
@@ -244,9 +260,9 @@ absl::StatusOr<Resources> PodRequests(const Pod& pod, RequestBasis basis) {
   }
   options.non_missing = &non_missing;
   const ExactList non_zero = Requests(pod, pod_level, options);
-  ASSIGN_OR_RETURN(out.non_zero_milli_cpu, Amount(kResourceCpu, non_zero.Get(kResourceCpu)));
+  ASSIGN_OR_RETURN(out.non_zero_milli_cpu, Amount(pod, kResourceCpu, non_zero.Get(kResourceCpu)));
   ASSIGN_OR_RETURN(out.non_zero_memory_bytes,
-                   Amount(kResourceMemory, non_zero.Get(kResourceMemory)));
+                   Amount(pod, kResourceMemory, non_zero.Get(kResourceMemory)));
   return out;
 }
 

@@ -492,5 +492,23 @@ TEST(PodRequestsTest, OverflowingSumIsInvalid) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("range")));
 }
 
+// The error says which pod, which resource and what it summed to (it said only "quantity out of
+// range for int64").
+TEST(PodRequestsTest, AnAmountPastInt64NamesThePodTheResourceAndTheSum) {
+  Pod pod;
+  pod.namespace_name = "ns";
+  pod.name = "p";
+  pod.containers = {C("a", {{"cpu", "1E"}})};  // 10^18 cores: 10^21 millicores
+  EXPECT_THAT(PodRequests(pod, RequestBasis::kSpec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("pod ns/p: the request for cpu (1000000000000000000) is out of "
+                                 "range: more than 9223372036854775807 millicores")));
+  Pod nameless;
+  nameless.containers = {C("a", {{"cpu", "-1"}})};
+  EXPECT_THAT(PodRequests(nameless, RequestBasis::kSpec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the pod (it has no metadata.name): negative request for cpu")));
+}
+
 }  // namespace
 }  // namespace fitledger

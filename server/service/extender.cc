@@ -1,8 +1,10 @@
 #include "server/service/extender.h"
 
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "server/kube/objects.h"
@@ -114,7 +116,13 @@ absl::Status Extender::Bind(const BindRequest& request) {
   if (request.name.empty() || request.namespace_name.empty() || request.uid.empty() ||
       request.node.empty()) {
     Count("invalid");
-    return absl::InvalidArgumentError("bind needs PodName, PodNamespace, PodUID and Node");
+    std::vector<absl::string_view> empty;
+    if (request.name.empty()) empty.push_back("PodName");
+    if (request.namespace_name.empty()) empty.push_back("PodNamespace");
+    if (request.uid.empty()) empty.push_back("PodUID");
+    if (request.node.empty()) empty.push_back("Node");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bind needs PodName, PodNamespace, PodUID and Node; empty: ", absl::StrJoin(empty, ", ")));
   }
   {
     std::lock_guard<std::mutex> lock(binds_mu_);

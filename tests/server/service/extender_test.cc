@@ -440,7 +440,11 @@ TEST_F(ExtenderTest, BindWithoutFilterReadsThePodFromTheApi) {
   EXPECT_THAT(extender_.Bind({"ns", "nope", "u10", "w2"}),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("ns/nope")));
   EXPECT_THAT(extender_.Bind({"ns", "", "u", "w2"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("PodName")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("; empty: PodName")));
+  // Each empty field is named.
+  EXPECT_THAT(extender_.Bind({"", "p9", "", ""}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("; empty: PodNamespace, PodUID, Node")));
 }
 
 TEST_F(ExtenderTest, ConcurrentBindsForTheLastSlotOneWins) {

@@ -14,6 +14,12 @@ namespace fitledger {
 namespace {
 
 absl::StatusOr<Pod> PodArg(const v1::Pod& pod) {
+  // kube-scheduler always sends the pod it schedules; a missing or null one (or one without a
+  // name) is a malformed request, not a pod that requests nothing.
+  if (pod.metadata().name().empty()) {
+    return absl::InvalidArgumentError(
+        "Pod: missing, or without metadata.name (kube-scheduler sends the pod being scheduled)");
+  }
   absl::StatusOr<Pod> out = PodFromProto(pod);
   if (!out.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("Pod: ", out.status().message()));

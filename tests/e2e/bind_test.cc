@@ -198,6 +198,7 @@ TEST_P(BindE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsAnswering) {
   // Through gRPC directly.
   v1::ExtenderArgs args;
   args.add_node_names("n1");
+  args.mutable_pod()->mutable_metadata()->set_name("x");
   auto* container = args.mutable_pod()->mutable_spec()->add_containers();
   (*container->mutable_resources()->mutable_requests())["cpu"] = "12Qi";
   grpc::ClientContext ctx;
@@ -205,6 +206,15 @@ TEST_P(BindE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsAnswering) {
   grpc::Status s = (*c)->extender().extender->Filter(&ctx, args, &result);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("12Qi"));
+  // No pod (or a null one, or one without a name) is an error, not a pod that fits everywhere.
+  v1::ExtenderArgs no_pod;
+  no_pod.add_node_names("n1");
+  grpc::ClientContext ctx2;
+  s = (*c)->extender().extender->Filter(&ctx2, no_pod, &result);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("Pod: missing, or without metadata.name"));
+  HttpResult null_pod = (*c)->Shim("filter", {{"Pod", nullptr}, {"NodeNames", {"n1"}}});
+  EXPECT_THAT(null_pod.raw, HasSubstr("Pod: missing, or without metadata.name")) << null_pod.raw;
   // Still answering correctly.
   absl::StatusOr<nlohmann::json> pod = (*c)->CreatePod("p1", "300m");
   ASSERT_TRUE(pod.ok());

@@ -114,6 +114,22 @@ struct RequestBody {
 // A reply's reason to close the connection after it is written.
 enum class After { kKeepAlive, kClose };
 
+// A request target's path, without its query. The absolute form ("http://host:port/filter"),
+// which RFC 9112 section 3.2.2 says a server must accept although clients send it only to
+// proxies, is read as its path ("/" when it has none), as Go's net/http server reads it.
+std::string PathOf(beast::string_view target) {
+  absl::string_view t(target.data(), target.size());
+  for (absl::string_view scheme : {"http://", "https://"}) {
+    if (t.size() >= scheme.size() && absl::EqualsIgnoreCase(t.substr(0, scheme.size()), scheme)) {
+      const size_t slash = t.find_first_of("/?", scheme.size());
+      t = slash == absl::string_view::npos ? absl::string_view("/") : t.substr(slash);
+      if (absl::StartsWith(t, "?")) return "/";
+      break;
+    }
+  }
+  return std::string(t.substr(0, t.find('?')));
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
@@ -400,8 +416,7 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
     version_ = message.version();
     head_ = message.method() == http::verb::head;
     request.method.assign(message.method_string().data(), message.method_string().size());
-    const beast::string_view target = message.target();
-    request.path.assign(target.data(), std::min(target.size(), target.find('?')));
+    request.path = PathOf(message.target());
     request.body = std::move(message.body());
     if (request.body.capacity() < request.body.size() + kBodyPadding) {
       request.body.reserve(request.body.size() + kBodyPadding);
@@ -446,8 +461,7 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
     if (parser_.has_value()) {
       const auto& head = parser_->get();
       request.method.assign(head.method_string().data(), head.method_string().size());
-      const beast::string_view target = head.target();
-      request.path.assign(target.data(), std::min(target.size(), target.find('?')));
+      request.path = PathOf(head.target());
       version_ = head.version() == 10 ? 10 : 11;
     } else {
       version_ = 11;

@@ -291,6 +291,21 @@ TEST_F(HttpServerTest, ExpectContinueGets100BeforeTheBody) {
   EXPECT_EQ(r.body, "POST|/echo|body");
 }
 
+// RFC 9112 section 3.2.2: a server must accept the absolute form of the target (it read
+// "http://x/echo" as an unknown path).
+TEST_F(HttpServerTest, AnAbsoluteFormTargetIsReadAsItsPath) {
+  Raw c(port_);
+  ASSERT_TRUE(c.Send(absl::StrCat(
+      "POST http://127.0.0.1:1/echo?x=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\na",
+      "GET HTTPS://host HTTP/1.1\r\nHost: x\r\n\r\n",
+      "GET http://host?q HTTP/1.1\r\nHost: x\r\n\r\n",
+      "GET /plain?q HTTP/1.1\r\nHost: x\r\n\r\n")));
+  EXPECT_EQ(c.Read().body, "POST|/echo|a");
+  EXPECT_EQ(c.Read().body, "GET|/|");
+  EXPECT_EQ(c.Read().body, "GET|/|");
+  EXPECT_EQ(c.Read().body, "GET|/plain|");
+}
+
 TEST_F(HttpServerTest, UnknownExpectationIs417) {
   Raw c(port_);
   ASSERT_TRUE(c.Send(Post("/echo", "x", "Expect: something\r\n")));

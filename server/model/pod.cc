@@ -202,6 +202,7 @@ ExactList Requests(const Pod& pod, const ExactList& pod_level, const Options& op
 // "pod NAMESPACE/NAME", or what there is of it, for errors.
 std::string PodLabel(const Pod& pod) {
   if (pod.name.empty()) return "the pod (it has no metadata.name)";
+  if (pod.namespace_name.empty()) return absl::StrCat("pod ", pod.name);
   return absl::StrCat("pod ", pod.namespace_name, "/", pod.name);
 }
 

@@ -181,36 +181,35 @@ TEST_F(SecurityE2eTest, StartupMistakesAreRefusedWithWhatToDo) {
   EXPECT_NE(folder.exit_code, 0);
   EXPECT_THAT(folder.output, HasSubstr("cannot create its folder " + dir_ + "/a-file/sub"));
   EXPECT_THAT(folder.output, HasSubstr("set grpc.listen (or --grpc-listen)"));
+  // A help text: exits 0 (as --help always has), printed to standard output.
+  auto help_of = [](std::vector<std::string> argv) {
+    absl::StatusOr<CommandResult> r = RunCommand(argv, {}, absl::Seconds(30));
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return std::string();
+    EXPECT_EQ(r->exit_code, 0) << argv.back();
+    return r->output;
+  };
   // --help: the usage once, this binary's flags with dashes, no build paths.
-  absl::StatusOr<CommandResult> help =
-      RunCommand({FITLEDGER_SERVER_PATH, "--help"}, {}, absl::Seconds(30));
-  ASSERT_TRUE(help.ok()) << help.status();
-  EXPECT_EQ(help->exit_code, 0);
-  EXPECT_THAT(help->output, HasSubstr("  --grpc-listen\n"));
-  EXPECT_THAT(help->output, HasSubstr("  --log-level\n"));
-  EXPECT_THAT(help->output, Not(HasSubstr("Flags from")));
-  EXPECT_THAT(help->output, Not(HasSubstr("main.cc")));
-  EXPECT_THAT(help->output, Not(HasSubstr("fitledger-server: fitledger-server")));
-  EXPECT_THAT(help->output, Not(HasSubstr("  --flagfile\n")));
-  // --helpfull: the same, then Abseil's own flags, the same way; exit 0 as --help.
-  absl::StatusOr<CommandResult> full =
-      RunCommand({FITLEDGER_SERVER_PATH, "--helpfull"}, {}, absl::Seconds(30));
-  ASSERT_TRUE(full.ok()) << full.status();
-  EXPECT_EQ(full->exit_code, 0);
-  EXPECT_THAT(full->output, HasSubstr("  --grpc-listen\n"));
-  EXPECT_THAT(full->output, HasSubstr("Abseil's flags:\n  --flagfile\n"));
-  EXPECT_THAT(full->output, Not(HasSubstr("Flags from")));
-  EXPECT_THAT(full->output, Not(HasSubstr("main.cc")));
-  EXPECT_THAT(full->output, Not(HasSubstr("Try --helpfull")));
+  const std::string help = help_of({FITLEDGER_SERVER_PATH, "--help"});
+  EXPECT_THAT(help, HasSubstr("  --grpc-listen\n"));
+  EXPECT_THAT(help, HasSubstr("  --log-level\n"));
+  EXPECT_THAT(help, Not(HasSubstr("Flags from")));
+  EXPECT_THAT(help, Not(HasSubstr("main.cc")));
+  EXPECT_THAT(help, Not(HasSubstr("fitledger-server: fitledger-server")));
+  EXPECT_THAT(help, Not(HasSubstr("  --flagfile\n")));
+  // --helpfull: the same, then Abseil's own flags, the same way.
+  const std::string full = help_of({FITLEDGER_SERVER_PATH, "--helpfull"});
+  EXPECT_THAT(full, HasSubstr("  --grpc-listen\n"));
+  EXPECT_THAT(full, HasSubstr("Abseil's flags:\n  --flagfile\n"));
+  EXPECT_THAT(full, Not(HasSubstr("Flags from")));
+  EXPECT_THAT(full, Not(HasSubstr("main.cc")));
+  EXPECT_THAT(full, Not(HasSubstr("Try --helpfull")));
   // fitledgerctl: `help` is --help; its usage spells flags as its flag list does.
-  absl::StatusOr<CommandResult> ctl =
-      RunCommand({FITLEDGER_CTL_PATH, "help"}, {}, absl::Seconds(30));
-  ASSERT_TRUE(ctl.ok()) << ctl.status();
-  EXPECT_EQ(ctl->exit_code, 0);
-  EXPECT_THAT(ctl->output, HasSubstr("scheduler [--scheduler-name NAME]"));
-  EXPECT_THAT(ctl->output, HasSubstr("--namespace NS]"));
-  EXPECT_THAT(ctl->output, HasSubstr("  --scheduler-name\n"));
-  EXPECT_THAT(ctl->output, Not(HasSubstr("--scheduler_name")));
+  const std::string ctl = help_of({FITLEDGER_CTL_PATH, "help"});
+  EXPECT_THAT(ctl, HasSubstr("scheduler [--scheduler-name NAME]"));
+  EXPECT_THAT(ctl, HasSubstr("--namespace NS]"));
+  EXPECT_THAT(ctl, HasSubstr("  --scheduler-name\n"));
+  EXPECT_THAT(ctl, Not(HasSubstr("--scheduler_name")));
 }
 
 // A socket folder that does not exist yet is made (the default's /run/fitledger is missing on a

@@ -232,7 +232,9 @@ func goodSets(e *Env) []goodSet {
 		{"cluster-1.31-eks", "v1.31.4-eks-1a2b3c4", "v1.31.14"},
 		{"cluster-1.33", "v1.33.1", "v1.33.8"},
 		{"cluster-1.34", "v1.34.0", "v1.34.4"},
-		{"cluster-1.35-newest-known-release", "v1.35.2", "v1.34.4"},
+		{"cluster-1.35", "v1.35.2", "v1.35.4"},
+		{"cluster-1.37", "v1.37.2", "v1.37.2"},
+		{"cluster-1.38-newest-known-release", "v1.38.0", "v1.37.2"},
 	} {
 		w := defaults()
 		w.SchedulerImage = "registry.k8s.io/kube-scheduler:" + k.tag
@@ -331,8 +333,8 @@ func badSets(e *Env) []badSet {
 			wantTemplate: "scheduler.image.tag v1.30.14 is newer than the cluster (Kubernetes v1.29.3)"},
 		{name: "scheduler two minors older than the cluster", args: []string{"--kube-version", "v1.34.0", "--set", "scheduler.image.tag=v1.32.12"},
 			wantTemplate: "scheduler.image.tag v1.32.12 is more than one minor version older than the cluster (Kubernetes v1.34.0): kube-scheduler may be at most one minor version older than the API server (" + skewPolicy + "). Use a 1.34.x or 1.33.x kube-scheduler (empty: v1.34.4)"},
-		{name: "a cluster two minors past the chart's releases", args: []string{"--kube-version", "v1.36.0"},
-			wantTemplate: "no kube-scheduler release is known to this chart for Kubernetes 1.36 (the cluster is v1.36.0; the chart knows 1.29 to 1.34): set scheduler.image.tag"},
+		{name: "a cluster two minors past the chart's releases", args: []string{"--kube-version", "v1.39.0"},
+			wantTemplate: "no kube-scheduler release is known to this chart for Kubernetes 1.39 (the cluster is v1.39.0; the chart knows 1.29 to 1.37): set scheduler.image.tag"},
 		{name: "scheduler tag that is not a version", args: []string{"--set", "scheduler.image.tag=latest"},
 			want: "scheduler.image.tag: Does not match pattern", wantTemplate: `scheduler.image.tag "latest" is not a Kubernetes version`},
 		{name: "httpTimeout too short for a bind budget", args: []string{"--set", "extender.httpTimeout=1500ms"},

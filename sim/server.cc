@@ -636,6 +636,7 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
   const bool behind = rv_number > 0 && (!watch || has_send_initial) && TakeTooLarge();
   if (behind && !watch) {
     res.status = 504;
+    res.set_header("Retry-After", "1");  // from retryAfterSeconds, as ErrorNegotiated does
     return res.set_content(Dump(TooLargeResourceVersion(rv_number, rv_number - 1)),
                            kJsonContentType);
   }
@@ -673,6 +674,9 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
     if (rv_number > store_->resource_version() &&
         !store_->WaitForResourceVersion(rv_number, kWaitForResourceVersion)) {
       res.status = 504;
+      // apiserver responsewriters/writers.go ErrorNegotiated: a Status with retryAfterSeconds
+      // also carries it as the Retry-After header, which client-go's retries follow.
+      res.set_header("Retry-After", "1");
       return res.set_content(Dump(TooLargeResourceVersion(rv_number, store_->resource_version())),
                              kJsonContentType);
     }

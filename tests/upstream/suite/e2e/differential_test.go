@@ -1,0 +1,440 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"fitledger.test/upstream/suite/cluster"
+	"fitledger.test/upstream/suite/fl"
+)
+
+// Differential checks, fitledger-sim against the real kube-apiserver: every kind of request
+// fitledger-server and fitledgerctl make is sent to both, by client-go in JSON and in protobuf (the
+// encodings fitledger's client uses), and what a client reads is compared: status codes, Status
+// reasons and messages, watch event types and the WatchList end bookmark, the fields fitledger
+// decodes. Then what users type with kubectl against the demo. Any difference fails the test and
+// is printed as a table row.
+
+// outcome renders an error (or its absence) as what a client reads from it.
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		s := st.Status()
+		return fmt.Sprintf("%d %s: %s", s.Code, s.Reason, s.Message)
+	}
+	return "error: " + err.Error()
+}
+
+// observations is what one server answered, by scenario.
+type observations map[string]string
+
+func diffPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"diff": "yes"}},
+		Spec: corev1.PodSpec{SchedulerName: "fitledger-scheduler", Containers: []corev1.Container{{
+			Name: "main", Image: "registry.k8s.io/pause:3.10",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
+		}}},
+	}
+}
+
+// firstEvents reads watch events until stop says so (or 10 s pass), rendering each.
+func firstEvents(w watch.Interface, stop func(watch.Event) bool) string {
+	defer w.Stop()
+	var out []string
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				return strings.Join(append(out, "closed"), " ")
+			}
+			s := string(e.Type)
+			switch o := e.Object.(type) {
+			case *corev1.Pod:
+				if e.Type == watch.Bookmark {
+					if o.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
+						s += "(initial-events-end)"
+					}
+				} else {
+					s += "(" + o.Name + ")"
+				}
+			case *metav1.Status:
+				s += fmt.Sprintf("(%d %s: %s)", o.Code, o.Reason, o.Message)
+			}
+			out = append(out, s)
+			if stop(e) {
+				return strings.Join(out, " ")
+			}
+		case <-deadline:
+			return strings.Join(append(out, "timeout"), " ")
+		}
+	}
+}
+
+// requests runs the scenarios against one server and records what came back: reads (GET, LIST,
+// WATCH) through read, writes (POST, PUT, DELETE) through write. fitledger-server and
+// fitledgerctl write in JSON and read in JSON (LIST) or protobuf (watches); kube-scheduler and
+// kubectl, which also write in protobuf, are not run against the sim (sim/README.md).
+func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, node string) observations {
+	ctx := context.Background()
+	obs := observations{}
+	pods := read.CoreV1().Pods("default")
+	wpods := write.CoreV1().Pods("default")
+
+	_, err := pods.Get(ctx, "no-such-pod", metav1.GetOptions{})
+	obs["GET a missing pod"] = outcome(err)
+
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
+			corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}}}
+	_, err = write.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	obs["POST a node"] = outcome(err)
+
+	for _, name := range []string{"diff-a", "diff-b"} {
+		p, err := wpods.Create(ctx, diffPod(name), metav1.CreateOptions{})
+		obs["POST pod "+name] = outcome(err)
+		if err == nil {
+			q := p.Spec.Containers[0].Resources.Requests
+			obs["POST pod "+name+": decoded"] = fmt.Sprintf("scheduler=%s cpu=%s memory=%s phase=%q qos=%s node=%q uid-set=%v rv-set=%v",
+				p.Spec.SchedulerName, q.Cpu(), q.Memory(), p.Status.Phase, p.Status.QOSClass, p.Spec.NodeName,
+				p.UID != "", p.ResourceVersion != "")
+		}
+	}
+	_, err = wpods.Create(ctx, diffPod("diff-a"), metav1.CreateOptions{})
+	obs["POST an existing pod"] = outcome(err)
+
+	listRV := ""
+	for _, rv := range []string{"", "0"} {
+		list, err := pods.List(ctx, metav1.ListOptions{ResourceVersion: rv, Limit: 1})
+		key := fmt.Sprintf("LIST pods resourceVersion=%q limit=1", rv)
+		obs[key] = outcome(err)
+		if err == nil {
+			var names []string
+			for _, p := range list.Items {
+				names = append(names, p.Name)
+			}
+			obs[key+": items"] = fmt.Sprintf("%v continue-set=%v rv-set=%v", names, list.Continue != "", list.ResourceVersion != "")
+			listRV = list.ResourceVersion
+		}
+	}
+	if rv, err := strconv.ParseUint(listRV, 10, 64); err == nil {
+		// Raw HTTP: client-go would retry the 504 as its Retry-After header asks (ten times).
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := fmt.Sprintf("%s/api/v1/namespaces/default/pods?resourceVersion=%d&resourceVersionMatch=NotOlderThan", strings.TrimRight(cfg.Host, "/"), rv+1000000)
+		resp, err := hc.Get(url)
+		if err != nil {
+			obs["LIST pods at a resourceVersion not reached yet"] = "error: " + err.Error()
+		} else {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var st metav1.Status
+			json.Unmarshal(body, &st)
+			cause := ""
+			if st.Details != nil && len(st.Details.Causes) > 0 {
+				cause = string(st.Details.Causes[0].Type)
+			}
+			retry := int32(-1)
+			if st.Details != nil {
+				retry = st.Details.RetryAfterSeconds
+			}
+			msg := st.Message
+			if i := strings.Index(msg, ", current:"); i >= 0 {
+				msg = msg[:i] // the current resourceVersion is each server's own
+			}
+			msg = strings.Replace(msg, strconv.FormatUint(rv+1000000, 10), "N", 1)
+			obs["LIST pods at a resourceVersion not reached yet"] = fmt.Sprintf("%d %s: %s cause=%s retryAfterSeconds=%d Retry-After header=%q",
+				resp.StatusCode, st.Reason, msg, cause, retry, resp.Header.Get("Retry-After"))
+		}
+	}
+
+	w, err := pods.Watch(ctx, metav1.ListOptions{SendInitialEvents: ptrBool(true),
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true})
+	obs["WatchList pods"] = outcome(err)
+	if err == nil {
+		obs["WatchList pods: events"] = firstEvents(w, func(e watch.Event) bool { return e.Type == watch.Bookmark || e.Type == watch.Error })
+	}
+
+	w, err = pods.Watch(ctx, metav1.ListOptions{ResourceVersion: listRV})
+	obs["WATCH pods from the LIST's resourceVersion"] = outcome(err)
+	if err == nil {
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			wpods.Create(ctx, diffPod("diff-c"), metav1.CreateOptions{})
+		}()
+		obs["WATCH pods from the LIST's resourceVersion: events"] = firstEvents(w, func(e watch.Event) bool {
+			p, ok := e.Object.(*corev1.Pod)
+			return !ok || p.Name == "diff-c"
+		})
+	}
+
+	w, err = pods.Watch(ctx, metav1.ListOptions{ResourceVersion: "1"})
+	obs["WATCH pods from resourceVersion 1 (too old)"] = outcome(err)
+	if err == nil {
+		e := firstEvents(w, func(watch.Event) bool { return true })
+		// "too old resource version: 1 (N)": N is each server's own.
+		e = regexp.MustCompile(`\(\d+\)\)`).ReplaceAllString(e, "(N))")
+		obs["WATCH pods from resourceVersion 1 (too old): events"] = e
+	}
+
+	bind := func(pod string) error {
+		return wpods.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: "default"},
+			Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{})
+	}
+	obs["POST binding"] = outcome(bind("diff-a"))
+	obs["POST binding again"] = outcome(bind("diff-a"))
+	obs["POST binding of a missing pod"] = outcome(bind("no-such-pod"))
+	if p, err := pods.Get(ctx, "diff-a", metav1.GetOptions{}); err == nil {
+		obs["GET the bound pod: nodeName"] = p.Spec.NodeName
+	}
+
+	leases := write.CoordinationV1().Leases("default")
+	lease := "diff-lease-" + node
+	_, err = read.CoordinationV1().Leases("default").Get(ctx, lease, metav1.GetOptions{})
+	obs["GET a missing Lease"] = outcome(err)
+	holder := "diff-holder_1"
+	l, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptrInt32(15)}}, metav1.CreateOptions{})
+	obs["POST a Lease"] = outcome(err)
+	if err == nil {
+		stale := l.DeepCopy()
+		l.Spec.LeaseTransitions = ptrInt32(1)
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		obs["PUT the Lease"] = outcome(err)
+		stale.Spec.LeaseTransitions = ptrInt32(2)
+		_, err = leases.Update(ctx, stale, metav1.UpdateOptions{})
+		obs["PUT the Lease with a stale resourceVersion"] = outcome(err)
+		got, err := read.CoordinationV1().Leases("default").Get(ctx, lease, metav1.GetOptions{})
+		if err == nil {
+			obs["GET the Lease: decoded"] = fmt.Sprintf("holder=%s duration=%d transitions=%d", *got.Spec.HolderIdentity,
+				*got.Spec.LeaseDurationSeconds, *got.Spec.LeaseTransitions)
+		}
+	}
+
+	events := write.CoreV1().Events("default")
+	now := metav1.Now()
+	_, err = events.Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "diff-a.1", Namespace: "default"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "diff-a", APIVersion: "v1"},
+		Reason:         "FailedScheduling", Message: "0/1 nodes are available", Type: corev1.EventTypeWarning,
+		FirstTimestamp: now, LastTimestamp: now, Count: 1, Source: corev1.EventSource{Component: "fitledger-scheduler"}},
+		metav1.CreateOptions{})
+	obs["POST an Event"] = outcome(err)
+	el, err := read.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=diff-a,involvedObject.kind=Pod"})
+	obs["LIST Events by involvedObject"] = outcome(err)
+	if err == nil {
+		var rs []string
+		for _, e := range el.Items {
+			rs = append(rs, e.Type+"/"+e.Reason+"/"+e.Source.Component)
+		}
+		obs["LIST Events by involvedObject: items"] = strings.Join(rs, " ")
+	}
+	zero := int64(0)
+	err = wpods.Delete(ctx, "diff-a", metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	obs["DELETE the bound pod with gracePeriodSeconds=0"] = outcome(err)
+	_, err = pods.Get(ctx, "diff-a", metav1.GetOptions{})
+	obs["GET the pod deleted with gracePeriodSeconds=0"] = outcome(err)
+	err = wpods.Delete(ctx, "no-such-pod", metav1.DeleteOptions{})
+	obs["DELETE a missing pod"] = outcome(err)
+	obs["DELETE the Lease"] = outcome(leases.Delete(ctx, lease, metav1.DeleteOptions{}))
+	_, err = read.CoordinationV1().Leases("default").Get(ctx, lease, metav1.GetOptions{})
+	obs["GET the deleted Lease"] = outcome(err)
+	return obs
+}
+
+func ptrBool(b bool) *bool    { return &b }
+func ptrInt32(v int32) *int32 { return &v }
+
+// startSim runs fitledger-sim (no nodes, no watch lag) and returns its kubeconfig.
+func startSim(t *testing.T, c *cluster.Cluster) string {
+	kubeconfig := c.Path("sim.kubeconfig")
+	config := c.Path("sim.yaml")
+	os.WriteFile(config, []byte("nodes: []\nwatchLag: 0s\n"), 0o600)
+	p := c.Process("fitledger-sim", fl.Binary(t, "FITLEDGER_SIM"), []string{"--config", config, "--kubeconfig-out", kubeconfig})
+	cluster.WaitFor(t, "fitledger-sim's kubeconfig", 30*time.Second, func() bool {
+		if !p.Running() {
+			t.Fatalf("fitledger-sim exited:\n%s", p.Tail(20))
+		}
+		_, err := os.Stat(kubeconfig)
+		return err == nil
+	})
+	return kubeconfig
+}
+
+func clientFor(t *testing.T, cfg *rest.Config, contentType string) kubernetes.Interface {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = contentType
+	cfg.AcceptContentTypes = contentType
+	if contentType == "application/vnd.kubernetes.protobuf" {
+		cfg.AcceptContentTypes = contentType + ",application/json"
+	}
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+// knownDifferences: differences found by this test and not fixed in the sim yet, each with the
+// sim's answer as it is today (issue 48 stays open while any is listed). The test fails if the
+// sim's answer changes (fixed: remove the entry; or different: look), and on any other difference.
+var knownDifferences = map[string]string{
+	"client-go, reads in application/json | DELETE the Lease":                         "405 MethodNotAllowed: the server does not allow this method on the requested resource",
+	"client-go, reads in application/json | GET the deleted Lease":                    "ok",
+	"client-go, reads in application/vnd.kubernetes.protobuf | DELETE the Lease":      "405 MethodNotAllowed: the server does not allow this method on the requested resource",
+	"client-go, reads in application/vnd.kubernetes.protobuf | GET the deleted Lease": "ok",
+	"kubectl | kubectl create -f (a misspelt field)":                                  "exit 0, says unknown field: false",
+	"kubectl | kubectl get all (the pods)":                                            "exit 1: ",
+	"kubectl | kubectl get pods --sort-by=.spec.nodeName":                             "exit 0: ",
+}
+
+func compare(t *testing.T, what string, real, sim observations) {
+	keys := map[string]bool{}
+	for k := range real {
+		keys[k] = true
+	}
+	for k := range sim {
+		keys[k] = true
+	}
+	var sorted []string
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	same := 0
+	for _, k := range sorted {
+		if real[k] == sim[k] {
+			same++
+			if _, listed := knownDifferences[what+" | "+k]; listed {
+				t.Errorf("%s, %s: the sim now answers as kube-apiserver does (%s): remove it from knownDifferences", what, k, real[k])
+			}
+			continue
+		}
+		if known, listed := knownDifferences[what+" | "+k]; listed && known == sim[k] {
+			fmt.Printf("DIFFERENTIAL KNOWN DIFFERENCE (not fixed yet) %s, %s:\n    kube-apiserver: %s\n    fitledger-sim:  %s\n", what, k, real[k], sim[k])
+			continue
+		}
+		t.Errorf("%s, %s:\n    kube-apiserver: %s\n    fitledger-sim:  %s", what, k, real[k], sim[k])
+	}
+	fmt.Printf("DIFFERENTIAL %s: %d of %d observations the same\n", what, same, len(sorted))
+}
+
+func TestDifferentialSimAgainstAPIServer(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{})
+	simKubeconfig := startSim(t, c)
+	simCfg, err := clientcmd.BuildConfigFromFlags("", simKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ct := range []string{"application/json", "application/vnd.kubernetes.protobuf"} {
+		node := fmt.Sprintf("diff-node-%d", i)
+		began := time.Now()
+		real := requests(t, c.Config, clientFor(t, c.Config, ct), clientFor(t, c.Config, "application/json"), node)
+		t.Logf("kube-apiserver's round in %v", time.Since(began).Round(time.Millisecond))
+		began = time.Now()
+		sim := requests(t, simCfg, clientFor(t, simCfg, ct), clientFor(t, simCfg, "application/json"), node)
+		t.Logf("fitledger-sim's round in %v", time.Since(began).Round(time.Millisecond))
+		compare(t, "client-go, reads in "+ct, real, sim)
+		// The next round starts from the same objects: remove this round's.
+		for _, cfg := range []*rest.Config{c.Config, simCfg} {
+			cl := clientFor(t, cfg, "application/json")
+			zero := int64(0)
+			for _, p := range []string{"diff-a", "diff-b", "diff-c"} {
+				cl.CoreV1().Pods("default").Delete(context.Background(), p, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			}
+			cl.CoreV1().Events("default").Delete(context.Background(), "diff-a.1", metav1.DeleteOptions{})
+		}
+		for i, cfg := range []*rest.Config{c.Config, simCfg} {
+			cl := clientFor(t, cfg, "application/json")
+			left := ""
+			c.WaitFor(fmt.Sprintf("the round's pods gone from %s (left: %s)", []string{"kube-apiserver", "fitledger-sim"}[i], left), 30*time.Second, func() bool {
+				l, err := cl.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+				if err == nil && len(l.Items) > 0 {
+					p := l.Items[0]
+					left = fmt.Sprintf("%s node=%q deletionTimestamp=%v finalizers=%v phase=%s", p.Name, p.Spec.NodeName, p.DeletionTimestamp, p.Finalizers, p.Status.Phase)
+				}
+				return err == nil && len(l.Items) == 0
+			})
+		}
+	}
+	compare(t, "kubectl", kubectlRound(t, c, c.Kubeconfig), kubectlRound(t, c, simKubeconfig))
+}
+
+// kubectlRound runs what users type against the demo, with the machine's kubectl.
+func kubectlRound(t *testing.T, c *cluster.Cluster, kubeconfig string) observations {
+	obs := observations{}
+	run := func(stdin string, args ...string) (string, int) {
+		cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig, "-n", "default"}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("kubectl: %v", err)
+		}
+		return string(out), code
+	}
+	typo := `apiVersion: v1
+kind: Pod
+metadata: {name: typo}
+spec:
+  containers:
+  - name: main
+    image: registry.k8s.io/pause:3.10
+    imagePullPolcy: IfNotPresent
+`
+	out, code := run(typo, "create", "-f", "-")
+	obs["kubectl create -f (a misspelt field)"] = fmt.Sprintf("exit %d, says unknown field: %v", code,
+		strings.Contains(out, `unknown field "spec.containers[0].imagePullPolcy"`))
+	for _, p := range []struct{ name, node string }{{"k-b", "diff-node-0"}, {"k-a", ""}, {"k-c", "diff-node-1"}} {
+		pod := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec:\n  nodeName: %q\n  containers: [{name: main, image: registry.k8s.io/pause:3.10}]\n", p.name, p.node)
+		if p.node == "" {
+			pod = strings.Replace(pod, "  nodeName: \"\"\n", "", 1)
+		}
+		_, code := run(pod, "create", "-f", "-")
+		obs["kubectl create -f pod "+p.name] = fmt.Sprintf("exit %d", code)
+	}
+	names := func(out string) string {
+		var ns []string
+		sc := bufio.NewScanner(strings.NewReader(out))
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) > 0 && f[0] != "NAME" && strings.HasPrefix(f[0], "k-") || len(f) > 0 && strings.HasPrefix(f[0], "pod/k-") {
+				ns = append(ns, f[0])
+			}
+		}
+		return strings.Join(ns, " ")
+	}
+	out, code = run("", "get", "pods", "--sort-by=.spec.nodeName")
+	obs["kubectl get pods --sort-by=.spec.nodeName"] = fmt.Sprintf("exit %d: %s", code, names(out))
+	out, code = run("", "get", "pods", "--sort-by=.metadata.name")
+	obs["kubectl get pods --sort-by=.metadata.name"] = fmt.Sprintf("exit %d: %s", code, names(out))
+	out, code = run("", "get", "all")
+	obs["kubectl get all (the pods)"] = fmt.Sprintf("exit %d: %s", code, names(out))
+	return obs
+}

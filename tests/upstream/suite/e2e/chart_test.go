@@ -106,6 +106,25 @@ func TestChartInstallRunsWithItsRBAC(t *testing.T) {
 	}
 	saKubeconfig := tc.WriteKubeconfig("chart-sa.kubeconfig", tc.APIURL, tr.Status.Token)
 
+	// The check below reads "forbidden" in the logs: first, that a refusal is logged so. The
+	// namespace's default ServiceAccount has no RBAC at all.
+	bare, err := tc.Client.CoreV1().ServiceAccounts(ns).CreateToken(tc.ctx, "default", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptrInt64(3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for default: %v", err)
+	}
+	bareDir := tc.Path("fitledger-server-no-rbac")
+	os.MkdirAll(bareDir, 0o700)
+	bareConfig := filepath.Join(bareDir, "server.yaml")
+	os.WriteFile(bareConfig, []byte(fmt.Sprintf("kubeconfig: %q\ngrpc: {listen: [\"unix://%s/s.sock\"]}\n",
+		tc.WriteKubeconfig("no-rbac.kubeconfig", tc.APIURL, bare.Status.Token), bareDir)), 0o600)
+	bareProc := tc.Process("fitledger-server-no-rbac", fl.Binary(t, "FITLEDGER_SERVER"), []string{"--config", bareConfig})
+	tc.WaitFor("fitledger-server without RBAC to log the API's refusal", 60*time.Second, func() bool {
+		log, _ := os.ReadFile(bareProc.Log)
+		return strings.Contains(strings.ToLower(string(log)), "forbidden")
+	})
+	bareProc.Stop()
+
 	// fitledger-server with the release's server.yaml: only the addresses change (a pod's paths
 	// and ports are a process's here) and the kubeconfig is the account's.
 	var server map[string]interface{}
@@ -140,7 +159,9 @@ func TestChartInstallRunsWithItsRBAC(t *testing.T) {
 	for _, p := range []*cluster.Proc{srv.Proc, schedProc} {
 		log, _ := os.ReadFile(p.Log)
 		for _, line := range strings.Split(string(log), "\n") {
-			if strings.Contains(line, "403") || strings.Contains(line, "forbidden") {
+			// The API's refusal reads "... is forbidden: User ..." (reason Forbidden, code 403)
+			// in either program's log.
+			if strings.Contains(strings.ToLower(line), "forbidden") || strings.Contains(line, `"code":403`) {
 				t.Errorf("%s was refused by the API (the chart's RBAC is short): %s", p.Name, line)
 			}
 		}

@@ -161,6 +161,8 @@ type Cluster struct {
 // Options adjusts the control plane.
 type Options struct {
 	NoControllerManager bool
+	// NoControlPlane: only the folder and the process bookkeeping (for tests of fitledger-sim).
+	NoControlPlane bool
 }
 
 // Start brings up etcd, kube-apiserver and kube-controller-manager and waits until the API
@@ -178,6 +180,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if opts.NoControlPlane {
+		return c
 	}
 	c.writePKI()
 	c.startEtcd()

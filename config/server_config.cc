@@ -36,6 +36,7 @@ absl::Status Read(Fields& root, ServerConfig* c) {
       return f.Error("contentType",
                      "must be application/vnd.kubernetes.protobuf or application/json");
     }
+    RETURN_IF_ERROR(f.StringList("schedulerNames", &c->scheduler_names));
     return f.Int("listPageSize", &c->list_page_size, 1, 100000);
   }));
   RETURN_IF_ERROR(root.Map("grpc", [&](Fields& f) -> absl::Status {

@@ -28,6 +28,9 @@ struct ServerConfig {
   // kube-scheduler's clientConnection.contentType (default protobuf there too). LIST pages and
   // everything else are JSON.
   std::string content_type = "application/vnd.kubernetes.protobuf";
+  // The schedulerName of the pods fitledger places (the profiles of the kube-schedulers that call
+  // it): the kubelet-rejection detector counts only their pods. Empty: every pod's.
+  std::vector<std::string> scheduler_names = {"fitledger-scheduler"};
 
   // gRPC listeners: "unix:///path" or "host:port". A TCP address that is not loopback
   // requires TLS.

@@ -1,5 +1,6 @@
 #include "server/kube/watcher.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <utility>
@@ -246,8 +247,15 @@ absl::StatusOr<WatchEvent> DecodeStreamEvent(StreamFormat format, bool nodes,
 
 }  // namespace
 
-bool IsKubeletRejection(const Pod& pod) {
-  return pod.phase == "Failed" && absl::StartsWith(pod.status_reason, "OutOf");
+bool IsKubeletRejection(const Pod& pod, const std::vector<std::string>& scheduler_names) {
+  if (pod.phase != "Failed") return false;
+  if (!absl::StartsWith(pod.status_reason, "OutOf") &&
+      pod.status_reason != "UnexpectedAdmissionError") {
+    return false;
+  }
+  return scheduler_names.empty() ||
+         std::find(scheduler_names.begin(), scheduler_names.end(), pod.scheduler_name) !=
+             scheduler_names.end();
 }
 
 Watcher::Watcher(ApiClient* client, Ledger* ledger, WatcherOptions options)
@@ -520,7 +528,9 @@ absl::Status Watcher::List(Stream stream, const std::string& version, Cursor* cu
       return !Cancelled(stream);
     }
     if (failed) {
-      if (IsKubeletRejection(*pod)) state.rejected.push_back(*std::move(pod));
+      if (IsKubeletRejection(*pod, options_.scheduler_names)) {
+        state.rejected.push_back(*std::move(pod));
+      }
       return !Cancelled(stream);
     }
     absl::StatusOr<PodRecord> record = ToPodRecord(*std::move(pod));
@@ -723,7 +733,7 @@ absl::Status Watcher::WatchList(Stream stream, Cursor* cursor) {
     const absl::string_view uid = event->pod.has_value() ? absl::string_view(event->pod->uid)
                                                          : absl::string_view(event->deleted_key);
     if (failed) {
-      if (!deleted && IsKubeletRejection(*event->pod)) {
+      if (!deleted && IsKubeletRejection(*event->pod, options_.scheduler_names)) {
         put(rejected_state, *std::move(event->pod));
       } else if (!added) {
         rejected_state.Remove(uid);  // no longer a rejection, or gone
@@ -903,7 +913,7 @@ bool Watcher::ApplyEvent(Stream stream, StreamFormat format, std::string_view li
     // Failed is terminal: a pod leaves this watch only by being deleted.
     if (deleted) {
       ForgetRejection(event->pod.has_value() ? event->pod->uid : event->deleted_key);
-    } else if (IsKubeletRejection(*event->pod)) {
+    } else if (IsKubeletRejection(*event->pod, options_.scheduler_names)) {
       NoteRejection(*event->pod);
     }
   } else if (deleted) {

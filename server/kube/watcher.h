@@ -52,6 +52,9 @@ struct WatcherOptions {
   // The rejection detector's own list + watch: only pods in phase Failed (the API server supports
   // status.phase as a pod field selector, pkg/registry/core/pod/strategy.go ToSelectableFields).
   std::string failed_pod_field_selector = "status.phase=Failed";
+  // The rejection detector counts only pods with one of these spec.schedulerName values (the
+  // schedulers that call fitledger); empty: every pod.
+  std::vector<std::string> scheduler_names;
   // A watch line (one event) longer than this aborts the stream and forces a paged relist, so a
   // runaway stream cannot exhaust memory. Objects are at most ~1.5 MiB (etcd's limit).
   size_t max_event_bytes = 16 << 20;
@@ -103,7 +106,9 @@ absl::StatusOr<WatchEvent> DecodeProtobufWatchEvent(bool nodes, absl::string_vie
 
 // A pod the kubelet refused at admission: phase Failed with a reason starting "OutOf" (OutOfcpu,
 // OutOfmemory, OutOfpods, OutOf<extended resource>; kubelet lifecycle/predicate.go and
-// kubelet.go rejectPod): the scheduler was satisfied and the node said no. Other Failed pods
+// kubelet.go rejectPod), or "UnexpectedAdmissionError", the device manager's refusal of a
+// device-plugin resource it has too few devices of (kubelet cm/devicemanager/manager.go,
+// cm/admission/errors.go): the scheduler was satisfied and the node said no. Other Failed pods
 // (evictions, failed jobs, node affinity or OS mismatches at admission) are not overcommit and
 // are not counted.
 struct KubeletRejection {
@@ -119,8 +124,9 @@ struct KubeletRejection {
   bool before_start = false;
 };
 
-// True for a pod the kubelet rejected at admission (see KubeletRejection).
-bool IsKubeletRejection(const Pod& pod);
+// True for a pod the kubelet rejected at admission (see KubeletRejection) whose schedulerName is
+// one of scheduler_names (any, when empty).
+bool IsKubeletRejection(const Pod& pod, const std::vector<std::string>& scheduler_names = {});
 
 struct WatcherStats {
   uint64_t lists = 0;        // states read by a complete LIST (every stream)

@@ -250,6 +250,7 @@ class ServerAppImpl : public ServerApp {
     kube::WatcherOptions o;
     o.page_size = c.list_page_size;
     o.protobuf = c.content_type == "application/vnd.kubernetes.protobuf";
+    o.scheduler_names = c.scheduler_names;
     return o;
   }
 

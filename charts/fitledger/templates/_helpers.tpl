@@ -485,6 +485,9 @@ limits and TLS Secret of the shim.* values.
 kubernetes:
   # The whole Bind verb ends within this: extender.httpTimeout - 1s.
   bindBudget: {{ include "fitledger.bindBudget" . | quote }}
+  # The kubelet-rejection detector counts the pods of these schedulers: this
+  # chart's; every pod's when fitledger extends a scheduler of your own.
+  schedulerNames: {{ if .Values.scheduler.enabled }}[{{ .Values.scheduler.name | quote }}]{{ else }}[]{{ end }}
 grpc:
   listen:
     - {{ include "fitledger.socketAddress" . | quote }}

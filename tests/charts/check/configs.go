@@ -16,6 +16,9 @@ type ServerConfig struct {
 		// BindBudget: the whole Bind verb ends within it (issue 22), derived
 		// from the extender entry's httpTimeout.
 		BindBudget string `json:"bindBudget"`
+		// SchedulerNames: whose kubelet rejections the server counts (the chart's
+		// scheduler profile; every pod's, [], without the chart's scheduler).
+		SchedulerNames []string `json:"schedulerNames"`
 	} `json:"kubernetes"`
 	GRPC struct {
 		Listen []string  `json:"listen"`

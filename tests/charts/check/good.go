@@ -651,6 +651,13 @@ func (r *rendered) loadServerConfig(w *Want) error {
 	if cfg.Kubernetes.BindBudget != w.BindBudget {
 		return fmt.Errorf("kubernetes.bindBudget %q, want %q (extender.httpTimeout - 1s)", cfg.Kubernetes.BindBudget, w.BindBudget)
 	}
+	wantNames := []string{}
+	if w.Scheduler {
+		wantNames = append(wantNames, w.SchedulerName)
+	}
+	if cfg.Kubernetes.SchedulerNames == nil || !equalStrings(cfg.Kubernetes.SchedulerNames, wantNames) {
+		return fmt.Errorf("kubernetes.schedulerNames %v, want %v (the chart's kube-scheduler profile; [] without it)", cfg.Kubernetes.SchedulerNames, wantNames)
+	}
 	if !equalStrings(cfg.Ledger.IgnoredResources, w.LedgerIgnored) || !equalStrings(cfg.Ledger.IgnoredResourceGroups, w.LedgerIgnoredGroups) {
 		return fmt.Errorf("ledger.ignoredResources %v ignoredResourceGroups %v, want %v and %v",
 			cfg.Ledger.IgnoredResources, cfg.Ledger.IgnoredResourceGroups, w.LedgerIgnored, w.LedgerIgnoredGroups)

@@ -1506,5 +1506,26 @@ TEST(ApiClientTest, AStreamLineLongerThanTheLimitIsResourceExhausted) {
   EXPECT_THAT(out.lines, ::testing::ElementsAre("{\"n\":0}"));
 }
 
+// The detector's rule: admission rejections (OutOf*, and the device manager's
+// UnexpectedAdmissionError) of the named schedulers' pods; any scheduler's when none is named.
+TEST(IsKubeletRejectionTest, AdmissionRejectionsOfFitledgersSchedulersOnly) {
+  auto pod = [](std::string phase, std::string reason, std::string scheduler) {
+    Pod p;
+    p.phase = std::move(phase);
+    p.status_reason = std::move(reason);
+    p.scheduler_name = std::move(scheduler);
+    return p;
+  };
+  const std::vector<std::string> ours = {"fitledger-scheduler", "gpu-scheduler"};
+  EXPECT_TRUE(IsKubeletRejection(pod("Failed", "OutOfcpu", "fitledger-scheduler"), ours));
+  EXPECT_TRUE(IsKubeletRejection(pod("Failed", "OutOfexample.com/gpu", "gpu-scheduler"), ours));
+  EXPECT_TRUE(IsKubeletRejection(pod("Failed", "UnexpectedAdmissionError", "gpu-scheduler"), ours));
+  EXPECT_FALSE(IsKubeletRejection(pod("Failed", "OutOfcpu", "default-scheduler"), ours));
+  EXPECT_FALSE(IsKubeletRejection(pod("Failed", "Evicted", "fitledger-scheduler"), ours));
+  EXPECT_FALSE(IsKubeletRejection(pod("Running", "", "fitledger-scheduler"), ours));
+  EXPECT_TRUE(IsKubeletRejection(pod("Failed", "OutOfcpu", "default-scheduler"), {}));
+  EXPECT_TRUE(IsKubeletRejection(pod("Failed", "UnexpectedAdmissionError", "x"), {}));
+}
+
 }  // namespace
 }  // namespace fitledger::kube

@@ -38,8 +38,11 @@ func TestBurstTwoSchedulers(t *testing.T) {
 	defer proxy.Close()
 	viaProxy := tc.WriteKubeconfig("via-proxy.kubeconfig", proxy.URL, tc.Token)
 
-	srv := fl.StartServer(t, tc.Cluster, fl.ServerOptions{Kubeconfig: viaProxy})
+	// The rejection detector counts the pods of the schedulers named here only: scheduler a's.
+	srv := fl.StartServer(t, tc.Cluster, fl.ServerOptions{Kubeconfig: viaProxy,
+		Extra: "kubernetes: {schedulerNames: [fitledger-scheduler-a]}"})
 	names := []string{"fitledger-scheduler-a", "fitledger-scheduler-b"}
+	counted := 0.0
 
 	run := func(withLedger bool, lag time.Duration) podCounts {
 		proxy.SetLag(lag)
@@ -64,6 +67,12 @@ func TestBurstTwoSchedulers(t *testing.T) {
 		for _, s := range scheds {
 			s.Stop()
 		}
+		// fitledger's kubelet-rejection detector: scheduler a's rejections, not b's.
+		want := counted + float64(c.FailedBy[names[0]])
+		tc.WaitFor(fmt.Sprintf("fitledger_kubelet_rejections_total %v (scheduler a's)", want), 30*time.Second, func() bool {
+			return metricSum(t, srv.MonitorURL, "fitledger_kubelet_rejections_total") == want
+		})
+		counted = want
 		tc.deleteAllPods(t)
 		report("(a) two kube-schedulers, %d pods on %d one-CPU slots, watch lag %v, %s: %v", burst, nodes*cpuPerNode, lag, mode, c)
 		return c
@@ -120,6 +129,10 @@ func TestBurstIgnoredByScheduler(t *testing.T) {
 		}
 		tc.createPods(t, pods)
 		c := tc.settle(t, burst, 120*time.Second)
+		// The device manager's refusals are kubelet rejections for fitledger's detector too.
+		tc.WaitFor(fmt.Sprintf("fitledger_kubelet_rejections_total %d", c.Failed), 30*time.Second, func() bool {
+			return metricSum(t, srv.MonitorURL, "fitledger_kubelet_rejections_total") == float64(c.Failed)
+		})
 		sched.Stop()
 		srv.Proc.Stop()
 		tc.deleteAllPods(t)

@@ -127,6 +127,7 @@ func (tc *testCluster) createPods(t *testing.T, pods []*corev1.Pod) {
 type podCounts struct {
 	Running, Pending, Failed int
 	Reasons                  map[string]int
+	FailedBy                 map[string]int // Failed pods by spec.schedulerName
 	Unbound                  int
 }
 
@@ -135,7 +136,7 @@ func (tc *testCluster) count(t *testing.T) podCounts {
 	if err != nil {
 		t.Fatalf("list pods: %v", err)
 	}
-	c := podCounts{Reasons: map[string]int{}}
+	c := podCounts{Reasons: map[string]int{}, FailedBy: map[string]int{}}
 	for _, p := range list.Items {
 		switch p.Status.Phase {
 		case corev1.PodRunning:
@@ -143,6 +144,7 @@ func (tc *testCluster) count(t *testing.T) podCounts {
 		case corev1.PodFailed:
 			c.Failed++
 			c.Reasons[p.Status.Reason]++
+			c.FailedBy[p.Spec.SchedulerName]++
 		default:
 			c.Pending++
 			if p.Spec.NodeName == "" {

@@ -12,11 +12,10 @@
 #
 # Runnable blocks (the convention; docs/README.md says the same):
 #   - A fenced block whose info string is `sh runnable` is run; any other block is text.
-#     `sh runnable requires=TOOL` runs with TOOL from PATH. Where TOOL is not installed it runs
-#     with the stand-in tests/tools/TOOL/TOOL if there is one (its PASS line says so), and
-#     otherwise counts as skipped. tests/tools/grpcurl is such a stand-in: a Node.js client that
-#     implements only the subset of grpcurl's command line the docs use (see its grpcurl.js), so
-#     on machines without grpcurl the grpcurl blocks are checked against that subset.
+#     `sh runnable requires=TOOL` runs with the real TOOL first on PATH: the one
+#     tests/upstream/build made ($FITLEDGER_UPSTREAM_BIN/TOOL; ctest sets FITLEDGER_UPSTREAM_BIN,
+#     so the grpcurl blocks run with the pinned grpcurl), else TOOL from PATH. Without either the
+#     block fails (it is not skipped). Its PASS line says which TOOL ran.
 #   - Each block runs in a fresh `bash -e -o pipefail`, with .run/env already sourced and the
 #     working directory at the repository root (its layout, with .run/ of this test), so a block
 #     is exactly what a reader types after `scripts/demo --background; source .run/env`.
@@ -40,10 +39,7 @@
 # Plus: each example config loads in its binary, and the same file with an unknown key appended
 # is refused, naming the key.
 #
-# When the grpcurl stand-in is in use, a few calls check its parsing, output and exit statuses
-# against the running server (so that a broken stand-in cannot pass the grpcurl blocks).
-#
-# Prints one line per check, then "N passed, M failed[, K skipped]"; exits 1 if any failed.
+# Prints one line per check, then "N passed, M failed"; exits 1 if any failed.
 set -uo pipefail
 
 if [ $# -ne 1 ] || [ ! -d "$1" ]; then
@@ -67,10 +63,8 @@ trap cleanup EXIT
 
 passed=0
 failed=0
-skipped=0
 pass() { passed=$((passed + 1)); echo "PASS $1"; }
 fail() { failed=$((failed + 1)); echo "FAIL $1"; shift; for line in "$@"; do echo "     $line"; done; }
-skip() { skipped=$((skipped + 1)); echo "SKIP $1"; }
 
 # The repository's layout, with this test's .run/.
 for entry in "$repo"/* "$repo"/.[!.]*; do
@@ -130,18 +124,31 @@ contains_in_order() {
   ' "$2"
 }
 
+# find_tool TOOL: sets tools to a folder holding only TOOL (a link to the one a `requires=TOOL`
+# block runs with: $FITLEDGER_UPSTREAM_BIN/TOOL, else TOOL from PATH) and tool_from to where it
+# came from; returns 1 if there is neither.
+find_tool() {
+  local tool="$1" src=""
+  tools="$work/.tools/$tool"
+  if [ -n "${FITLEDGER_UPSTREAM_BIN:-}" ] && [ -x "$FITLEDGER_UPSTREAM_BIN/$tool" ]; then
+    src="$FITLEDGER_UPSTREAM_BIN/$tool"; tool_from="FITLEDGER_UPSTREAM_BIN"
+  elif src="$(command -v "$tool" 2>/dev/null)"; then
+    tool_from="PATH"
+  else
+    return 1
+  fi
+  mkdir -p "$tools" && ln -sf "$src" "$tools/$tool"
+}
+
 for ((i = 1; i <= count; i++)); do
   id=$(printf '%04d' "$i")
   where=$(cat "$work/.blocks/$id.where")
   requires=$(cat "$work/.blocks/$id.requires")
-  standin=""
-  if [ -n "$requires" ] && ! command -v "$requires" >/dev/null 2>&1; then
-    if [ -x "$repo/tests/tools/$requires/$requires" ]; then
-      standin="$repo/tests/tools/$requires"
-    else
-      skip "$where (needs $requires)"
-      continue
-    fi
+  tools=""
+  if [ -n "$requires" ] && ! find_tool "$requires"; then
+    fail "$where: needs $requires, which is neither in FITLEDGER_UPSTREAM_BIN ('${FITLEDGER_UPSTREAM_BIN:-}') nor on PATH" \
+      "(tests/upstream/build builds it and prints that folder; ctest passes it to this test)"
+    continue
   fi
   # `CMD | grep -q` and `CMD | head`: the reader exits early, and a CMD that writes more after
   # that dies of SIGPIPE, which pipefail turns into a failed pipeline (an `until` loop over it
@@ -155,7 +162,7 @@ for ((i = 1; i <= count; i++)); do
   fi
   outfile="$work/.blocks/$id.out"
   started=$(date +%s%N)
-  (cd "$work" && PATH="${standin:+$standin:}$PATH" timeout 60 \
+  (cd "$work" && PATH="${tools:+$tools:}$PATH" timeout 60 \
     bash -c "source .run/env && set -e -o pipefail && source '$work/.blocks/$id.sh'") >"$outfile" 2>&1
   rc=$?
   took="$(( ($(date +%s%N) - started) / 100000000 ))"
@@ -173,70 +180,8 @@ for ((i = 1; i <= count; i++)); do
     fail "$where: expected line not in the output: $missing ($took)" "--- output (last 15 lines):" "${tail_lines[@]}"
     continue
   fi
-  pass "$where${standin:+ ($requires stand-in)} ($took)"
+  pass "$where${requires:+ ($requires from $tool_from)} ($took)"
 done
-
-# ---- The grpcurl stand-in ------------------------------------------------------------------
-
-# standin_check NAME WANT_RC WANT_TEXT ARGS...: the stand-in run with ARGS (from the repository
-# root) exits WANT_RC and its output (stdout and stderr) contains WANT_TEXT (may span lines).
-standin_check() {
-  local name="$1" want_rc="$2" want="$3"; shift 3
-  local out rc
-  out="$(cd "$work" && timeout 60 "$repo/tests/tools/grpcurl/grpcurl" "$@" 2>&1)"; rc=$?
-  if [ "$rc" -eq "$want_rc" ] && [[ "$out" == *"$want"* ]]; then
-    pass "grpcurl stand-in: $name"
-  else
-    mapfile -t tail_lines < <(tail -n 15 <<<"$out")
-    fail "grpcurl stand-in: $name: exit $rc (want $want_rc), want output containing:" \
-      "$want" "--- output (last 15 lines):" "${tail_lines[@]}"
-  fi
-}
-
-if ! command -v grpcurl >/dev/null 2>&1; then
-  tcp="$(. "$run/env" && echo "$FITLEDGER_GRPC_TCP")"
-  services=$'fitledger.v1.Extender\nfitledger.v1.Introspection\ngrpc.health.v1.Health\ngrpc.reflection.v1alpha.ServerReflection'
-  standin_check "list: every service, sorted" 0 "$services" -plaintext "$tcp" list
-  standin_check "list over -unix (relative path)" 0 "$services" -plaintext -unix .run/server.sock list
-  standin_check "list SERVICE: methods, fully qualified" 0 \
-    $'fitledger.v1.Introspection.Explain\nfitledger.v1.Introspection.ListAssumed\nfitledger.v1.Introspection.ListNodes\nfitledger.v1.Introspection.ListRejections' \
-    -plaintext "$tcp" list fitledger.v1.Introspection
-  standin_check "describe a service" 0 \
-    $'fitledger.v1.Extender is a service:\nservice Extender {\n  rpc Bind ( .fitledger.v1.ExtenderBindingArgs ) returns ( .fitledger.v1.ExtenderBindingResult );' \
-    -plaintext "$tcp" describe fitledger.v1.Extender
-  standin_check "response JSON: 2-space indent, lowerCamel, int64 as strings, sorted map keys" 0 \
-    $'{\n  "nodes": [\n    {\n      "name": "worker-1",\n      "known": true,\n      "allocatable": {\n        "amounts": {\n          "cpu": "4000",\n          "memory": "8589934592",\n          "pods": "110"\n        }\n      },' \
-    -plaintext -d '{"names": ["worker-1"]}' "$tcp" fitledger.v1.Introspection/ListNodes
-  standin_check "response JSON: enums by name" 0 $'{\n  "status": "SERVING"\n}' \
-    -plaintext "$tcp" grpc.health.v1.Health/Check
-  standin_check "request JSON: json_name and original names; a NotFound status exits 64+5" 69 \
-    $'ERROR:\n  Code: NotFound\n  Message: pod default/docs-test-absent not found' -plaintext \
-    -d '{"pod_name": "docs-test-absent", "PodNamespace": "default", "pod_uid": "u-1", "Node": "worker-1"}' \
-    "$tcp" fitledger.v1.Extender/Bind
-  standin_check "request JSON: an unknown field is refused (exit 1)" 1 \
-    'error getting request data: message type grpc.health.v1.HealthCheckRequest has no known field named bogus' \
-    -plaintext -d '{"bogus": 1}' "$tcp" grpc.health.v1.Health/Check
-  standin_check "request JSON: -allow-unknown-fields drops it" 0 '"status": "SERVING"' \
-    -plaintext -allow-unknown-fields -d '{"bogus": 1}' "$tcp" grpc.health.v1.Health/Check
-  standin_check "request JSON: -d @ reads stdin; two messages to a unary method fail (exit 1)" 1 \
-    'is a unary RPC, but request data contained more than 1 message' \
-    -plaintext -d @ "$tcp" grpc.health.v1.Health/Check < <(printf '{}\n{}\n')
-  standin_check "a method the service lacks is refused before any call (exit 1)" 1 \
-    'service "fitledger.v1.Extender" does not include a method named "Nope"' \
-    -plaintext "$tcp" fitledger.v1.Extender/Nope
-  standin_check "a service the server lacks (exit 1)" 1 \
-    'target server does not expose service "fitledger.v1.Nope"' -plaintext "$tcp" fitledger.v1.Nope/Get
-  standin_check "an unknown flag is a usage error (exit 2)" 2 'flag provided but not defined: -bogus' \
-    -bogus -plaintext "$tcp" list
-  standin_check "TLS flags are refused as outside the subset (exit 2)" 2 "-cacert flag is outside the subset" \
-    -cacert ca.crt "$tcp" list
-  standin_check "without -plaintext (TLS) it refuses (exit 2)" 2 'TLS (grpcurl without -plaintext) is outside the subset' \
-    "$tcp" list
-  standin_check "too many arguments (exit 2)" 2 'Too many arguments.' -plaintext "$tcp" list a b
-  standin_check "a socket that is not there fails the dial (exit 1)" 1 \
-    'Failed to dial target host ".run/absent.sock": dial unix .run/absent.sock: connect: no such file or directory' \
-    -plaintext -unix .run/absent.sock list
-fi
 
 # ---- Configuration -------------------------------------------------------------------------
 
@@ -411,7 +356,6 @@ else
 fi
 
 summary="$passed passed, $failed failed"
-[ "$skipped" -gt 0 ] && summary="$summary, $skipped skipped"
 if [ "$failed" -gt 0 ]; then
   # What the demo's processes said, for a failure seen only in CI's output.
   for log in "$run"/*.log; do

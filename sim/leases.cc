@@ -281,6 +281,52 @@ absl::StatusOr<std::pair<LeasePtr, bool>> LeaseStore::Update(absl::string_view n
   return result;
 }
 
+absl::StatusOr<LeasePtr> LeaseStore::Delete(absl::string_view namespace_name,
+                                            absl::string_view name,
+                                            absl::string_view uid_precondition,
+                                            absl::string_view resource_version_precondition) {
+  LeasePtr deleted;
+  {
+    MutexLock lock(&mu_);
+    auto it = leases_.find(StoreKey(namespace_name, name));
+    if (it == leases_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("leases.coordination.k8s.io \"", name, "\" not found"));
+    }
+    const LeasePtr old = it->second;
+    json object = json::parse(old->json);
+    const std::string uid = JsonStr(object["metadata"], "uid");
+    const std::string old_rv = absl::StrCat(old->resource_version);
+    auto conflict = [&](absl::string_view what, absl::string_view precondition,
+                        absl::string_view actual) {
+      return absl::AbortedError(absl::StrCat(
+          "Operation cannot be fulfilled on leases.coordination.k8s.io \"", name,
+          "\": Precondition failed: ", what, " in precondition: ", precondition, ", ", what,
+          " in object meta: ", actual));
+    };
+    if (!uid_precondition.empty() && uid_precondition != uid) {
+      return conflict("UID", uid_precondition, uid);
+    }
+    if (!resource_version_precondition.empty() && resource_version_precondition != old_rv) {
+      return conflict("ResourceVersion", resource_version_precondition, old_rv);
+    }
+    leases_.erase(it);
+    // The watch's DELETED object is the last state at the deletion's revision (etcd3 watcher).
+    auto stored = std::make_shared<StoredLease>(*old);
+    stored->resource_version = store_->AllocateResourceVersion();
+    object["metadata"]["resourceVersion"] = absl::StrCat(stored->resource_version);
+    stored->json = Dump(object);
+    deleted = stored;
+    history_.push_back(Event{LeaseEventType::kDeleted, deleted, old, absl::Now()});
+    while (static_cast<int64_t>(history_.size()) > event_window_) {
+      oldest_ = std::max(oldest_, history_.front().object->resource_version);
+      history_.pop_front();
+    }
+  }
+  signal_.Notify();
+  return deleted;
+}
+
 absl::StatusOr<LeasePtr> LeaseStore::Get(absl::string_view namespace_name,
                                          absl::string_view name) const {
   ReaderMutexLock lock(&mu_);
@@ -348,7 +394,9 @@ LeaseStore::Batch LeaseStore::Poll(const LeaseFilter& filter, uint64_t cursor, a
     } else if (now_matches) {
       batch.events.push_back({LeaseEventType::kAdded, e.object});
     } else if (before) {
-      batch.events.push_back({LeaseEventType::kDeleted, e.previous});
+      // A deletion carries the last state at the deletion's resourceVersion.
+      batch.events.push_back(
+          {LeaseEventType::kDeleted, e.type == LeaseEventType::kDeleted ? e.object : e.previous});
     }
   }
   return batch;
@@ -487,6 +535,37 @@ void SimServer::HandleLeases(const httplib::Request& req, httplib::Response& res
       absl::StatusOr<std::pair<LeasePtr, bool>> updated = leases_->Update(ns, name, req.body);
       if (!updated.ok()) return send_error(updated.status());
       return send(updated->second ? 201 : 200, updated->first->json);
+    }
+    if (req.method == "DELETE") {
+      // The generic registry's Delete answers a Status for a kind that is not
+      // ReturnDeletedObject, as Leases are (registry/generic/registry/store.go finalizeDelete;
+      // pkg/registry/coordination/lease/storage/storage.go).
+      std::string uid_precondition;
+      std::string rv_precondition;
+      if (!req.body.empty()) {
+        const json options = json::parse(req.body, nullptr, false);
+        if (options.is_discarded() || !options.is_object()) {
+          return send(400, Dump(StatusObject(400, "BadRequest",
+                                             "the DeleteOptions body is not a JSON object")));
+        }
+        if (options.contains("preconditions") && options["preconditions"].is_object()) {
+          uid_precondition = JsonStr(options["preconditions"], "uid");
+          rv_precondition = JsonStr(options["preconditions"], "resourceVersion");
+        }
+      }
+      absl::StatusOr<LeasePtr> deleted =
+          leases_->Delete(ns, name, uid_precondition, rv_precondition);
+      if (!deleted.ok()) return send_error(deleted.status());
+      const json object = json::parse((*deleted)->json);
+      return send(200, Dump(json{{"kind", "Status"},
+                                 {"apiVersion", "v1"},
+                                 {"metadata", json::object()},
+                                 {"status", "Success"},
+                                 {"details",
+                                  {{"name", name},
+                                   {"group", kGroup},
+                                   {"kind", "leases"},
+                                   {"uid", JsonStr(object["metadata"], "uid")}}}}));
     }
     return method_not_allowed();
   }

@@ -74,6 +74,14 @@ class LeaseStore {
   // the URL's.
   absl::StatusOr<std::pair<LeasePtr, bool>> Update(absl::string_view namespace_name,
                                                    absl::string_view name, absl::string_view body);
+  // DELETE .../leases/NAME (registry/generic/registry/store.go Delete: a Lease has no graceful
+  // deletion and no finalizers the sim keeps, so it goes at once): records a DELETED event with
+  // the last state at the deletion's resourceVersion and returns that state. The preconditions
+  // of DeleteOptions (empty: none) are checked as storage.Preconditions.Check
+  // (apiserver pkg/storage/interfaces.go): Aborted (409 Conflict) on a mismatch. NotFound.
+  absl::StatusOr<LeasePtr> Delete(absl::string_view namespace_name, absl::string_view name,
+                                  absl::string_view uid_precondition,
+                                  absl::string_view resource_version_precondition);
   // NotFound (`leases.coordination.k8s.io "NAME" not found`).
   absl::StatusOr<LeasePtr> Get(absl::string_view namespace_name, absl::string_view name) const;
   // The matching Leases (sorted by namespace, then name) and the state's resourceVersion.

@@ -170,10 +170,10 @@ std::optional<std::string> ObjectApi::Discovery(absl::string_view path) {
         json{{"kind", "APIResourceList"}, {"groupVersion", "apps/v1"}, {"resources", resources}});
   }
   if (path == "/apis/coordination.k8s.io/v1") {
-    // Leases (sim/leases.h: no PATCH nor DELETE).
+    // Leases (sim/leases.h: no PATCH).
     const KindInfo& info = InfoOf(Kind::kLease);
     json lease = ApiResource(info.resource, info.name, info.namespaced,
-                             {"create", "get", "list", "update", "watch"});
+                             {"create", "delete", "get", "list", "update", "watch"});
     lease["singularName"] = info.singular;
     return Dump(json{{"kind", "APIResourceList"},
                      {"apiVersion", "v1"},

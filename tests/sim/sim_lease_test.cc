@@ -202,6 +202,56 @@ TEST_F(SimLeaseTest, WatchEventsComeAfterTheWatchLagAndResumeOrExpire) {
   EXPECT_EQ(expired.lines()[0].event["object"]["code"], 410);
 }
 
+TEST_F(SimLeaseTest, DeleteAnswersASuccessStatusAndTheWatchSeesDeleted) {
+  HttpResult created = Create(LeaseBody("sched", "pod-a_1"));
+  ASSERT_EQ(created.status, 201) << created.raw;
+  const std::string rv = created.body["metadata"]["resourceVersion"];
+  const std::string uid = created.body["metadata"]["uid"];
+  WatchStream watch(sim_->port(),
+                    absl::StrCat(kLeases, "?watch=true&timeoutSeconds=10&resourceVersion=", rv));
+  // Preconditions that do not hold: 409 Conflict, nothing deleted (storage.Preconditions.Check).
+  HttpResult wrong_uid = Call(*client_, "DELETE", absl::StrCat(kLeases, "/sched"),
+                              R"({"preconditions":{"uid":"not-the-uid"}})");
+  EXPECT_EQ(wrong_uid.status, 409) << wrong_uid.raw;
+  EXPECT_EQ(wrong_uid.body.value("message", ""),
+            absl::StrCat("Operation cannot be fulfilled on leases.coordination.k8s.io \"sched\": "
+                         "Precondition failed: UID in precondition: not-the-uid, UID in object "
+                         "meta: ",
+                         uid));
+  EXPECT_EQ(Call(*client_, "DELETE", absl::StrCat(kLeases, "/sched"),
+                 R"({"preconditions":{"resourceVersion":"1"}})")
+                .status,
+            409);
+  ASSERT_EQ(Get("sched").status, 200);
+
+  // A Lease is not ReturnDeletedObject: the answer is a Status with the details
+  // (registry/generic/registry/store.go finalizeDelete).
+  HttpResult deleted = Call(*client_, "DELETE", absl::StrCat(kLeases, "/sched"));
+  ASSERT_EQ(deleted.status, 200) << deleted.raw;
+  EXPECT_EQ(deleted.body, json::parse(absl::StrCat(
+                              R"({"kind":"Status","apiVersion":"v1","metadata":{},)",
+                              R"("status":"Success","details":{"name":"sched",)",
+                              R"("group":"coordination.k8s.io","kind":"leases","uid":")", uid,
+                              R"("}})")));
+  EXPECT_EQ(Get("sched").status, 404);
+  HttpResult again = Call(*client_, "DELETE", absl::StrCat(kLeases, "/sched"));
+  EXPECT_EQ(again.status, 404);
+  EXPECT_EQ(again.body.value("message", ""), "leases.coordination.k8s.io \"sched\" not found");
+  HttpResult list = Call(*client_, "GET", kLeases);
+  EXPECT_TRUE(list.body["items"].empty()) << list.raw;
+
+  ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
+  EXPECT_EQ(watch.lines()[0].event["type"], "DELETED");
+  EXPECT_EQ(watch.lines()[0].event["object"]["metadata"]["name"], "sched");
+  EXPECT_GT(std::stoull(watch.lines()[0]
+                            .event["object"]["metadata"]["resourceVersion"]
+                            .get<std::string>()),
+            std::stoull(rv));
+  HttpResult resources = Call(*client_, "GET", "/apis/coordination.k8s.io/v1");
+  EXPECT_THAT(resources.body["resources"][0]["verbs"].get<std::vector<std::string>>(),
+              ::testing::Contains("delete"));
+}
+
 TEST_F(SimLeaseTest, DiscoveryAndKubectl) {
   HttpResult groups = Call(*client_, "GET", "/apis");
   ASSERT_EQ(groups.status, 200);

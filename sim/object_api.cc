@@ -63,6 +63,17 @@ json ApiResource(absl::string_view name, absl::string_view kind, bool namespaced
   return r;
 }
 
+// The "all" category, which `kubectl get all` expands to from discovery (cli-runtime
+// restmapper category expander): the API server puts pods, deployments and replica sets in it
+// (their REST storage's Categories(): pkg/registry/core/pod/storage/storage.go,
+// pkg/registry/apps/deployment/storage/storage.go, apps/replicaset/storage/storage.go). Of the
+// kinds the sim serves, only those; the others of "all" (services, jobs, ...) it does not serve,
+// so it does not list them.
+json WithAllCategory(json resource) {
+  resource["categories"] = json::array({"all"});
+  return resource;
+}
+
 }  // namespace
 
 std::optional<ApiPath> ParseApiPath(absl::string_view text) {
@@ -148,7 +159,7 @@ std::optional<std::string> ObjectApi::Discovery(absl::string_view path) {
               ApiResource("namespaces", "Namespace", false, {"get", "list"}, "ns"),
               ApiResource("nodes", "Node", false,
                           {"create", "get", "list", "patch", "update", "watch"}, "no"),
-              ApiResource("pods", "Pod", true, all, "po"),
+              WithAllCategory(ApiResource("pods", "Pod", true, all, "po")),
               ApiResource("pods/attach", "PodAttachOptions", true, {"create", "get"}),
               ApiResource("pods/binding", "Binding", true, {"create"}),
               ApiResource("pods/exec", "PodExecOptions", true, {"create", "get"}),
@@ -160,7 +171,8 @@ std::optional<std::string> ObjectApi::Discovery(absl::string_view path) {
     json resources = json::array();
     for (Kind kind : {Kind::kDeployment, Kind::kReplicaSet}) {
       const KindInfo& info = InfoOf(kind);
-      resources.push_back(ApiResource(info.resource, info.name, true, all, info.short_name));
+      resources.push_back(
+          WithAllCategory(ApiResource(info.resource, info.name, true, all, info.short_name)));
       resources.push_back(ApiResource(absl::StrCat(info.resource, "/scale"), "Scale", true,
                                       {"get", "patch", "update"}, "", "autoscaling", "v1"));
       resources.push_back(ApiResource(absl::StrCat(info.resource, "/status"), info.name, true,

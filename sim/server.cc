@@ -551,6 +551,8 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
   if (!labels.ok()) return SendError(res, labels.status());
   filter.labels = *std::move(labels);
   const bool table = WantsTable(req.get_header_value("Accept"));
+  absl::StatusOr<TableObject> table_object = ParseIncludeObject(req.get_param_value("includeObject"));
+  if (table && !table_object.ok()) return SendError(res, table_object.status());
   const std::string watch_param = req.get_param_value("watch");
   const bool watch = watch_param == "true" || watch_param == "1";
   const std::string rv = req.get_param_value("resourceVersion");
@@ -649,6 +651,7 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
     }
     state->filter = std::move(filter);
     state->table = table;
+    if (table) state->table_object = *table_object;
     state->bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
     state->stats_key = RequestKey(req);
     return ServeWatch(req, res, std::move(state));
@@ -705,7 +708,7 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
   if (table) {
     return SendJson(res, 200,
                     TableJson(kind, result->items, result->resource_version, result->continue_token,
-                              result->remaining_items, true, absl::Now()));
+                              result->remaining_items, true, absl::Now(), *table_object));
   }
   SendJson(res, 200, ListJson(kind, *result));
 }
@@ -796,7 +799,7 @@ bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
         return;
       }
       out->append(TableJson(s.filter.kind, {object}, object->resource_version, "", 0,
-                            !s.sent_columns, absl::Now()));
+                            !s.sent_columns, absl::Now(), s.table_object));
       s.sent_columns = true;
     }
     absl::string_view Envelope(const ObjectPtr& object) const {

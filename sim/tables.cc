@@ -272,7 +272,15 @@ json TableColumns(Kind kind) {
               1)});
 }
 
-json TableRow(const StoredObject& object, absl::Time now) {
+absl::StatusOr<TableObject> ParseIncludeObject(absl::string_view value) {
+  if (value.empty() || value == "Metadata") return TableObject::kMetadata;
+  if (value == "Object") return TableObject::kObject;
+  if (value == "None") return TableObject::kNone;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unrecognized includeObject value: \"", value, "\""));
+}
+
+json TableRow(const StoredObject& object, absl::Time now, TableObject include) {
   json j = json::parse(object.json, nullptr, false);
   json cells;
   switch (object.kind) {
@@ -294,16 +302,26 @@ json TableRow(const StoredObject& object, absl::Time now) {
     case Kind::kLease:  // not a ClusterStore object: LeaseTableJson (sim/leases.h)
       break;
   }
-  return json{{"cells", cells},
-              {"object",
-               {{"kind", "PartialObjectMetadata"},
-                {"apiVersion", "meta.k8s.io/v1"},
-                {"metadata", Child(j, "metadata")}}}};
+  json row = {{"cells", cells}};
+  switch (include) {
+    case TableObject::kMetadata:
+      row["object"] = {{"kind", "PartialObjectMetadata"},
+                       {"apiVersion", "meta.k8s.io/v1"},
+                       {"metadata", Child(j, "metadata")}};
+      break;
+    case TableObject::kObject:
+      row["object"] = std::move(j);
+      break;
+    case TableObject::kNone:
+      row["object"] = nullptr;
+      break;
+  }
+  return row;
 }
 
 std::string TableJson(Kind kind, const std::vector<ObjectPtr>& items, uint64_t resource_version,
                       absl::string_view continue_token, std::optional<int64_t> remaining,
-                      bool with_columns, absl::Time now) {
+                      bool with_columns, absl::Time now, TableObject include) {
   json metadata = {{"resourceVersion", absl::StrCat(resource_version)}};
   if (!continue_token.empty()) {
     metadata["continue"] = std::string(continue_token);
@@ -312,7 +330,7 @@ std::string TableJson(Kind kind, const std::vector<ObjectPtr>& items, uint64_t r
   json table = {{"kind", "Table"}, {"apiVersion", "meta.k8s.io/v1"}, {"metadata", metadata}};
   if (with_columns) table["columnDefinitions"] = TableColumns(kind);
   json rows = json::array();
-  for (const ObjectPtr& item : items) rows.push_back(TableRow(*item, now));
+  for (const ObjectPtr& item : items) rows.push_back(TableRow(*item, now, include));
   table["rows"] = rows;
   return Dump(table);
 }

@@ -24,6 +24,7 @@
 #include "sim/objects.h"
 #include "sim/protobuf.h"
 #include "sim/status.h"
+#include "sim/tables.h"
 
 namespace fitledger::sim {
 
@@ -31,6 +32,7 @@ template <typename Ptr, typename Filter>
 struct WatchStream {
   Filter filter;
   bool table = false;  // a Table watch (kubectl get -w): rows, the columns once
+  TableObject table_object = TableObject::kMetadata;  // a Table row's object (includeObject)
   // Kubernetes' protobuf frames (AppendWatchFrame) instead of JSON lines; the feed has
   // Envelope(object). `error_line` is then a frame too.
   bool protobuf = false;

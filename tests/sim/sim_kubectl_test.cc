@@ -195,6 +195,70 @@ TEST_F(SimKubectlTest, CreateAndApplyValidateOnTheServer) {
   EXPECT_THAT(fresh.output, HasSubstr("pod/api created"));
 }
 
+// kubectl sorts by a field of the object only if the rows carry it: it asks for
+// includeObject=Object (kubectl get.go), and the API server then puts the whole object in each
+// row (apiserver handlers/response.go asTable).
+TEST_F(SimKubectlTest, GetPodsSortedByAFieldOfTheSpec) {
+  CreateAndBind("k-b", "worker-2", "100m");
+  ASSERT_EQ(Call(*client_, "POST", "/api/v1/namespaces/default/pods",
+                 R"({"metadata":{"name":"k-a"},"spec":{"containers":[{"name":"c","image":"x"}]}})")
+                .status,
+            201);
+  CreateAndBind("k-c", "worker-1", "100m");
+  CommandResult r = Kubectl({"get", "pods", "--sort-by=.spec.nodeName", "-o", "name"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // No nodeName sorts first; then worker-1, worker-2.
+  EXPECT_EQ(r.output, "pod/k-a\npod/k-c\npod/k-b\n");
+  CommandResult table = Kubectl({"get", "pods", "--sort-by=.spec.nodeName"});
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_THAT(table.output, ContainsRegex("k-a +0/1 +Pending[^\n]*\nk-c +1/1[^\n]*\nk-b +1/1"));
+
+  const httplib::Headers as_table = {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io"}};
+  auto rows = [&](const std::string& query) {
+    auto res = client_->Get(absl::StrCat("/api/v1/namespaces/default/pods", query), as_table);
+    EXPECT_TRUE(res) << query;
+    return res ? json::parse(res->body)["rows"] : json();
+  };
+  EXPECT_EQ(rows("?includeObject=Object")[0]["object"]["kind"], "Pod");
+  EXPECT_EQ(rows("?includeObject=Object")[1]["object"]["spec"]["nodeName"], "worker-2");
+  EXPECT_EQ(rows("")[0]["object"]["kind"], "PartialObjectMetadata");
+  EXPECT_EQ(rows("?includeObject=Metadata")[0]["object"].count("spec"), 0u);
+  EXPECT_TRUE(rows("?includeObject=None")[0]["object"].is_null());
+  auto bad = client_->Get("/api/v1/namespaces/default/pods?includeObject=Everything", as_table);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(json::parse(bad->body).value("message", ""),
+            "unrecognized includeObject value: \"Everything\"");
+}
+
+// `kubectl get all` expands the "all" category from discovery (cli-runtime's category
+// expander); without one it fails with `the server doesn't have a resource type "all"`.
+TEST_F(SimKubectlTest, GetAllListsPodsDeploymentsAndReplicaSets) {
+  CreateAndBind("k-a", "worker-1", "100m");
+  constexpr char kDeployment[] = R"(apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: c, image: nginx}]
+)";
+  ASSERT_EQ(Kubectl({"create", "-f", Manifest(home_, "deploy.yaml", kDeployment)}).exit_code, 0);
+  CommandResult r = Kubectl({"get", "all"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ContainsRegex("pod/k-a +1/1 +Running"));
+  EXPECT_THAT(r.output, ContainsRegex("deployment.apps/web +"));
+  EXPECT_THAT(r.output, ContainsRegex("replicaset.apps/web-[a-z0-9]+ +"));
+  HttpResult core = Call(*client_, "GET", "/api/v1");
+  for (const json& resource : core.body["resources"]) {
+    SCOPED_TRACE(resource["name"].get<std::string>());
+    EXPECT_EQ(resource.contains("categories"), resource["name"] == "pods");
+  }
+}
+
 TEST_F(SimKubectlTest, LabelAnnotateAndEveryPatchType) {
   ASSERT_EQ(Kubectl({"create", "-f", Manifest(home_, "pod.yaml", kPodYaml)}).exit_code, 0);
   CommandResult labelled = Kubectl({"label", "pod", "web", "tier=front"});

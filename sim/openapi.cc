@@ -111,8 +111,9 @@ void AddPaths(const KindInfo& info, json& paths, json& schemas) {
   const json field_manager = QueryParameter("fieldManager", "Name of the actor making the change.");
   const json field_validation = QueryParameter(
       "fieldValidation",
-      "How the server treats unknown or duplicate fields: Ignore, Warn or Strict. fitledger-sim "
-      "keeps unknown fields and does not report them (sim/README.md).");
+      "How the server treats unknown fields: Ignore, Warn (the default) or Strict "
+      "(sim/field_validation.h; fitledger-sim does not check PATCH bodies nor report duplicate "
+      "fields).");
   const json grace = QueryParameter("gracePeriodSeconds", "Grace period of a deletion.", "integer");
   const json propagation =
       QueryParameter("propagationPolicy", "Orphan, Background or Foreground (as Background).");

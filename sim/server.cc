@@ -14,6 +14,7 @@
 #include "common/json_access.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "sim/field_validation.h"
 #include "sim/kinds.h"
 #include "sim/leases.h"
 #include "sim/objects.h"
@@ -433,6 +434,25 @@ void SimServer::HandleApi(const httplib::Request& req, httplib::Response& res) {
   if (get && (parts.empty() || path == "/version" || path == "/api")) {
     Discovery(path, res);
     return;
+  }
+  // Field validation of a create's or an update's body, which the API server's handlers do as
+  // they decode it, before anything else (handlers/create.go, update.go): 422 for a bad
+  // fieldValidation, 400 under Strict, Warning headers under Warn (sim/field_validation.h).
+  if (std::optional<ApiPath> route = ParseApiPath(path);
+      route.has_value() && route->kind.has_value() &&
+      ((method == "POST" && route->name.empty()) ||
+       (method == "PUT" && !route->name.empty() &&
+        (route->subresource.empty() || route->subresource == "status")))) {
+    absl::StatusOr<FieldValidation> validation = ParseFieldValidation(
+        req.get_param_value("fieldValidation"), method == "POST" ? "CreateOptions" : "UpdateOptions");
+    if (!validation.ok()) return SendError(res, validation.status());
+    const KindInfo& info = InfoOf(*route->kind);
+    std::vector<std::string> warnings;
+    absl::Status decoded =
+        ApplyFieldValidation(*validation, info.name, info.version,
+                             StrictDecodingErrors(*route->kind, req.body), &warnings);
+    if (!decoded.ok()) return SendError(res, decoded);
+    for (const std::string& warning : warnings) res.set_header("Warning", WarningHeader(warning));
   }
   // coordination.k8s.io: Leases, in a store of their own, and the group's discovery documents
   // (sim/leases.cc). Before ObjectApi, which does not serve Leases.

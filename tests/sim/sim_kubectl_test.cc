@@ -259,6 +259,59 @@ spec:
   }
 }
 
+// kubectl sends fieldValidation=Strict (its --validate default): a misspelt field is refused,
+// as the API server's strict decoding refuses it (apiserver handlers/create.go).
+TEST_F(SimKubectlTest, CreateRefusesAMisspeltFieldAndWarnsWhenAskedTo) {
+  constexpr char kTypo[] = R"(apiVersion: v1
+kind: Pod
+metadata: {name: typo}
+spec:
+  containers:
+  - name: main
+    image: registry.k8s.io/pause:3.10
+    imagePullPolcy: IfNotPresent
+    resources: {limit: {cpu: 100m}}
+)";
+  const std::string typo = Manifest(home_, "typo.yaml", kTypo);
+  CommandResult refused = Kubectl({"create", "-f", typo});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_THAT(refused.output,
+              HasSubstr("Error from server (BadRequest): error when creating \"" + typo +
+                        "\": Pod in version \"v1\" cannot be handled as a Pod: strict decoding "
+                        "error: unknown field \"spec.containers[0].imagePullPolcy\", unknown "
+                        "field \"spec.containers[0].resources.limit\""));
+  EXPECT_EQ(Call(*client_, "GET", "/api/v1/namespaces/default/pods/typo").status, 404);
+
+  CommandResult warned = Kubectl({"create", "-f", typo, "--validate=warn"});
+  ASSERT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_THAT(warned.output, HasSubstr("Warning: unknown field \"spec.containers[0].imagePullPolcy\""));
+  EXPECT_THAT(warned.output, HasSubstr("pod/typo created"));
+  // The default (no fieldValidation) is Warn: Warning headers, as the API server's.
+  auto put = client_->Put("/api/v1/nodes/worker-1?fieldValidation=Strict",
+                          R"({"apiVersion":"v1","kind":"Node","metadata":{"name":"worker-1"},)"
+                          R"("spec":{"unschedulabel":true}})",
+                          "application/json");
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->status, 400);
+  EXPECT_EQ(json::parse(put->body).value("message", ""),
+            "Node in version \"v1\" cannot be handled as a Node: strict decoding error: unknown "
+            "field \"spec.unschedulabel\"");
+  auto posted = client_->Post("/api/v1/namespaces/default/pods",
+                              R"({"metadata":{"name":"w"},"spec":{"containers":)"
+                              R"([{"name":"c","image":"x","imagePullPolcy":"Always"}]},"x":1})",
+                              "application/json");
+  ASSERT_TRUE(posted);
+  EXPECT_EQ(posted->status, 201);
+  EXPECT_EQ(posted->get_header_value_count("Warning"), 2u);
+  EXPECT_EQ(posted->get_header_value("Warning", 0),
+            R"(299 - "unknown field \"spec.containers[0].imagePullPolcy\"")");
+  EXPECT_EQ(posted->get_header_value("Warning", 1), R"(299 - "unknown field \"x\"")");
+  auto bad = client_->Post("/api/v1/namespaces/default/pods?fieldValidation=strict", "{}",
+                           "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 422);
+}
+
 TEST_F(SimKubectlTest, LabelAnnotateAndEveryPatchType) {
   ASSERT_EQ(Kubectl({"create", "-f", Manifest(home_, "pod.yaml", kPodYaml)}).exit_code, 0);
   CommandResult labelled = Kubectl({"label", "pod", "web", "tier=front"});

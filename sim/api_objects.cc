@@ -7,10 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/json_access.h"
-#include "server/kube/objects.h"
-#include "server/model/pod.h"
 #include "sim/kinds.h"
 #include "sim/objects.h"
+#include "sim/pod_requests.h"
 
 namespace fitledger::sim {
 
@@ -123,12 +122,8 @@ std::vector<std::string> ValidateWorkloadSpec(const json& spec) {
               {"kind", "Pod"},
               {"metadata", {{"name", "template"}}},
               {"spec", pod_spec}};
-  absl::StatusOr<Pod> parsed = kube::ParsePod(Dump(pod));
-  if (!parsed.ok()) {
+  if (absl::StatusOr<KubeletPod> parsed = ParseKubeletPod(pod); !parsed.ok()) {
     errors.push_back(absl::StrCat("spec.template: ", parsed.status().message()));
-  } else if (absl::StatusOr<Resources> requests = PodRequests(*parsed, RequestBasis::kSpec);
-             !requests.ok()) {
-    errors.push_back(absl::StrCat("spec.template: ", requests.status().message()));
   }
   return errors;
 }

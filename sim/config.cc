@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/model/quantity.h"
+#include "sim/pod_requests.h"
 #include "yaml-cpp/yaml.h"
 
 namespace fitledger::sim {
@@ -82,7 +83,7 @@ absl::StatusOr<StringPairs> Pairs(const std::string& path, const YAML::Node& nod
 }
 
 absl::StatusOr<NodeSpec> ParseNode(const std::string& path, const YAML::Node& node) {
-  RETURN_IF_ERROR(CheckKeys(path, node, {"name", "allocatable", "capacity", "labels"}));
+  RETURN_IF_ERROR(CheckKeys(path, node, {"name", "allocatable", "capacity", "labels", "devices"}));
   NodeSpec spec;
   if (!node["name"]) return Bad(path, node, "name is required");
   ASSIGN_OR_RETURN(spec.name, Scalar(path + ".name", node["name"]));
@@ -98,6 +99,32 @@ absl::StatusOr<NodeSpec> ParseNode(const std::string& path, const YAML::Node& no
   if (spec.allocatable.empty()) spec.allocatable = spec.capacity;
   if (node["labels"]) {
     ASSIGN_OR_RETURN(spec.labels, Pairs(path + ".labels", node["labels"], false));
+  }
+  if (const YAML::Node devices = node["devices"]; devices && !devices.IsNull()) {
+    if (!devices.IsMap()) return Bad(path + ".devices", devices, "must be a mapping");
+    for (const auto& kv : devices) {
+      const std::string name = kv.first.as<std::string>();
+      const std::string child = absl::StrCat(path, ".devices.", name);
+      if (!IsExtendedResourceName(name)) {
+        return Bad(child, kv.first,
+                   "a device plugin's resource is an extended resource name (example.com/gpu)");
+      }
+      ASSIGN_OR_RETURN(int64_t count, Int(child, kv.second, 0));
+      for (StringPairs* list : {&spec.allocatable, &spec.capacity}) {
+        for (const auto& [listed, _] : *list) {
+          if (listed == name) {
+            return Bad(child, kv.first,
+                       "also in allocatable or capacity; a device plugin's resource is its "
+                       "device count, listed there by the kubelet");
+          }
+        }
+      }
+      spec.devices.emplace_back(name, count);
+    }
+    for (const auto& [name, count] : spec.devices) {
+      spec.allocatable.emplace_back(name, absl::StrCat(count));
+      spec.capacity.emplace_back(name, absl::StrCat(count));
+    }
   }
   return spec;
 }

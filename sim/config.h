@@ -23,6 +23,10 @@ struct NodeSpec {
   StringPairs allocatable;  // resource name -> quantity text, e.g. {"cpu", "4"}
   StringPairs capacity;     // defaults to `allocatable`
   StringPairs labels;
+  // Device-plugin resources: extended resource name -> healthy devices, which the simulated
+  // kubelet's device manager allocates (sim/kubelet.h). The config loader also lists each in
+  // `allocatable` and `capacity`, as the kubelet reports a device plugin's devices.
+  std::vector<std::pair<std::string, int64_t>> devices;
 };
 
 // How generated nodes are named (generate.nodeNames): `<node_prefix><i>`, or as the managed

@@ -218,7 +218,9 @@ void Controllers::RecordRejection(const StoredObject& pod) {
   json object = json::parse(pod.json, nullptr, false);
   const json& status = JsonMember(object, "status");
   const std::string reason = JsonStr(status, "reason");
-  if (!absl::StartsWith(reason, "OutOf")) return;
+  // The kubelet's admission refusals (sim/kubelet.h): the predicate's OutOf<resource>, the device
+  // manager's UnexpectedAdmissionError.
+  if (!absl::StartsWith(reason, "OutOf") && reason != "UnexpectedAdmissionError") return;
   rejected_.insert(pod.uid);
   std::string message = JsonStr(status, "message");
   // kubelet.go rejectPod records the reason and the predicate's message, without the status

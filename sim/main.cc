@@ -3,18 +3,22 @@
 
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/flags.h"
+#include "sim/admit_command.h"
 #include "sim/config.h"
 #include "sim/kubeconfig.h"
 #include "sim/server.h"
@@ -38,16 +42,34 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+// `fitledger-sim admit`: reads the input on stdin, writes the verdicts on stdout.
+int Admit() {
+  std::ostringstream input;
+  input << std::cin.rdbuf();
+  absl::StatusOr<std::string> output = fitledger::sim::RunAdmitCommand(input.str());
+  if (!output.ok()) return Fail(absl::StrCat("admit: ", output.status().message()));
+  std::cout << *output << std::flush;
+  return std::cout ? 0 : Fail("admit: cannot write the output");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  fitledger::ParseFlags(
+  const std::vector<char*> args = fitledger::ParseFlags(
       argc, argv,
       "A simulated Kubernetes API server (core/v1 pods, nodes, binding, watch) with a simulated "
       "kubelet, for fitledger tests and demos.\n"
       "Usage: fitledger-sim [--config FILE] [--listen HOST:PORT] [--kubeconfig-out PATH] "
-      "[--watch-lag DURATION] [--allow-non-loopback]\nAdmin API and config keys: sim/README.md",
+      "[--watch-lag DURATION] [--allow-non-loopback]\n"
+      "       fitledger-sim admit < INPUT.json  (the simulated kubelet's admission of pods on one "
+      "node: {\"node\": ..., \"devices\": {...}, \"pods\": [...]} in, a verdict per pod out)\n"
+      "Admin API, config keys and the admit command: sim/README.md",
       "sim/main.cc");
+  if (args.size() == 2 && absl::string_view(args[1]) == "admit") return Admit();
+  if (args.size() > 1) {
+    return Fail(absl::StrCat("unexpected argument \"", args[1],
+                             "\"; the only command is \"admit\" (see --help)"));
+  }
 
   // Block the shutdown signals before any thread starts; main waits for them with sigwait.
   sigset_t signals;

@@ -261,9 +261,16 @@ absl::Status ClusterStore::AddNodeLocked(const NodeSpec& spec, bool record,
   object->resource_version = ++resource_version_;
   object->uid = node["metadata"]["uid"].get<std::string>();
   object->fields = FieldsOf(node);
-  object->requests = decoded->node.allocatable;
+  // The kubelet admits by status.allocatable (NodeInfo.SetNode), the device plugins' resources
+  // among them.
+  absl::StatusOr<ResourceList> allocatable =
+      ParseResourceList(JsonMember(JsonMember(node, "status"), "allocatable"), "status.allocatable");
+  if (!allocatable.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node ", spec.name, ": ", allocatable.status().message()));
+  }
   node_index_[spec.name] = index;
-  kubelet_.SetNode(spec.name, object->requests);
+  kubelet_.SetNode(spec.name, *allocatable, DeviceCounts(spec.devices.begin(), spec.devices.end()));
   nodes_[StoreKey("", spec.name)] = object;
   if (record) RecordLocked(EventType::kAdded, object, nullptr);
   return absl::OkStatus();
@@ -288,18 +295,18 @@ absl::StatusOr<GeneratedPodShape> MakePodShape(const GenerateSpec& spec,
       shape.json, "sample", spec.pod_namespace, "00000000-0000-4000-8000-000000000000", 1, "node",
       "10.0.0.1", "10.64.0.1", "2024-01-01T00:00:00Z",
       std::vector<std::string>(static_cast<size_t>(shape.containers), std::string(64, '0')));
-  ASSIGN_OR_RETURN(Pod pod, kube::ParsePod(sample));
-  ASSIGN_OR_RETURN(shape.requests, PodRequests(pod, RequestBasis::kSpec));
   const json parsed = json::parse(sample);
+  ASSIGN_OR_RETURN(KubeletPod kubelet_pod, ParseKubeletPod(parsed));
+  shape.kubelet_pod = std::make_shared<const KubeletPod>(std::move(kubelet_pod));
   shape.images = std::make_shared<const ContainerImages>(ContainersOf(parsed));
   shape.fields = FieldsOf(parsed);
   return shape;
 }
 
-// A quantity in the units of Resources (cpu in millicores, the rest in units).
+// A quantity in the kubelet's units (cpu in millicores, the rest in units).
 absl::StatusOr<int64_t> ResourceAmount(absl::string_view name, absl::string_view text) {
-  ASSIGN_OR_RETURN(Quantity q, Quantity::Parse(text));
-  return name == kResourceCpu ? q.MilliValue() : q.Value();
+  ASSIGN_OR_RETURN(ResourceQuantity q, ResourceQuantity::Parse(text));
+  return name == "cpu" ? q.MilliValue() : q.Value();
 }
 
 }  // namespace
@@ -318,14 +325,14 @@ void ClusterStore::AddGeneratedPodLocked(const GeneratedPodShape& shape,
   object->uid = uid;
   object->json = FillPodTemplate(shape.json, name, namespace_name, uid, rv, node, NodeIp(index),
                                  pod_ip, timestamp, container_ids);
-  object->requests = shape.requests;
+  object->kubelet_pod = shape.kubelet_pod;
   object->containers = shape.images;
   object->fields = shape.fields;
   object->fields.namespace_name = namespace_name;
   object->fields.name = name;
   object->fields.node_name = node;
   object->fields.pod_ip = pod_ip;
-  kubelet_.AddAdmitted(node, uid, shape.requests);
+  kubelet_.AddAdmitted(node, uid, *shape.kubelet_pod);
   pods_.emplace(StoreKey(namespace_name, name), std::move(object));
 }
 
@@ -356,9 +363,9 @@ absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
     std::sort(order.begin(), order.begin() + full_count);
     for (int k = 0; k < full_count; ++k) full_turn[static_cast<size_t>(order[k])] = k;
   }
-  std::vector<std::pair<std::string, int64_t>> free;  // generate.fullNodes.free, in Resources units
+  std::vector<std::pair<std::string, int64_t>> free;  // generate.fullNodes.free, kubelet units
   for (const auto& [name, text] : spec.full_nodes.free) {
-    if (name == kResourcePods) {
+    if (name == "pods") {
       return absl::InvalidArgumentError("fullNodes.free: pods cannot be filled by one pod");
     }
     ASSIGN_OR_RETURN(int64_t amount, ResourceAmount(name, text));
@@ -414,20 +421,19 @@ absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
       // Fill the node up to `free` in the resources of its turn: each listed resource alone in
       // order, then all of them together.
       const size_t slot = static_cast<size_t>(turn) % (free.size() + 1);
-      const Resources allocatable = nodes_[StoreKey("", node.name)]->requests;
-      const Resources used = kubelet_.Used(node.name);
       StringPairs fill;
       for (size_t r = 0; r < free.size(); ++r) {
         if (slot < free.size() && r != slot) continue;
         const auto& [name, keep] = free[r];
-        const int64_t amount = allocatable.Get(name) - used.Get(name) - keep;
+        const int64_t unused =
+            kubelet_.Allocatable(node.name, name) - kubelet_.Requested(node.name, name);
+        const int64_t amount = unused - keep;
         if (amount <= 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "fullNodes.free.", name, ": node ", node.name, " has no more than that free (",
-              allocatable.Get(name) - used.Get(name), ") before it is filled"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("fullNodes.free.", name, ": node ", node.name,
+                           " has no more than that free (", unused, ") before it is filled"));
         }
-        fill.emplace_back(name,
-                          name == kResourceCpu ? absl::StrCat(amount, "m") : absl::StrCat(amount));
+        fill.emplace_back(name, name == "cpu" ? absl::StrCat(amount, "m") : absl::StrCat(amount));
       }
       std::string key;
       for (const auto& [name, amount] : fill) absl::StrAppend(&key, name, "=", amount, ";");
@@ -521,6 +527,27 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
   } else if (!spec["terminationGracePeriodSeconds"].is_number_integer()) {
     return absl::InvalidArgumentError("spec.terminationGracePeriodSeconds must be an integer");
   }
+  // SetDefaults_Pod (pkg/apis/core/v1/defaults.go): a container's limit without a request
+  // defaults the request, so the kubelet, which admits by requests, sees it. (Its pod-level
+  // defaulting, defaultPodRequests, is not done.)
+  for (const char* list : {"containers", "initContainers"}) {
+    auto containers = spec.find(list);
+    if (containers == spec.end() || !containers->is_array()) continue;
+    for (json& c : *containers) {
+      if (!c.is_object() || !c.contains("resources") || !c["resources"].is_object()) continue;
+      json& resources = c["resources"];
+      const json& limits = JsonMember(resources, "limits");
+      if (!limits.is_object() || limits.empty()) continue;
+      if (!resources.contains("requests") || resources["requests"].is_null()) {
+        resources["requests"] = json::object();
+      }
+      json& requests = resources["requests"];
+      if (!requests.is_object()) continue;
+      for (const auto& [name, q] : limits.items()) {
+        if (!requests.contains(name)) requests[name] = q;
+      }
+    }
+  }
   if (!spec.contains("containers") || !spec["containers"].is_array() ||
       spec["containers"].empty()) {
     std::string name = JsonStr(metadata, "name");
@@ -564,12 +591,12 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
       return absl::FailedPreconditionError(
           absl::StrCat("Pod \"", name, "\" is invalid: ", parsed.status().message()));
     }
-    auto requests = PodRequests(*parsed, RequestBasis::kSpec);
-    if (!requests.ok()) {
+    absl::StatusOr<KubeletPod> kubelet_pod = ParseKubeletPod(pod);
+    if (!kubelet_pod.ok()) {
       return absl::FailedPreconditionError(
-          absl::StrCat("Pod \"", name, "\" is invalid: ", requests.status().message()));
+          absl::StrCat("Pod \"", name, "\" is invalid: ", kubelet_pod.status().message()));
     }
-    object->requests = *requests;
+    object->kubelet_pod = std::make_shared<const KubeletPod>(*std::move(kubelet_pod));
     // status.qosClass as the API server computes it on create (pkg/apis/core/helper/qos).
     const std::string qos = QosClass(*parsed);
     if (qos != "BestEffort") {
@@ -965,10 +992,11 @@ std::optional<Admission> ClusterStore::AdmitPod(absl::string_view namespace_name
     const ObjectPtr old = it->second;
     const std::string& node = old->fields.node_name;
     const std::string& phase = old->fields.phase;
-    if (node.empty() || phase != "Pending" || old->fields.deleting || !kubelet_.HasNode(node)) {
+    if (node.empty() || phase != "Pending" || old->fields.deleting || !kubelet_.HasNode(node) ||
+        old->kubelet_pod == nullptr) {
       return std::nullopt;
     }
-    Admission admission = kubelet_.Admit(node, old->uid, old->requests);
+    Admission admission = kubelet_.Admit(node, old->uid, *old->kubelet_pod);
     ++resource_version_;
     const absl::Time now = options_.clock();
     const std::vector<std::pair<absl::string_view, std::string>> metadata = {
@@ -984,7 +1012,7 @@ std::optional<Admission> ClusterStore::AdmitPod(absl::string_view namespace_name
     } else {
       status = {{"phase", "\"Failed\""},
                 {"reason", JsonString(admission.reason)},
-                {"message", JsonString(admission.message)},
+                {"message", JsonString(absl::StrCat("Pod was rejected: ", admission.message))},
                 {"startTime", JsonString(FormatTimestamp(now))}};
       fields.phase = "Failed";
       ++rejections_[admission.reason];

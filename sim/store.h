@@ -5,7 +5,8 @@
 // Pod life cycle in the sim:
 //   CreatePod -> Pending (unbound) --Bind--> Pending (spec.nodeName set)
 //     --AdmitPod, fits--> Running        --SetPodPhase--> Succeeded / Failed
-//     --AdmitPod, no fit--> Failed (reason OutOf<resource>, kubelet message)
+//     --AdmitPod, refused--> Failed (the kubelet's reason and message: OutOf<resource>,
+//                                    UnexpectedAdmissionError; sim/kubelet.h)
 //   DeletePod removes a pod in any state (DELETED event) and frees its kubelet capacity.
 //
 // Errors use these codes, which the HTTP layer maps to Kubernetes Status objects:
@@ -32,7 +33,6 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "nlohmann/json.hpp"
-#include "server/model/resources.h"
 #include "sim/change_signal.h"
 #include "sim/config.h"
 #include "sim/kubelet.h"
@@ -50,7 +50,9 @@ struct StoredObject {
   std::string uid;
   std::string json;  // compact JSON; its metadata.resourceVersion is `resource_version`
   ObjectFields fields;
-  Resources requests;  // pods: PodRequests(kSpec); nodes: allocatable
+  // Pods: what the simulated kubelet reads of the spec (sim/pod_requests.h), which never changes;
+  // shared by every version of the pod. Null for other kinds.
+  std::shared_ptr<const KubeletPod> kubelet_pod;
   // Pods: spec.containers' (name, image), which never change; the kubelet's container statuses
   // are built from them. Shared by every version of the pod; null for nodes.
   std::shared_ptr<const ContainerImages> containers;
@@ -125,7 +127,7 @@ struct GeneratedPodShape {
   std::string generate_name;  // realistic shapes: a pod's name is this + 5 characters
   int containers = 0;         // @CID<k>@ placeholders
   std::string json;
-  Resources requests;
+  std::shared_ptr<const KubeletPod> kubelet_pod;
   std::shared_ptr<const ContainerImages> images;
   ObjectFields fields;  // of a filled-in sample; namespace, name, node and pod IP set per pod
 };
@@ -208,8 +210,8 @@ class ClusterStore {
   // Bind with only a UID precondition (empty: none) and the node.
   absl::StatusOr<ObjectPtr> Bind(absl::string_view namespace_name, absl::string_view name,
                                  absl::string_view uid_precondition, absl::string_view node);
-  // The kubelet's admission of a bound pod: Running (podIP, hostIP, Ready) when it fits the
-  // kubelet's accounting of `spec.nodeName`, else Failed with OutOf<resource>. Returns the
+  // The kubelet's admission of a bound pod (sim/kubelet.h): Running (podIP, hostIP, Ready) when
+  // admitted on `spec.nodeName`, else Failed with the kubelet's reason and message. Returns the
   // verdict, or nullopt (and changes nothing) when the pod is gone, unbound, terminal, already
   // admitted, or its node does not exist.
   std::optional<Admission> AdmitPod(absl::string_view namespace_name, absl::string_view name);

@@ -1,119 +1,193 @@
 #include "sim/kubelet.h"
 
+#include <string>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace fitledger::sim {
 namespace {
 
-Resources Node(int64_t milli_cpu, int64_t memory, int64_t pods) {
-  Resources r;
-  r.milli_cpu = milli_cpu;
-  r.memory_bytes = memory;
-  r.pods = pods;
-  return r;
+using nlohmann::json;
+
+ResourceList List(const json& list) {
+  absl::StatusOr<ResourceList> parsed = ParseResourceList(list, "test");
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? *parsed : ResourceList{};
 }
 
-Resources Request(int64_t milli_cpu, int64_t memory) {
-  Resources r;
-  r.milli_cpu = milli_cpu;
-  r.memory_bytes = memory;
-  r.pods = 1;
-  return r;
+ResourceList Node(const std::string& cpu, const std::string& memory, const std::string& pods) {
+  return List({{"cpu", cpu}, {"memory", memory}, {"pods", pods}});
+}
+
+// A pod of one container with `requests` (and `limits`).
+KubeletPod Pod(const json& requests, const json& limits = json::object()) {
+  json pod = {{"metadata", {{"name", "p"}}},
+              {"spec",
+               {{"containers",
+                 {{{"name", "main"}, {"resources", {{"requests", requests}, {"limits", limits}}}}}}}}};
+  absl::StatusOr<KubeletPod> parsed = ParseKubeletPod(pod);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? *parsed : KubeletPod{};
+}
+
+// A pod whose container asks for `n` example.com/gpu (a device plugin's resource: limits, and
+// the request the API server defaults from them).
+KubeletPod Gpus(int n) {
+  return Pod({{"example.com/gpu", std::to_string(n)}}, {{"example.com/gpu", std::to_string(n)}});
 }
 
 TEST(KubeletTest, RejectsCpuWithTheKubeletsExactMessage) {
   KubeletAccounting kubelet;
-  kubelet.SetNode("worker-1", Node(4000, 8LL << 30, 110));
-  ASSERT_TRUE(kubelet.Admit("worker-1", "a", Request(3800, 0)).admitted);
-  Admission a = kubelet.Admit("worker-1", "b", Request(400, 0));
+  kubelet.SetNode("worker-1", Node("4", "8Gi", "110"));
+  ASSERT_TRUE(kubelet.Admit("worker-1", "a", Pod({{"cpu", "3800m"}})).admitted);
+  Admission a = kubelet.Admit("worker-1", "b", Pod({{"cpu", "400m"}}));
   EXPECT_FALSE(a.admitted);
   EXPECT_EQ(a.reason, "OutOfcpu");
   EXPECT_EQ(a.message,
-            "Pod was rejected: Node didn't have enough resource: cpu, requested: 400, used: 3800, "
-            "capacity: 4000");
+            "Node didn't have enough resource: cpu, requested: 400, used: 3800, capacity: 4000");
 }
 
 TEST(KubeletTest, RejectsMemoryInBytes) {
   KubeletAccounting kubelet;
-  kubelet.SetNode("n", Node(4000, 1000, 110));
-  ASSERT_TRUE(kubelet.Admit("n", "a", Request(100, 600)).admitted);
-  Admission a = kubelet.Admit("n", "b", Request(100, 500));
+  kubelet.SetNode("n", Node("4", "1000", "110"));
+  ASSERT_TRUE(kubelet.Admit("n", "a", Pod({{"cpu", "100m"}, {"memory", "600"}})).admitted);
+  Admission a = kubelet.Admit("n", "b", Pod({{"cpu", "100m"}, {"memory", "500"}}));
   EXPECT_EQ(a.reason, "OutOfmemory");
   EXPECT_EQ(a.message,
-            "Pod was rejected: Node didn't have enough resource: memory, requested: 500, used: "
-            "600, capacity: 1000");
+            "Node didn't have enough resource: memory, requested: 500, used: 600, capacity: 1000");
 }
 
 TEST(KubeletTest, PodsAreCheckedFirstAndOnlyTheFirstFailureIsReported) {
   KubeletAccounting kubelet;
-  kubelet.SetNode("n", Node(1000, 1000, 1));
-  ASSERT_TRUE(kubelet.Admit("n", "a", Request(1000, 1000)).admitted);
-  Admission a = kubelet.Admit("n", "b", Request(1000, 1000));
+  kubelet.SetNode("n", Node("1", "1000", "1"));
+  ASSERT_TRUE(kubelet.Admit("n", "a", Pod({{"cpu", "1"}, {"memory", "1000"}})).admitted);
+  Admission a = kubelet.Admit("n", "b", Pod({{"cpu", "1"}, {"memory", "1000"}}));
   EXPECT_EQ(a.reason, "OutOfpods");
   EXPECT_EQ(a.message,
-            "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 1, "
-            "capacity: 1");
+            "Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1");
 }
 
 TEST(KubeletTest, CpuIsReportedBeforeMemory) {
-  Admission a = CheckAdmission(Node(1000, 1000, 10), Resources{}, Request(2000, 2000));
-  EXPECT_EQ(a.reason, "OutOfcpu");
+  KubeletAccounting kubelet;
+  kubelet.SetNode("n", Node("1", "1000", "10"));
+  EXPECT_EQ(kubelet.Admit("n", "a", Pod({{"cpu", "2"}, {"memory", "2000"}})).reason, "OutOfcpu");
 }
 
 TEST(KubeletTest, EphemeralStorageAndExtendedResources) {
-  Resources node = Node(1000, 1000, 10);
-  node.ephemeral_storage_bytes = 100;
-  node.Set("example.com/gpu", 2);
-  Resources req = Request(0, 0);
-  req.ephemeral_storage_bytes = 200;
-  Admission a = CheckAdmission(node, Resources{}, req);
+  KubeletAccounting kubelet;
+  kubelet.SetNode("n", List({{"cpu", "1"},
+                             {"memory", "1000"},
+                             {"pods", "10"},
+                             {"ephemeral-storage", "100"},
+                             {"example.com/foo", "2"}}));
+  Admission a = kubelet.Admit("n", "a", Pod({{"ephemeral-storage", "200"}}));
   EXPECT_EQ(a.reason, "OutOfephemeral-storage");
   EXPECT_EQ(a.message,
-            "Pod was rejected: Node didn't have enough resource: ephemeral-storage, requested: "
-            "200, used: 0, capacity: 100");
-
-  Resources gpu = Request(0, 0);
-  gpu.Set("example.com/gpu", 3);
-  a = CheckAdmission(node, Resources{}, gpu);
-  EXPECT_EQ(a.reason, "OutOfexample.com/gpu");
+            "Node didn't have enough resource: ephemeral-storage, requested: 200, used: 0, "
+            "capacity: 100");
+  a = kubelet.Admit("n", "b", Pod({{"example.com/foo", "3"}}));
+  EXPECT_EQ(a.reason, "OutOfexample.com/foo");
   EXPECT_EQ(a.message,
-            "Pod was rejected: Node didn't have enough resource: example.com/gpu, requested: 3, "
-            "used: 0, capacity: 2");
+            "Node didn't have enough resource: example.com/foo, requested: 3, used: 0, "
+            "capacity: 2");
 }
 
-TEST(KubeletTest, ExtendedResourcesTheNodeDoesNotAdvertiseAreIgnored) {
-  Resources req = Request(100, 0);
-  req.Set("example.com/fpga", 1);
-  EXPECT_TRUE(CheckAdmission(Node(1000, 1000, 10), Resources{}, req).admitted);
-  Resources huge = Request(0, 0);
-  huge.Set("hugepages-2Mi", 2097152);
-  Admission a = CheckAdmission(Node(1000, 1000, 10), Resources{}, huge);
+TEST(KubeletTest, ExtendedResourcesTheNodeDoesNotListAreIgnoredHugepagesAreNot) {
+  KubeletAccounting kubelet;
+  kubelet.SetNode("n", Node("1", "1000", "10"));
+  EXPECT_TRUE(kubelet.Admit("n", "a", Pod({{"cpu", "100m"}, {"example.com/fpga", "1"}})).admitted);
+  Admission a = kubelet.Admit("n", "b", Pod({{"hugepages-2Mi", "2Mi"}}));
   EXPECT_EQ(a.reason, "OutOfhugepages-2Mi");
+  EXPECT_EQ(a.message,
+            "Node didn't have enough resource: hugepages-2Mi, requested: 2097152, used: 0, "
+            "capacity: 0");
 }
 
 TEST(KubeletTest, ZeroRequestPodsOnlyNeedAPodSlot) {
-  EXPECT_TRUE(CheckAdmission(Node(0, 0, 1), Resources{}, Request(0, 0)).admitted);
+  KubeletAccounting kubelet;
+  kubelet.SetNode("n", Node("0", "0", "1"));
+  EXPECT_TRUE(kubelet.Admit("n", "a", Pod(json::object())).admitted);
+  EXPECT_EQ(kubelet.Admit("n", "b", Pod(json::object())).reason, "OutOfpods");
 }
 
 TEST(KubeletTest, ReleaseFreesCapacityAndIsIdempotent) {
   KubeletAccounting kubelet;
-  kubelet.SetNode("n", Node(1000, 1000, 10));
-  ASSERT_TRUE(kubelet.Admit("n", "a", Request(1000, 0)).admitted);
-  EXPECT_FALSE(kubelet.Admit("n", "b", Request(1, 0)).admitted);
+  kubelet.SetNode("n", Node("1", "1000", "10"));
+  ASSERT_TRUE(kubelet.Admit("n", "a", Pod({{"cpu", "1"}})).admitted);
+  EXPECT_FALSE(kubelet.Admit("n", "b", Pod({{"cpu", "1m"}})).admitted);
   kubelet.Release("a");
   kubelet.Release("a");
-  EXPECT_EQ(kubelet.Used("n").milli_cpu, 0);
-  EXPECT_EQ(kubelet.Used("n").pods, 0);
-  EXPECT_TRUE(kubelet.Admit("n", "b", Request(1, 0)).admitted);
+  EXPECT_EQ(kubelet.Requested("n", "cpu"), 0);
+  EXPECT_EQ(kubelet.Requested("n", "pods"), 0);
+  EXPECT_TRUE(kubelet.Admit("n", "b", Pod({{"cpu", "1m"}})).admitted);
 }
 
 TEST(KubeletTest, AdmittingTheSameUidTwiceCountsOnce) {
   KubeletAccounting kubelet;
-  kubelet.SetNode("n", Node(1000, 1000, 10));
-  ASSERT_TRUE(kubelet.Admit("n", "a", Request(600, 0)).admitted);
-  EXPECT_TRUE(kubelet.Admit("n", "a", Request(600, 0)).admitted);
-  EXPECT_EQ(kubelet.Used("n").milli_cpu, 600);
+  kubelet.SetNode("n", Node("1", "1000", "10"));
+  ASSERT_TRUE(kubelet.Admit("n", "a", Pod({{"cpu", "600m"}})).admitted);
+  EXPECT_TRUE(kubelet.Admit("n", "a", Pod({{"cpu", "600m"}})).admitted);
+  EXPECT_EQ(kubelet.Requested("n", "cpu"), 600);
+  EXPECT_EQ(kubelet.Requested("n", "pods"), 1);
+}
+
+TEST(KubeletTest, CpuRoundsUpToAMillicore) {
+  KubeletAccounting kubelet;
+  kubelet.SetNode("n", Node("1", "1000", "10"));
+  ASSERT_TRUE(kubelet.Admit("n", "a", Pod({{"cpu", "999500u"}})).admitted);  // 999.5m -> 1000m
+  EXPECT_EQ(kubelet.Requested("n", "cpu"), 1000);
+  EXPECT_EQ(kubelet.Admit("n", "b", Pod({{"cpu", "1n"}})).reason, "OutOfcpu");
+}
+
+// The device manager (pkg/kubelet/cm/devicemanager/manager.go devicesToAllocate) refuses before
+// the predicate handler, with its own reason, when the healthy devices are taken.
+TEST(KubeletTest, TheDeviceManagerRefusesWhenItsDevicesAreTaken) {
+  KubeletAccounting kubelet;
+  ResourceList allocatable = Node("4", "8Gi", "110");
+  allocatable["example.com/gpu"] = ResourceQuantity::FromUnits(2);
+  kubelet.SetNode("g", allocatable, DeviceCounts{{"example.com/gpu", 2}});
+  ASSERT_TRUE(kubelet.Admit("g", "a", Gpus(1)).admitted);
+  Admission a = kubelet.Admit("g", "b", Gpus(2));
+  EXPECT_FALSE(a.admitted);
+  EXPECT_EQ(a.reason, "UnexpectedAdmissionError");
+  EXPECT_EQ(a.message,
+            "Allocate failed due to requested number of devices unavailable for example.com/gpu. "
+            "Requested: 2, Available: 1, which is unexpected");
+  EXPECT_TRUE(kubelet.Admit("g", "c", Gpus(1)).admitted);
+  EXPECT_EQ(kubelet.Requested("g", "example.com/gpu"), 2);
+  kubelet.Release("a");
+  EXPECT_TRUE(kubelet.Admit("g", "b", Gpus(1)).admitted);
+}
+
+TEST(KubeletTest, ARegisteredResourceWithNoHealthyDeviceIsRefused) {
+  KubeletAccounting kubelet;
+  kubelet.SetNode("g", Node("4", "8Gi", "110"), DeviceCounts{{"example.com/gpu", 0}});
+  Admission a = kubelet.Admit("g", "a", Gpus(1));
+  EXPECT_EQ(a.reason, "UnexpectedAdmissionError");
+  EXPECT_EQ(a.message,
+            "Allocate failed due to no healthy devices present; cannot allocate unhealthy "
+            "devices example.com/gpu, which is unexpected");
+}
+
+// An init container's devices are reused by the app containers after it (devicesToReuse).
+TEST(KubeletTest, AppContainersReuseAnInitContainersDevices) {
+  KubeletAccounting kubelet;
+  ResourceList allocatable = Node("4", "8Gi", "110");
+  allocatable["example.com/gpu"] = ResourceQuantity::FromUnits(2);
+  kubelet.SetNode("g", allocatable, DeviceCounts{{"example.com/gpu", 2}});
+  const json gpu2 = {{"example.com/gpu", "2"}};
+  json pod = {{"metadata", {{"name", "p"}}},
+              {"spec",
+               {{"initContainers",
+                 {{{"name", "init"}, {"resources", {{"requests", gpu2}, {"limits", gpu2}}}}}},
+                {"containers",
+                 {{{"name", "main"}, {"resources", {{"requests", gpu2}, {"limits", gpu2}}}}}}}}};
+  absl::StatusOr<KubeletPod> parsed = ParseKubeletPod(pod);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(kubelet.Admit("g", "a", *parsed).admitted);
+  EXPECT_EQ(kubelet.Admit("g", "b", Gpus(1)).reason, "UnexpectedAdmissionError");
 }
 
 }  // namespace

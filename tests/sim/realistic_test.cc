@@ -13,6 +13,7 @@
 #include "server/kube/objects.h"
 #include "server/model/pod.h"
 #include "sim/objects.h"
+#include "sim/pod_requests.h"
 #include "sim/store.h"
 
 namespace fitledger::sim {
@@ -153,12 +154,27 @@ TEST(StoreGenerateTest, RealisticPodsWeighUpToSixKilobytes) {
     ASSERT_TRUE(requests.ok());
     EXPECT_EQ(requests->milli_cpu, 100);
     EXPECT_EQ(requests->memory_bytes, 256 << 20);
-    EXPECT_EQ(pod->requests, *requests);
+    // The sim's kubelet reads the same (sim/pod_requests.h, its own code).
+    ASSERT_NE(pod->kubelet_pod, nullptr);
+    ResourceAmounts kubelet_requests;
+    kubelet_requests.SetMax(PodRequests(*pod->kubelet_pod));
+    EXPECT_EQ(kubelet_requests.milli_cpu, requests->milli_cpu);
+    EXPECT_EQ(kubelet_requests.memory_bytes, requests->memory_bytes);
     apps.insert(j["metadata"]["labels"]["app.kubernetes.io/name"].get<std::string>());
   }
   EXPECT_EQ(apps.size(), static_cast<size_t>(kRealisticPodShapes));
   EXPECT_GT(with_liveness, 60);
   EXPECT_GT(with_config_map, 60);
+}
+
+// A node's status.allocatable as the sim's kubelet reads it.
+ResourceAmounts Allocatable(const StoredObject& node) {
+  absl::StatusOr<ResourceList> list =
+      ParseResourceList(json::parse(node.json)["status"]["allocatable"], "status.allocatable");
+  EXPECT_TRUE(list.ok()) << list.status();
+  ResourceAmounts amounts;
+  if (list.ok()) amounts.Add(*list);
+  return amounts;
 }
 
 TEST(StoreGenerateTest, RealisticNodesCarryTheirCloudsLabelsAndImages) {
@@ -193,22 +209,24 @@ TEST(StoreGenerateTest, RealisticNodesCarryTheirCloudsLabelsAndImages) {
     EXPECT_EQ(j["metadata"]["managedFields"].size(), 3u);
     EXPECT_GE(node->json.size(), 4000u);
     EXPECT_LE(node->json.size(), 14000u);
-    EXPECT_EQ(node->requests.milli_cpu, 7910);
+    EXPECT_EQ(Allocatable(*node).milli_cpu, 7910);
   }
 }
 
 // What a pod of `cpu` millicores and `memory` bytes lacks on each node, by the sim's own
 // accounting: "cpu", "memory", "cpu+memory" or "" (fits).
 std::map<std::string, std::string> Lacks(ClusterStore& store, int64_t cpu, int64_t memory) {
-  std::map<std::string, Resources> used;
-  for (const ObjectPtr& pod : All(store, Kind::kPod))
-    used[pod->fields.node_name].Add(pod->requests);
+  std::map<std::string, ResourceAmounts> used;
+  for (const ObjectPtr& pod : All(store, Kind::kPod)) {
+    used[pod->fields.node_name].Add(PodRequests(*pod->kubelet_pod));
+  }
   std::map<std::string, std::string> out;
   for (const ObjectPtr& node : All(store, Kind::kNode)) {
-    const Resources& u = used[node->fields.name];
+    const ResourceAmounts& u = used[node->fields.name];
+    const ResourceAmounts allocatable = Allocatable(*node);
     std::string lacks;
-    if (node->requests.milli_cpu - u.milli_cpu < cpu) lacks = "cpu";
-    if (node->requests.memory_bytes - u.memory_bytes < memory) {
+    if (allocatable.milli_cpu - u.milli_cpu < cpu) lacks = "cpu";
+    if (allocatable.memory_bytes - u.memory_bytes < memory) {
       lacks += lacks.empty() ? "memory" : "+memory";
     }
     out[node->fields.name] = lacks;

@@ -51,7 +51,9 @@ TEST_F(StoreTest, CreateAssignsServerFields) {
   EXPECT_EQ(j["metadata"]["creationTimestamp"], "2023-11-14T22:13:20Z");
   EXPECT_EQ(j["status"]["phase"], "Pending");
   EXPECT_EQ(j["spec"]["schedulerName"], "default-scheduler");
-  EXPECT_EQ((*pod)->requests.milli_cpu, 100);
+  ASSERT_NE((*pod)->kubelet_pod, nullptr);
+  ASSERT_EQ((*pod)->kubelet_pod->containers.size(), 1u);
+  EXPECT_EQ((*pod)->kubelet_pod->containers[0].requests.at("cpu").MilliValue(), 100);
 }
 
 TEST_F(StoreTest, CreateErrors) {

@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"os/exec"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,4 +166,149 @@ kubelet: {enabled: true}
 		}
 	}
 	fmt.Printf("KUBELET fitledger-sim's kubelet and upstream's admission agree on %d of %d pods\n", same, len(pods))
+}
+
+// corpusRound is one node and a sequence of generated pods for it: requests in the forms the API
+// server stores (canonical quantities), init containers, sidecars, overhead, pod-level requests,
+// an extended resource the node lists and one it does not, hugepages, and a device-plugin
+// resource asked for by limits. Each pod names at most one scalar resource, since upstream checks
+// several failing ones in map order (at random).
+func corpusRound(rng *rand.Rand, round int) (*corev1.Node, map[corev1.ResourceName]int64, []*corev1.Pod) {
+	pick := func(options ...string) string { return options[rng.IntN(len(options))] }
+	gpus := int64(rng.IntN(4)) // 0: the device plugin is registered with no healthy device
+	alloc := rl("cpu", pick("2", "4", "3500m", "8"), "memory", pick("4Gi", "8Gi", "6000M"),
+		"pods", pick("6", "12", "110"), "ephemeral-storage", pick("10Gi", "20G"),
+		"example.com/foo", pick("1", "2", "4"))
+	if rng.IntN(2) == 0 {
+		alloc["hugepages-2Mi"] = resource.MustParse(pick("8Mi", "64Mi"))
+	}
+	devices := map[corev1.ResourceName]int64{"example.com/gpu": gpus}
+	node := kubelet.NodeObject(kubelet.Node{Name: fmt.Sprintf("corpus-%d", round), Allocatable: alloc, Devices: devices})
+	requests := func() corev1.ResourceList {
+		r := corev1.ResourceList{}
+		if rng.IntN(4) != 0 {
+			r["cpu"] = resource.MustParse(pick("100m", "250m", "500m", "1", "1500m", "2", "333m", "1m"))
+		}
+		if rng.IntN(3) != 0 {
+			r["memory"] = resource.MustParse(pick("64Mi", "256Mi", "1Gi", "1500M", "3Gi", "100"))
+		}
+		if rng.IntN(6) == 0 {
+			r["ephemeral-storage"] = resource.MustParse(pick("1Gi", "5Gi", "12G"))
+		}
+		return r
+	}
+	container := func(name string) corev1.Container {
+		return corev1.Container{Name: name, Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{Requests: requests()}}
+	}
+	always := corev1.ContainerRestartPolicyAlways
+	var pods []*corev1.Pod
+	for i := 0; i < 14; i++ {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%02d-%02d", round, i), Namespace: "default"}}
+		for n := 1 + rng.IntN(2); n > 0; n-- {
+			p.Spec.Containers = append(p.Spec.Containers, container(fmt.Sprintf("app-%d", n)))
+		}
+		switch rng.IntN(5) {
+		case 0:
+			p.Spec.InitContainers = []corev1.Container{container("init")}
+		case 1:
+			side := container("sidecar")
+			side.RestartPolicy = &always
+			p.Spec.InitContainers = []corev1.Container{side, container("init-after")}
+		}
+		if rng.IntN(6) == 0 {
+			p.Spec.Overhead = rl("cpu", pick("50m", "250m"), "memory", "120Mi")
+		}
+		if rng.IntN(7) == 0 {
+			// Pod-level requests (PodLevelResources, on by default since 1.34), at least what the
+			// containers ask for, as validation requires.
+			p.Spec.Resources = &corev1.ResourceRequirements{Requests: rl("cpu", pick("2", "3"), "memory", "4Gi")}
+		}
+		scalar := func(name corev1.ResourceName, q string, limit bool) {
+			c := &p.Spec.Containers[0]
+			c.Resources.Requests[name] = resource.MustParse(q)
+			if limit {
+				if c.Resources.Limits == nil {
+					c.Resources.Limits = corev1.ResourceList{}
+				}
+				c.Resources.Limits[name] = resource.MustParse(q)
+			}
+		}
+		switch rng.IntN(8) {
+		case 0:
+			scalar("example.com/foo", pick("1", "2"), false)
+		case 1:
+			scalar("example.com/bar", "1", false) // the node does not list it
+		case 2:
+			scalar("hugepages-2Mi", pick("2Mi", "8Mi"), true)
+		case 3, 4:
+			scalar("example.com/gpu", pick("1", "2"), true)
+		}
+		pods = append(pods, p)
+	}
+	return node, devices, pods
+}
+
+// fitledger-sim's kubelet (its own admission code, `fitledger-sim admit`) against upstream's
+// admission code on a generated corpus: every verdict, reason and message the same. The corpus
+// must reach every refusal it can, so that agreement is not agreement on admits alone.
+func TestKubeletDifferentialSimAgainstStandInOnACorpus(t *testing.T) {
+	sim := fl.Binary(t, "FITLEDGER_SIM")
+	rng := rand.New(rand.NewPCG(48, 2026))
+	total, same := 0, 0
+	reasons := map[string]int{}
+	for round := 0; round < 40; round++ {
+		node, devices, pods := corpusRound(rng, round)
+		copies := make([]*corev1.Pod, len(pods))
+		for i, p := range pods {
+			copies[i] = p.DeepCopy()
+		}
+		want := kubelet.Verdicts(node.DeepCopy(), devices, copies)
+		in, err := json.Marshal(map[string]any{"node": node, "devices": devices, "pods": pods})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(sim, "admit")
+		cmd.Stdin = bytes.NewReader(in)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("fitledger-sim admit, round %d: %v\n%s", round, err, stderr.String())
+		}
+		var got []kubelet.Verdict
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("fitledger-sim admit, round %d: %v\n%s", round, err, out)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("round %d: %d verdicts from the sim, %d from upstream", round, len(got), len(want))
+		}
+		for i := range want {
+			total++
+			key := "admit"
+			if !want[i].Admit {
+				key = want[i].Reason
+			}
+			reasons[key]++
+			if got[i] != want[i] {
+				podJSON, _ := json.Marshal(pods[i])
+				t.Errorf("round %d, %s:\n    upstream's admission: %+v\n    fitledger-sim:        %+v\n    pod: %s",
+					round, pods[i].Name, want[i], got[i], podJSON)
+				continue
+			}
+			same++
+		}
+	}
+	var seen []string
+	for r, n := range reasons {
+		seen = append(seen, fmt.Sprintf("%s %d", r, n))
+	}
+	sort.Strings(seen)
+	fmt.Printf("KUBELET corpus: fitledger-sim's kubelet and upstream's admission agree on %d of %d pods (upstream: %s)\n",
+		same, total, strings.Join(seen, ", "))
+	for _, r := range []string{"admit", "OutOfcpu", "OutOfmemory", "OutOfpods", "OutOfephemeral-storage",
+		"OutOfexample.com/foo", "OutOfhugepages-2Mi", "UnexpectedAdmissionError"} {
+		if reasons[r] == 0 {
+			t.Errorf("the corpus reached no %s: widen it", r)
+		}
+	}
 }

@@ -4,7 +4,9 @@
 //
 //  1. the device manager's allocation (pkg/kubelet/cm/devicemanager/manager.go, devicesToAllocate):
 //     a count of each node's healthy devices per device-plugin resource, less those allocated to
-//     admitted, non-terminal pods; a shortage is the device manager's own error
+//     admitted, non-terminal pods, asked for by the containers' limits; a resource with no healthy
+//     device is refused ("no healthy devices present; cannot allocate unhealthy devices %s"), a
+//     shortage is the device manager's own error
 //     "requested number of devices unavailable for %s. Requested: %d, Available: %d", turned into
 //     the kubelet's answer by upstream's admission.GetPodAdmitResult (pkg/kubelet/cm/admission):
 //     reason UnexpectedAdmissionError. Devices are counted, not named (no plugin, no NUMA).
@@ -87,15 +89,15 @@ func (s *nodeState) inUse(r corev1.ResourceName) int64 {
 	return n
 }
 
-func requestOf(c *corev1.Container, r corev1.ResourceName) int64 {
-	q, ok := c.Resources.Requests[r]
+// limitOf: the device manager allocates by a container's limits (manager.go
+// allocateContainerResources ranges over container.Resources.Limits); listed says whether the
+// container names the resource at all.
+func limitOf(c *corev1.Container, r corev1.ResourceName) (n int64, listed bool) {
+	q, ok := c.Resources.Limits[r]
 	if !ok {
-		q, ok = c.Resources.Limits[r] // device resources: limits imply requests
+		return 0, false
 	}
-	if !ok {
-		return 0
-	}
-	return q.Value()
+	return q.Value(), true
 }
 
 // allocateDevices follows the device manager's per-container allocation (init containers first,
@@ -105,7 +107,11 @@ func (s *nodeState) allocateDevices(pod *corev1.Pod) (map[corev1.ResourceName]in
 	for r := range s.devices {
 		reusable := int64(0)
 		held := int64(0) // devices this pod holds for running containers
-		take := func(need int64) error {
+		take := func(need int64, listed bool) error {
+			// devicesToAllocate checks the resource's health before the count it needs.
+			if listed && s.devices[r] == 0 {
+				return fmt.Errorf("no healthy devices present; cannot allocate unhealthy devices %s", r)
+			}
 			if need == 0 {
 				return nil
 			}
@@ -117,9 +123,9 @@ func (s *nodeState) allocateDevices(pod *corev1.Pod) (map[corev1.ResourceName]in
 		}
 		for i := range pod.Spec.InitContainers {
 			c := &pod.Spec.InitContainers[i]
-			need := requestOf(c, r)
+			need, listed := limitOf(c, r)
 			fromReuse := min(need, reusable)
-			if err := take(need - fromReuse); err != nil {
+			if err := take(need-fromReuse, listed); err != nil {
 				return nil, err
 			}
 			if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
@@ -131,9 +137,9 @@ func (s *nodeState) allocateDevices(pod *corev1.Pod) (map[corev1.ResourceName]in
 		}
 		for i := range pod.Spec.Containers {
 			c := &pod.Spec.Containers[i]
-			need := requestOf(c, r)
+			need, listed := limitOf(c, r)
 			fromReuse := min(need, reusable)
-			if err := take(need - fromReuse); err != nil {
+			if err := take(need-fromReuse, listed); err != nil {
 				return nil, err
 			}
 			reusable -= fromReuse

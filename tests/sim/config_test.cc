@@ -69,6 +69,35 @@ maxBodyBytes: 4096
   EXPECT_EQ(config->max_body_bytes, 4096u);
 }
 
+TEST(SimConfigTest, DevicesAreListedInAllocatableAndCapacity) {
+  auto config = ParseSimConfig(R"(
+nodes:
+- name: g
+  allocatable: {cpu: 4}
+  devices: {example.com/gpu: 2}
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config->nodes[0].devices, ElementsAre(Pair("example.com/gpu", 2)));
+  EXPECT_THAT(config->nodes[0].allocatable,
+              ElementsAre(Pair("cpu", "4"), Pair("example.com/gpu", "2")));
+  EXPECT_THAT(config->nodes[0].capacity,
+              ElementsAre(Pair("cpu", "4"), Pair("example.com/gpu", "2")));
+}
+
+TEST(SimConfigTest, DeviceErrors) {
+  EXPECT_THAT(ParseSimConfig("nodes:\n- name: g\n  devices: {cpu: 2}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("extended resource name (example.com/gpu)")));
+  EXPECT_THAT(ParseSimConfig("nodes:\n- name: g\n  devices: {example.com/gpu: -1}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("devices.example.com/gpu")));
+  EXPECT_THAT(ParseSimConfig("nodes:\n- name: g\n  devices: [1]\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("must be a mapping")));
+  EXPECT_THAT(
+      ParseSimConfig(
+          "nodes:\n- name: g\n  allocatable: {example.com/gpu: 2}\n  devices: {example.com/gpu: 2}\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("also in allocatable or capacity")));
+}
+
 TEST(SimConfigTest, ErrorsNameTheKeyAndLine) {
   EXPECT_THAT(
       ParseSimConfig("watchlag: 2s\n"),

@@ -156,6 +156,7 @@ type Cluster struct {
 	Extra                              []*Proc // processes a test started with c.Process
 	etcdURL                            string
 	saKey                              string
+	apiServerExtra                     []string
 }
 
 // Options adjusts the control plane.
@@ -163,6 +164,8 @@ type Options struct {
 	NoControllerManager bool
 	// NoControlPlane: only the folder and the process bookkeeping (for tests of fitledger-sim).
 	NoControlPlane bool
+	// APIServerArgs are appended to kube-apiserver's flags.
+	APIServerArgs []string
 }
 
 // Start brings up etcd, kube-apiserver and kube-controller-manager and waits until the API
@@ -174,7 +177,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, Dir: dir, Token: randomToken()}
+	c := &Cluster{t: t, Dir: dir, Token: randomToken(), apiServerExtra: opts.APIServerArgs}
 	t.Cleanup(c.cleanup)
 	for _, d := range []string{"logs", "pki", "etcd"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
@@ -340,7 +343,7 @@ func (c *Cluster) RestartEtcd() {
 }
 
 func (c *Cluster) apiServerArgs(port int) []string {
-	return []string{
+	return append([]string{
 		"--etcd-servers=" + c.etcdURL,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
 		"--advertise-address=127.0.0.1",
@@ -358,7 +361,7 @@ func (c *Cluster) apiServerArgs(port int) []string {
 		"--token-auth-file=" + c.path("pki", "tokens.csv"),
 		"--allow-privileged=true",
 		"--v=1",
-	}
+	}, c.apiServerExtra...)
 }
 
 func (c *Cluster) apiReady() bool {

@@ -167,6 +167,13 @@ func (s *Server) Metric(t testing.TB, name string) float64 {
 // StartShim runs fitledger-shim in front of server's Unix socket; returns its webhook URL.
 func StartShim(t testing.TB, c *cluster.Cluster, s *Server) string {
 	t.Helper()
+	url, _ := StartShimProc(t, c, s)
+	return url
+}
+
+// StartShimProc is StartShim, also returning the shim's process.
+func StartShimProc(t testing.TB, c *cluster.Cluster, s *Server) (string, *cluster.Proc) {
+	t.Helper()
 	portFile := filepath.Join(s.Dir, "shim.port")
 	p := c.Process("fitledger-shim", Binary(t, "FITLEDGER_SHIM"),
 		[]string{"--listen", "127.0.0.1:0", "--server", "unix://" + s.Socket, "--port-file", portFile})
@@ -178,7 +185,7 @@ func StartShim(t testing.TB, c *cluster.Cluster, s *Server) string {
 		b, err := os.ReadFile(portFile)
 		return err == nil && func() bool { _, e := fmt.Sscanf(string(b), "%d", &port); return e == nil }()
 	})
-	return fmt.Sprintf("http://127.0.0.1:%d/", port)
+	return fmt.Sprintf("http://127.0.0.1:%d/", port), p
 }
 
 // Extender is one extenders: entry of a KubeSchedulerConfiguration.
@@ -191,6 +198,8 @@ type Extender struct {
 	// ManagedResources, kube-scheduler then still calls the extender for every pod (an extender
 	// with managedResources is asked only about pods that request one of them).
 	ProfileIgnores []string
+	// FilterOnly: no prioritizeVerb (an extender that only filters, as tests/perf/go-baseline).
+	FilterOnly bool
 }
 
 // SchedulerConfig is a KubeSchedulerConfiguration: one profile per name, no leader election,
@@ -212,7 +221,10 @@ func SchedulerConfig(names []string, ext *Extender) string {
 		}
 	}
 	if ext != nil {
-		fmt.Fprintf(&b, "extenders:\n  - urlPrefix: %q\n    filterVerb: filter\n    prioritizeVerb: prioritize\n    weight: 1\n", ext.URL)
+		fmt.Fprintf(&b, "extenders:\n  - urlPrefix: %q\n    filterVerb: filter\n", ext.URL)
+		if !ext.FilterOnly {
+			b.WriteString("    prioritizeVerb: prioritize\n    weight: 1\n")
+		}
 		if ext.Bind {
 			b.WriteString("    bindVerb: bind\n")
 		}
@@ -234,6 +246,14 @@ func SchedulerConfig(names []string, ext *Extender) string {
 // against kubeconfig (a clientConnection.kubeconfig line is added); waits for its /readyz.
 func StartScheduler(t testing.TB, c *cluster.Cluster, name, config, kubeconfig string) *cluster.Proc {
 	t.Helper()
+	p, _ := StartSchedulerWithPort(t, c, name, config, kubeconfig)
+	return p
+}
+
+// StartSchedulerWithPort is StartScheduler, also returning the port of kube-scheduler's HTTPS
+// endpoint (/metrics, /readyz; a self-signed certificate: InsecureClient reads it).
+func StartSchedulerWithPort(t testing.TB, c *cluster.Cluster, name, config, kubeconfig string) (*cluster.Proc, int) {
+	t.Helper()
 	dir := c.Path(name)
 	os.MkdirAll(dir, 0o700)
 	if strings.Contains(config, "clientConnection:") {
@@ -250,7 +270,7 @@ func StartScheduler(t testing.TB, c *cluster.Cluster, name, config, kubeconfig s
 		[]string{"--config", path, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
 			"--authentication-skip-lookup=true", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
 			"--v=2"})
-	client := insecureClient()
+	client := InsecureClient()
 	cluster.WaitFor(t, name+"'s /readyz", 60*time.Second, func() bool {
 		if !p.Running() {
 			t.Fatalf("%s exited; its log ends:\n%s", name, p.Tail(40))
@@ -262,12 +282,12 @@ func StartScheduler(t testing.TB, c *cluster.Cluster, name, config, kubeconfig s
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	return p
+	return p, port
 }
 
-// insecureClient reads kube-scheduler's /readyz: its serving certificate is self-signed, made at
-// start; loopback only.
-func insecureClient() *http.Client {
+// InsecureClient reads kube-scheduler's /readyz and /metrics: its serving certificate is
+// self-signed, made at start; loopback only.
+func InsecureClient() *http.Client {
 	return &http.Client{Timeout: 5 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 }

@@ -1,0 +1,50 @@
+package schedperf
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+)
+
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: a positive integer", name, v)
+	}
+	return n
+}
+
+// BenchmarkSchedulingThroughput is issue 49's first measurement, run by tests/perf/sched.sh (with
+// -benchtime 1x: one measurement of Rounds rounds). Sizes from SCHEDPERF_NODES, _INIT_PODS, _PODS,
+// _ROUNDS (default 5,000 / 5,000 / 3,000 / 3); the table goes to stdout and, when set, to
+// SCHEDPERF_OUT.
+func BenchmarkSchedulingThroughput(b *testing.B) {
+	o := Options{
+		Nodes:    envInt(b, "SCHEDPERF_NODES", 5000),
+		InitPods: envInt(b, "SCHEDPERF_INIT_PODS", 5000),
+		Pods:     envInt(b, "SCHEDPERF_PODS", 3000),
+		Rounds:   envInt(b, "SCHEDPERF_ROUNDS", 3),
+		Log: func(format string, args ...any) {
+			fmt.Printf(format+"\n", args...)
+		},
+	}
+	o.GoBaseline = GoBaselineBinary(b, os.Getenv("FITLEDGER_SOURCE_DIR"), b.TempDir())
+	c := Start(b)
+	results := Measure(b, c, o)
+	text, _ := Report(results)
+	fmt.Printf("\nkube-scheduler v1.37.2, %d nodes, %d bound pods, %d measured pods, %d rounds:\n\n%s",
+		o.Nodes, o.InitPods, o.Pods, o.Rounds, text)
+	if out := os.Getenv("SCHEDPERF_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(text), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for config, s := range Summarize(results) {
+		b.ReportMetric(s.PodsPerSecond, config+"_pods/s")
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,6 +85,13 @@ type Result struct {
 	Attempts               int
 	AttemptP50, AttemptP99 float64
 	Unscheduled            int // attempts with another result (unschedulable, error)
+	// scheduler_scheduling_algorithm_duration_seconds: the serial part of each cycle (filter,
+	// extenders, scoring), mean and quantiles (seconds).
+	AlgorithmMean, AlgorithmP50, AlgorithmP99 float64
+	// fitledger-server's own time in its webhook per call (server configuration only; mean,
+	// seconds): what of the extender's share is fitledger's work, the rest being kube-scheduler's
+	// encoding and the HTTP round trip.
+	WebhookFilterMean, WebhookPrioritizeMean float64
 }
 
 // Start brings up the control plane the measurement needs.
@@ -140,8 +148,9 @@ func Measure(t testing.TB, c *cluster.Cluster, o Options) []Result {
 	for round := 1; round <= o.Rounds; round++ {
 		for _, config := range o.Configs {
 			r := runOne(t, c, o, config, round, adminKubeconfig)
-			o.Log("round %d %-8s %d pods in %.2f s: %.1f pods/s; attempts %d, p50 %.2f ms, p99 %.2f ms; created in %.2f s",
-				round, config, r.Pods, r.Seconds, r.PodsPerSecond, r.Attempts, r.AttemptP50*1e3, r.AttemptP99*1e3, r.CreateSeconds)
+			o.Log("round %d %-8s %d pods in %.2f s: %.1f pods/s; attempts %d, p50 %.2f ms, p99 %.2f ms; algorithm mean %.2f ms, p50 %.2f, p99 %.2f; webhook filter %.2f ms, prioritize %.2f ms; created in %.2f s",
+				round, config, r.Pods, r.Seconds, r.PodsPerSecond, r.Attempts, r.AttemptP50*1e3, r.AttemptP99*1e3,
+				r.AlgorithmMean*1e3, r.AlgorithmP50*1e3, r.AlgorithmP99*1e3, r.WebhookFilterMean*1e3, r.WebhookPrioritizeMean*1e3, r.CreateSeconds)
 			results = append(results, r)
 		}
 	}
@@ -196,21 +205,21 @@ func parallel(t testing.TB, n, workers int, f func(i int) error) {
 }
 
 // extender starts config's extender and returns its scheduler entry and a stop function.
-func extender(t testing.TB, c *cluster.Cluster, o Options, config string, round int, kubeconfig string) (*fl.Extender, func()) {
+func extender(t testing.TB, c *cluster.Cluster, o Options, config string, round int, kubeconfig string) (*fl.Extender, func(), string) {
 	t.Helper()
 	serverOptions := fl.ServerOptions{Name: fmt.Sprintf("fitledger-server-%s-%d", config, round), Kubeconfig: kubeconfig,
 		Extra: fmt.Sprintf("kubernetes: {schedulerNames: [%s]}\n", schedulerName)}
 	switch config {
 	case Baseline:
-		return nil, func() {}
+		return nil, func() {}, ""
 	case Server:
 		s := fl.StartServer(t, c, serverOptions)
-		return &fl.Extender{URL: s.WebhookURL, Bind: true}, s.Proc.Stop
+		return &fl.Extender{URL: s.WebhookURL, Bind: true}, s.Proc.Stop, s.MonitorURL
 	case Shim:
 		serverOptions.NoWebhook = true
 		s := fl.StartServer(t, c, serverOptions)
 		url, shim := fl.StartShimProc(t, c, s)
-		return &fl.Extender{URL: url, Bind: true}, func() { shim.Stop(); s.Proc.Stop() }
+		return &fl.Extender{URL: url, Bind: true}, func() { shim.Stop(); s.Proc.Stop() }, ""
 	case GoExtender:
 		if o.GoBaseline == "" {
 			t.Fatalf("the go configuration needs the go-baseline binary (Options.GoBaseline)")
@@ -234,17 +243,17 @@ func extender(t testing.TB, c *cluster.Cluster, o Options, config string, round 
 			return err == nil && func() bool { _, e := fmt.Sscanf(string(b), "%d", &port); return e == nil }()
 		})
 		return &fl.Extender{URL: fmt.Sprintf("http://127.0.0.1:%d/", port), FilterOnly: true},
-			func() { p.Stop(); proxy.Close() }
+			func() { p.Stop(); proxy.Close() }, ""
 	}
 	t.Fatalf("unknown configuration %q", config)
-	return nil, nil
+	return nil, nil, ""
 }
 
 func runOne(t testing.TB, c *cluster.Cluster, o Options, config string, round int, kubeconfig string) Result {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ext, stopExtender := extender(t, c, o, config, round, kubeconfig)
+	ext, stopExtender, monitor := extender(t, c, o, config, round, kubeconfig)
 	defer stopExtender()
 	schedConfig := fl.SchedulerConfig([]string{schedulerName}, ext)
 	sched, port := fl.StartSchedulerWithPort(t, c, fmt.Sprintf("kube-scheduler-%s-%d", config, round), schedConfig, kubeconfig)
@@ -287,7 +296,10 @@ func runOne(t testing.TB, c *cluster.Cluster, o Options, config string, round in
 	elapsed := time.Unix(0, lastBound.Load()).Sub(begin).Seconds()
 	r := Result{Config: config, Round: round, Pods: o.Pods, Seconds: elapsed,
 		PodsPerSecond: float64(o.Pods) / elapsed, CreateSeconds: created.Seconds()}
-	readAttempts(t, port, &r)
+	readScheduler(t, port, &r)
+	if monitor != "" {
+		readWebhook(t, monitor, &r)
+	}
 
 	sched.Stop()
 	stopExtender()
@@ -304,16 +316,35 @@ func runOne(t testing.TB, c *cluster.Cluster, o Options, config string, round in
 	return r
 }
 
-// readAttempts reads kube-scheduler's attempt-duration histogram for the profile.
-func readAttempts(t testing.TB, port int, r *Result) {
+// histogram is one Prometheus histogram's samples summed over the series a filter keeps.
+type histogram struct {
+	count, sum float64
+	buckets    map[float64]float64 // upper bound -> cumulative count
+}
+
+func (h histogram) quantile(q float64) float64 {
+	if len(h.buckets) == 0 {
+		return 0
+	}
+	return quantile(q, h.buckets)
+}
+
+func (h histogram) mean() float64 {
+	if h.count == 0 {
+		return 0
+	}
+	return h.sum / h.count
+}
+
+// scrape reads metric (a histogram) from a /metrics URL, keeping the series keep accepts.
+func scrape(t testing.TB, client *http.Client, url, metric string, keep func(labels map[string]string) bool) histogram {
 	t.Helper()
-	resp, err := fl.InsecureClient().Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
+	resp, err := client.Get(url)
 	if err != nil {
-		t.Fatalf("kube-scheduler's /metrics: %v", err)
+		t.Fatalf("%s: %v", url, err)
 	}
 	defer resp.Body.Close()
-	const metric = "scheduler_scheduling_attempt_duration_seconds"
-	buckets := map[float64]float64{}
+	h := histogram{buckets: map[float64]float64{}}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -322,28 +353,61 @@ func readAttempts(t testing.TB, port int, r *Result) {
 			continue
 		}
 		labels, value, ok := parseSample(line)
-		if !ok || labels["profile"] != schedulerName {
+		if !ok || !keep(labels) {
 			continue
 		}
-		name := line[:strings.IndexAny(line, "{ ")]
-		switch {
-		case name == metric+"_bucket" && labels["result"] == "scheduled":
+		switch line[:strings.IndexAny(line, "{ ")] {
+		case metric + "_bucket":
 			le := math.Inf(1)
 			if labels["le"] != "+Inf" {
 				le, _ = strconv.ParseFloat(labels["le"], 64)
 			}
-			buckets[le] += value
-		case name == metric+"_count" && labels["result"] == "scheduled":
-			r.Attempts += int(value)
-		case name == metric+"_count":
-			r.Unscheduled += int(value)
+			h.buckets[le] += value
+		case metric + "_count":
+			h.count += value
+		case metric + "_sum":
+			h.sum += value
 		}
 	}
-	if len(buckets) == 0 {
-		t.Fatalf("kube-scheduler's /metrics has no %s for profile %s", metric, schedulerName)
+	return h
+}
+
+// readScheduler reads kube-scheduler's histograms for the run: the attempts of the profile that
+// scheduled a pod (and the others), and the scheduling algorithm (filter, extenders, scoring:
+// the serial part of each cycle an extender's Filter and Prioritize add to).
+func readScheduler(t testing.TB, port int, r *Result) {
+	t.Helper()
+	url := fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
+	client := fl.InsecureClient()
+	const attempts = "scheduler_scheduling_attempt_duration_seconds"
+	scheduled := scrape(t, client, url, attempts, func(l map[string]string) bool {
+		return l["profile"] == schedulerName && l["result"] == "scheduled"
+	})
+	other := scrape(t, client, url, attempts, func(l map[string]string) bool {
+		return l["profile"] == schedulerName && l["result"] != "scheduled"
+	})
+	if scheduled.count == 0 {
+		t.Fatalf("kube-scheduler's /metrics has no %s for profile %s", attempts, schedulerName)
 	}
-	r.AttemptP50 = quantile(0.5, buckets)
-	r.AttemptP99 = quantile(0.99, buckets)
+	r.Attempts, r.Unscheduled = int(scheduled.count), int(other.count)
+	r.AttemptP50, r.AttemptP99 = scheduled.quantile(0.5), scheduled.quantile(0.99)
+	algorithm := scrape(t, client, url, "scheduler_scheduling_algorithm_duration_seconds",
+		func(map[string]string) bool { return true })
+	r.AlgorithmMean, r.AlgorithmP50, r.AlgorithmP99 = algorithm.mean(), algorithm.quantile(0.5), algorithm.quantile(0.99)
+}
+
+// readWebhook reads fitledger's webhook time per verb (filter, prioritize) from its /metrics.
+func readWebhook(t testing.TB, monitorURL string, r *Result) {
+	t.Helper()
+	for _, verb := range []string{"filter", "prioritize"} {
+		h := scrape(t, http.DefaultClient, monitorURL+"/metrics", "fitledger_webhook_request_duration_seconds",
+			func(l map[string]string) bool { return l["verb"] == verb })
+		if verb == "filter" {
+			r.WebhookFilterMean = h.mean()
+		} else {
+			r.WebhookPrioritizeMean = h.mean()
+		}
+	}
 }
 
 // parseSample reads `name{k="v",...} value` (Prometheus text format, no escapes in the values
@@ -403,6 +467,8 @@ type Summary struct {
 	Config                                string
 	Rounds                                int
 	PodsPerSecond, AttemptP50, AttemptP99 float64
+	AlgorithmMean, AlgorithmP99           float64
+	WebhookMean                           float64   // filter + prioritize, fitledger's own time
 	PerRound                              []float64 // pods/s of each round
 }
 
@@ -426,14 +492,18 @@ func Summarize(results []Result) map[string]Summary {
 		by[r.Config] = append(by[r.Config], r)
 	}
 	for config, rs := range by {
-		var pps, p50, p99 []float64
+		var pps, p50, p99, alg, alg99, hook []float64
 		for _, r := range rs {
 			pps = append(pps, r.PodsPerSecond)
 			p50 = append(p50, r.AttemptP50)
 			p99 = append(p99, r.AttemptP99)
+			alg = append(alg, r.AlgorithmMean)
+			alg99 = append(alg99, r.AlgorithmP99)
+			hook = append(hook, r.WebhookFilterMean+r.WebhookPrioritizeMean)
 		}
 		out[config] = Summary{Config: config, Rounds: len(rs), PodsPerSecond: median(pps),
-			AttemptP50: median(p50), AttemptP99: median(p99), PerRound: pps}
+			AttemptP50: median(p50), AttemptP99: median(p99), AlgorithmMean: median(alg),
+			AlgorithmP99: median(alg99), WebhookMean: median(hook), PerRound: pps}
 	}
 	return out
 }
@@ -444,24 +514,33 @@ func Report(results []Result) (text string, ok bool) {
 	s := Summarize(results)
 	var b strings.Builder
 	base, haveBase := s[Baseline]
-	fmt.Fprintf(&b, "| configuration | rounds | pods/s (median) | of baseline | attempt p50 ms | attempt p99 ms | p99 of baseline's | pods/s per round |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| configuration | rounds | pods/s (median) | of baseline | attempt p50 ms | attempt p99 ms | p99 of baseline's | algorithm mean ms | algorithm p99 ms | extender's share of the cycle | fitledger's own ms per pod | pods/s per round |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, config := range AllConfigs {
 		x, have := s[config]
 		if !have {
 			continue
 		}
-		ratio, p99ratio := "-", "-"
+		ratio, p99ratio, share, own := "-", "-", "-", "-"
 		if haveBase && base.PodsPerSecond > 0 {
 			ratio = fmt.Sprintf("%.2f", x.PodsPerSecond/base.PodsPerSecond)
 			p99ratio = fmt.Sprintf("%.2f", x.AttemptP99/base.AttemptP99)
+		}
+		if haveBase && config != Baseline && x.AlgorithmMean > 0 {
+			// The algorithm's mean time beyond the baseline's: what the extender's calls add to
+			// the serial part of each cycle, as a share of that part.
+			share = fmt.Sprintf("%.0f%% (+%.2f ms)", 100*(x.AlgorithmMean-base.AlgorithmMean)/x.AlgorithmMean,
+				(x.AlgorithmMean-base.AlgorithmMean)*1e3)
+		}
+		if x.WebhookMean > 0 {
+			own = fmt.Sprintf("%.2f", x.WebhookMean*1e3)
 		}
 		var rounds []string
 		for _, v := range x.PerRound {
 			rounds = append(rounds, fmt.Sprintf("%.1f", v))
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f | %s | %.2f | %.2f | %s | %s |\n", config, x.Rounds, x.PodsPerSecond, ratio,
-			x.AttemptP50*1e3, x.AttemptP99*1e3, p99ratio, strings.Join(rounds, ", "))
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %s | %.2f | %.2f | %s | %.2f | %.2f | %s | %s | %s |\n", config, x.Rounds, x.PodsPerSecond, ratio,
+			x.AttemptP50*1e3, x.AttemptP99*1e3, p99ratio, x.AlgorithmMean*1e3, x.AlgorithmP99*1e3, share, own, strings.Join(rounds, ", "))
 	}
 	ok = true
 	check := func(name string, pass bool, detail string) {

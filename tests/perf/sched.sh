@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Issue 49, measurement 1: pods scheduled per second by the real kube-scheduler (v1.37.2, built by
+# tests/upstream/build) with no extender, with fitledger-server's webhook (the chart's default
+# layout), with fitledger-shim in front of it (the split layout) and with tests/perf/go-baseline,
+# in one run, rounds interleaved; kube-scheduler's own scheduler_scheduling_attempt_duration_seconds
+# p50 / p99. The shape is scheduler_perf's SchedulingBasic: NODES nodes, INIT_PODS pods already
+# bound, PODS measured pods created in bulk. The harness is tests/upstream/suite/schedperf
+# (TestSchedulingHarness runs it small in the test suite); it prints each run, then the table with
+# every target as PASS or MISS, also written to OUT/table.md.
+#
+#   tests/perf/sched.sh [--nodes N] [--init-pods N] [--pods N] [--rounds N]
+#                       [--build-dir DIR] [--out DIR]
+#
+# Defaults: 5,000 nodes, 5,000 bound pods, 3,000 measured pods, 3 rounds. Needs Go 1.26 and a
+# build dir with fitledger-server and fitledger-shim (default build, the Release build
+# scripts/test makes; built here if missing). Everything runs on loopback, on this machine's cores
+# beside etcd and kube-apiserver.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+NODES=5000
+INIT_PODS=5000
+PODS=3000
+ROUNDS=3
+BUILD="$ROOT/build"
+OUT=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --nodes) NODES="$2"; shift ;;
+    --init-pods) INIT_PODS="$2"; shift ;;
+    --pods) PODS="$2"; shift ;;
+    --rounds) ROUNDS="$2"; shift ;;
+    --build-dir) BUILD="$2"; shift ;;
+    --out) OUT="$2"; shift ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+GO="$(command -v go || true)"
+[[ -z "$GO" && -x /usr/local/go/bin/go ]] && GO=/usr/local/go/bin/go
+[[ -n "$GO" ]] || { echo "tests/perf/sched.sh needs Go 1.26 (docs/testing.md)" >&2; exit 2; }
+OUT="${OUT:-$(mktemp -d /tmp/fitledger-sched.XXXXXX)}"
+mkdir -p "$OUT"
+
+UPSTREAM_BIN="$("$ROOT/tests/upstream/build" | tail -n 1)"
+if [[ ! -x "$BUILD/server/fitledger-server" || ! -x "$BUILD/client/shim/fitledger-shim" ]]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DFITLEDGER_UPSTREAM_BIN="$UPSTREAM_BIN" >/dev/null
+  cmake --build "$BUILD" --target fitledger-server fitledger-shim
+fi
+SERVER="$(find "$BUILD" -name fitledger-server -type f -perm -u+x | head -n 1)"
+SHIM="$(find "$BUILD" -name fitledger-shim -type f -perm -u+x | head -n 1)"
+echo "sched.sh: $NODES nodes, $INIT_PODS bound pods, $PODS measured pods, $ROUNDS rounds; out $OUT"
+echo "sched.sh: fitledger-server $SERVER, fitledger-shim $SHIM, upstream $UPSTREAM_BIN"
+
+cd "$ROOT/tests/upstream/suite"
+env GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
+  FITLEDGER_UPSTREAM_BIN="$UPSTREAM_BIN" FITLEDGER_SERVER="$SERVER" FITLEDGER_SHIM="$SHIM" \
+  FITLEDGER_SOURCE_DIR="$ROOT" FITLEDGER_GO="$GO" \
+  SCHEDPERF_NODES="$NODES" SCHEDPERF_INIT_PODS="$INIT_PODS" SCHEDPERF_PODS="$PODS" \
+  SCHEDPERF_ROUNDS="$ROUNDS" SCHEDPERF_OUT="$OUT/table.md" \
+  "$GO" test -run '^$' -bench '^BenchmarkSchedulingThroughput$' -benchtime 1x -timeout 3h \
+    ./schedperf | tee "$OUT/run.log"
+echo "sched.sh: the table is in $OUT/table.md"

@@ -9,7 +9,13 @@
 # every target as PASS or MISS, also written to OUT/table.md.
 #
 #   tests/perf/sched.sh [--nodes N] [--init-pods N] [--pods N] [--rounds N]
+#                       [--configs baseline,server,shim,go] [--profile]
 #                       [--build-dir DIR] [--out DIR]
+#
+# --configs: which configurations, in this order each round (server-fb: fitledger-server with
+# filter and bind but no prioritize, the chart's extender.prioritize: false). --profile: round 1
+# of each runs under `perf record -a` (linux-perf); OUT/<config>.txt has the CPU share of each
+# process and the top symbols of kube-scheduler and fitledger.
 #
 # Defaults: 5,000 nodes, 5,000 bound pods, 3,000 measured pods, 3 rounds. Needs Go 1.26 and a
 # build dir with fitledger-server and fitledger-shim (default build, the Release build
@@ -23,12 +29,16 @@ PODS=3000
 ROUNDS=3
 BUILD="$ROOT/build"
 OUT=""
+CONFIGS=""
+PROFILE=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nodes) NODES="$2"; shift ;;
     --init-pods) INIT_PODS="$2"; shift ;;
     --pods) PODS="$2"; shift ;;
     --rounds) ROUNDS="$2"; shift ;;
+    --configs) CONFIGS="$2"; shift ;;
+    --profile) PROFILE=1 ;;
     --build-dir) BUILD="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -41,6 +51,9 @@ GO="$(command -v go || true)"
 [[ -n "$GO" ]] || { echo "tests/perf/sched.sh needs Go 1.26 (docs/testing.md)" >&2; exit 2; }
 OUT="${OUT:-$(mktemp -d /tmp/fitledger-sched.XXXXXX)}"
 mkdir -p "$OUT"
+if (( PROFILE )); then
+  command -v perf >/dev/null || { echo "--profile needs perf (apt-get install linux-perf)" >&2; exit 2; }
+fi
 
 UPSTREAM_BIN="$("$ROOT/tests/upstream/build" | tail -n 1)"
 if [[ ! -x "$BUILD/server/fitledger-server" || ! -x "$BUILD/client/shim/fitledger-shim" ]]; then
@@ -58,7 +71,8 @@ env GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
   FITLEDGER_UPSTREAM_BIN="$UPSTREAM_BIN" FITLEDGER_SERVER="$SERVER" FITLEDGER_SHIM="$SHIM" \
   FITLEDGER_SOURCE_DIR="$ROOT" FITLEDGER_GO="$GO" \
   SCHEDPERF_NODES="$NODES" SCHEDPERF_INIT_PODS="$INIT_PODS" SCHEDPERF_PODS="$PODS" \
-  SCHEDPERF_ROUNDS="$ROUNDS" SCHEDPERF_OUT="$OUT/table.md" \
+  SCHEDPERF_ROUNDS="$ROUNDS" SCHEDPERF_OUT="$OUT/table.md" SCHEDPERF_CONFIGS="$CONFIGS" \
+  SCHEDPERF_PROFILE_DIR="$([[ $PROFILE == 1 ]] && echo "$OUT")" \
   "$GO" test -run '^$' -bench '^BenchmarkSchedulingThroughput$' -benchtime 1x -timeout 3h \
     ./schedperf | tee "$OUT/run.log"
 echo "sched.sh: the table is in $OUT/table.md"

@@ -80,6 +80,14 @@ func (p *Proc) Start() error {
 	return nil
 }
 
+// Pid is the process's id (0 before Start).
+func (p *Proc) Pid() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Running reports whether the process has not exited.
 func (p *Proc) Running() bool {
 	if p.cmd == nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -21,7 +22,9 @@ func envInt(b *testing.B, name string, def int) int {
 
 // BenchmarkSchedulingThroughput is issue 49's first measurement, run by tests/perf/sched.sh (with
 // -benchtime 1x: one measurement of Rounds rounds). Sizes from SCHEDPERF_NODES, _INIT_PODS, _PODS,
-// _ROUNDS (default 5,000 / 5,000 / 3,000 / 3); the table goes to stdout and, when set, to
+// _ROUNDS (default 5,000 / 5,000 / 3,000 / 3), SCHEDPERF_CONFIGS (comma-separated; default
+// baseline,server,shim,go; server-fb is the server without prioritize) and
+// SCHEDPERF_PROFILE_DIR (perf profiles of round 1); the table goes to stdout and, when set, to
 // SCHEDPERF_OUT.
 func BenchmarkSchedulingThroughput(b *testing.B) {
 	o := Options{
@@ -33,6 +36,10 @@ func BenchmarkSchedulingThroughput(b *testing.B) {
 			fmt.Printf(format+"\n", args...)
 		},
 	}
+	if v := os.Getenv("SCHEDPERF_CONFIGS"); v != "" {
+		o.Configs = strings.Split(v, ",")
+	}
+	o.ProfileDir = os.Getenv("SCHEDPERF_PROFILE_DIR")
 	o.GoBaseline = GoBaselineBinary(b, os.Getenv("FITLEDGER_SOURCE_DIR"), b.TempDir())
 	c := Start(b)
 	results := Measure(b, c, o)

@@ -51,6 +51,9 @@ const (
 	Server     = "server"   // fitledger-server's webhook: filter, prioritize, bind
 	Shim       = "shim"     // fitledger-shim -> fitledger-server over its Unix socket
 	GoExtender = "go"       // tests/perf/go-baseline: filter
+	// ServerFilterBind is Server without the prioritize verb (the chart's extender.prioritize:
+	// false): one call in each scheduling cycle instead of two. Not in AllConfigs.
+	ServerFilterBind = "server-fb"
 )
 
 // AllConfigs is every configuration.
@@ -68,7 +71,11 @@ type Options struct {
 	Configs                       []string // default AllConfigs
 	GoBaseline                    string   // the go-baseline binary (GoExtender)
 	Creators                      int      // goroutines creating pods (default 32)
-	Log                           func(format string, args ...any)
+	// ProfileDir: when set, round 1 of each configuration runs under `perf record -a` (every
+	// process on the machine) and ProfileDir/<config>.txt gets perf's CPU share per process and
+	// kube-scheduler's top symbols.
+	ProfileDir string
+	Log        func(format string, args ...any)
 }
 
 // Result is one run of one configuration.
@@ -212,9 +219,9 @@ func extender(t testing.TB, c *cluster.Cluster, o Options, config string, round 
 	switch config {
 	case Baseline:
 		return nil, func() {}, ""
-	case Server:
+	case Server, ServerFilterBind:
 		s := fl.StartServer(t, c, serverOptions)
-		return &fl.Extender{URL: s.WebhookURL, Bind: true}, s.Proc.Stop, s.MonitorURL
+		return &fl.Extender{URL: s.WebhookURL, Bind: true, FilterOnly: config == ServerFilterBind}, s.Proc.Stop, s.MonitorURL
 	case Shim:
 		serverOptions.NoWebhook = true
 		s := fl.StartServer(t, c, serverOptions)
@@ -280,6 +287,16 @@ func runOne(t testing.TB, c *cluster.Cluster, o Options, config string, round in
 	go informer.Run(ctx.Done())
 	cluster.WaitFor(t, "the pod watch synced", 30*time.Second, informer.HasSynced)
 
+	var profile *exec.Cmd
+	profileData := ""
+	if o.ProfileDir != "" && round == 1 {
+		profileData = filepath.Join(o.ProfileDir, config+".data")
+		profile = exec.Command("perf", "record", "-a", "-g", "-F", "499", "-o", profileData)
+		if err := profile.Start(); err != nil {
+			t.Fatalf("perf record: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond) // perf's start-up, before the pods (profiling only)
+	}
 	begin := time.Now()
 	parallel(t, o.Pods, o.Creators, func(i int) error {
 		_, err := c.Client.CoreV1().Pods(namespace).Create(ctx, pod(fmt.Sprintf("p-%s-%d-%d", config, round, i), namespace), metav1.CreateOptions{})
@@ -294,6 +311,11 @@ func runOne(t testing.TB, c *cluster.Cluster, o Options, config string, round in
 		return bound.Load() >= int64(o.Pods)
 	})
 	elapsed := time.Unix(0, lastBound.Load()).Sub(begin).Seconds()
+	if profile != nil {
+		profile.Process.Signal(os.Interrupt)
+		profile.Wait()
+		summarizeProfile(t, profileData, filepath.Join(o.ProfileDir, config+".txt"))
+	}
 	r := Result{Config: config, Round: round, Pods: o.Pods, Seconds: elapsed,
 		PodsPerSecond: float64(o.Pods) / elapsed, CreateSeconds: created.Seconds()}
 	readScheduler(t, port, &r)
@@ -314,6 +336,28 @@ func runOne(t testing.TB, c *cluster.Cluster, o Options, config string, round in
 		return err == nil && len(list.Items) == 0
 	})
 	return r
+}
+
+// summarizeProfile writes perf's CPU share per process (comm) and the top symbols of
+// kube-scheduler and fitledger's processes.
+func summarizeProfile(t testing.TB, data, out string) {
+	t.Helper()
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"report", "-i", data, "--stdio", "--no-children", "--sort", "comm", "--percent-limit", "1"},
+		{"report", "-i", data, "--stdio", "--no-children", "-g", "none", "--comms", "kube-scheduler", "--sort", "dso,sym", "--percent-limit", "0.5"},
+		{"report", "-i", data, "--stdio", "--no-children", "-g", "none", "--comms", "fitledger-serve,fitledger-shim,io,grpc_global_tim", "--sort", "comm,dso,sym", "--percent-limit", "0.5"},
+	} {
+		o, err := exec.Command("perf", args...).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(&b, "perf %s: %v\n", strings.Join(args, " "), err)
+		}
+		fmt.Fprintf(&b, "$ perf %s\n%s\n", strings.Join(args, " "), o)
+	}
+	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(data)
 }
 
 // histogram is one Prometheus histogram's samples summed over the series a filter keeps.
@@ -516,7 +560,7 @@ func Report(results []Result) (text string, ok bool) {
 	base, haveBase := s[Baseline]
 	fmt.Fprintf(&b, "| configuration | rounds | pods/s (median) | of baseline | attempt p50 ms | attempt p99 ms | p99 of baseline's | algorithm mean ms | algorithm p99 ms | extender's share of the cycle | fitledger's own ms per pod | pods/s per round |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, config := range AllConfigs {
+	for _, config := range append(append([]string(nil), AllConfigs...), ServerFilterBind) {
 		x, have := s[config]
 		if !have {
 			continue

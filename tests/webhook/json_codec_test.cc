@@ -253,8 +253,12 @@ TEST(JsonCodecTest, NodeNamesAsViewsAreTheNamesAsStrings) {
       for (absl::string_view name : views)
         EXPECT_EQ(JsonString(name), absl::StrCat("\"", name, "\""));
     }
-    if (!plain) EXPECT_FALSE(as_views.node_names_plain());
-    if (names == R"(["node-1","node-2","node-3"])") EXPECT_TRUE(as_views.node_names_plain());
+    if (!plain) {
+      EXPECT_FALSE(as_views.node_names_plain());
+    }
+    if (names == R"(["node-1","node-2","node-3"])") {
+      EXPECT_TRUE(as_views.node_names_plain());
+    }
     for (absl::string_view name : views) {
       if (plain && body.find(absl::StrCat("\"", name, "\"")) != std::string::npos) {
         EXPECT_TRUE(name.data() >= body.data() &&

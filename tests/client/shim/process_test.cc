@@ -310,7 +310,9 @@ TEST_F(ShimTlsTest, KeepAliveAndALargeBodyOverTls) {
         client->Post("/filter", i % 2 == 0 ? big : kFilterArgs, "application/json");
     ASSERT_TRUE(res) << static_cast<int>(res.error());
     EXPECT_EQ(res->status, 200) << res->body;
-    if (i % 2 == 0) EXPECT_GT(res->body.size(), 300000u);
+    if (i % 2 == 0) {
+      EXPECT_GT(res->body.size(), 300000u);
+    }
   }
   EXPECT_EQ(fake_.calls(), 5);
 }

@@ -9,6 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -26,8 +27,6 @@ ABSL_FLAG(std::string, kubeconfig, "",
 ABSL_FLAG(std::vector<std::string>, grpc_listen, {},
           "gRPC listen addresses, comma-separated: unix:///path or host:port (overrides "
           "grpc.listen)");
-ABSL_FLAG(std::vector<std::string>, grpc_unary_listen, {},
-          "removed: fitledger-shim calls --grpc-listen (gRPC's own server)");
 ABSL_FLAG(std::string, monitor_listen, "",
           "HTTP host:port for /healthz, /readyz, /metrics (overrides monitor.listen)");
 ABSL_FLAG(std::string, webhook_listen, "",
@@ -48,12 +47,25 @@ int main(int argc, char** argv) {
   // gRPC's internals lock an absl::Mutex here (fitledger's own locks are std), and the check
   // costs CPU on every gRPC call (docs/performance.md).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // A removed flag gets its own answer rather than abseil's "unknown flag" (and stays out of
+  // --help).
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    for (absl::string_view removed : {"--grpc-unary-listen", "--grpc_unary_listen"}) {
+      if (arg == removed || absl::StartsWith(arg, absl::StrCat(removed, "="))) {
+        fprintf(stderr, "fitledger-server: --grpc-unary-listen %s\n",
+                fitledger::config::kUnaryListenRemoved);
+        return 2;
+      }
+    }
+  }
   fitledger::ParseFlags(
       argc, argv,
       "fitledger-server: the assumed-pod ledger behind kube-scheduler's extender.\n"
-      "Usage: fitledger-server --config FILE [--kubeconfig PATH] [--grpc-listen ADDR] "
+      "Usage: fitledger-server [--config FILE] [--kubeconfig PATH] [--grpc-listen ADDR] "
       "[--monitor-listen HOST:PORT] [--webhook-listen HOST:PORT] [--no-ledger] "
-      "[--log-level LEVEL] [--leader-identity HOSTNAME] [--ready-file PATH]",
+      "[--log-level LEVEL] [--leader-identity HOSTNAME] [--ready-file PATH]\n"
+      "Without --config, every key has its default (config/server.yaml lists them).",
       "server/main.cc");
 
   fitledger::config::ServerConfig config;
@@ -69,11 +81,6 @@ int main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_kubeconfig).empty()) config.kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
   if (!absl::GetFlag(FLAGS_grpc_listen).empty())
     config.grpc_listen = absl::GetFlag(FLAGS_grpc_listen);
-  if (!absl::GetFlag(FLAGS_grpc_unary_listen).empty()) {
-    fprintf(stderr, "fitledger-server: --grpc-unary-listen %s\n",
-            fitledger::config::kUnaryListenRemoved);
-    return 2;
-  }
   if (!absl::GetFlag(FLAGS_monitor_listen).empty()) {
     config.monitor_listen = absl::GetFlag(FLAGS_monitor_listen);
   }

@@ -145,6 +145,9 @@ TEST_F(SecurityE2eTest, RemovedListenersAreRefusedWithWhatToUseInstead) {
       {"",
        {"--grpc-unary-listen", "unix:///tmp/fitledger-unary.sock"},
        "--grpc-unary-listen was removed with fitledger's own HTTP/2 server"},
+      {"",
+       {"--grpc_unary_listen=unix:///tmp/fitledger-unary.sock"},
+       "--grpc-unary-listen was removed with fitledger's own HTTP/2 server"},
       {"webhook:\n  threads: 64\n", {}, "key webhook.threads: was removed"},
   };
   for (const Case& c : cases) {
@@ -197,6 +200,9 @@ TEST_F(SecurityE2eTest, StartupMistakesAreRefusedWithWhatToDo) {
   EXPECT_THAT(help, Not(HasSubstr("main.cc")));
   EXPECT_THAT(help, Not(HasSubstr("fitledger-server: fitledger-server")));
   EXPECT_THAT(help, Not(HasSubstr("  --flagfile\n")));
+  // No removed flag listed; --config is optional (every key has a default).
+  EXPECT_THAT(help, Not(HasSubstr("unary")));
+  EXPECT_THAT(help, HasSubstr("Usage: fitledger-server [--config FILE]"));
   // --helpfull: the same, then Abseil's own flags, the same way.
   const std::string full = help_of({FITLEDGER_SERVER_PATH, "--helpfull"});
   EXPECT_THAT(full, HasSubstr("  --grpc-listen\n"));

@@ -190,5 +190,44 @@ TEST(KubeletTest, AppContainersReuseAnInitContainersDevices) {
   EXPECT_EQ(kubelet.Admit("g", "b", Gpus(1)).reason, "UnexpectedAdmissionError");
 }
 
+// UpdatePluginResources / sanitizeNodeAllocatable: a node whose status.allocatable lags its
+// device plugin (1 listed, 2 healthy) admits a pod the device manager gave 2 devices.
+TEST(KubeletTest, AllocatableIsRaisedToTheDevicesAllocated) {
+  KubeletAccounting kubelet;
+  ResourceList allocatable = Node("4", "8Gi", "110");
+  allocatable["example.com/gpu"] = ResourceQuantity::FromUnits(1);
+  kubelet.SetNode("g", allocatable, DeviceCounts{{"example.com/gpu", 2}});
+  EXPECT_TRUE(kubelet.Admit("g", "a", Gpus(2)).admitted);
+  // Without devices for the pod, allocatable is not raised: the predicate counts the listed 1.
+  KubeletAccounting plain;
+  plain.SetNode("n", allocatable);
+  EXPECT_EQ(plain.Admit("n", "a", Gpus(2)).reason, "OutOfexample.com/gpu");
+}
+
+// A sidecar's devices stay its own (removeContainerAllocatedResources): the app container after
+// it needs devices of its own.
+TEST(KubeletTest, ASidecarsDevicesAreNotReused) {
+  KubeletAccounting kubelet;
+  ResourceList allocatable = Node("4", "8Gi", "110");
+  allocatable["example.com/gpu"] = ResourceQuantity::FromUnits(2);
+  kubelet.SetNode("g", allocatable, DeviceCounts{{"example.com/gpu", 2}});
+  const json gpu2 = {{"example.com/gpu", "2"}};
+  json pod = {{"metadata", {{"name", "p"}}},
+              {"spec",
+               {{"initContainers",
+                 {{{"name", "sidecar"},
+                   {"restartPolicy", "Always"},
+                   {"resources", {{"requests", gpu2}, {"limits", gpu2}}}}}},
+                {"containers",
+                 {{{"name", "main"}, {"resources", {{"requests", gpu2}, {"limits", gpu2}}}}}}}}};
+  absl::StatusOr<KubeletPod> parsed = ParseKubeletPod(pod);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  Admission a = kubelet.Admit("g", "a", *parsed);
+  EXPECT_EQ(a.reason, "UnexpectedAdmissionError");
+  EXPECT_EQ(a.message,
+            "Allocate failed due to requested number of devices unavailable for example.com/gpu. "
+            "Requested: 2, Available: 0, which is unexpected");
+}
+
 }  // namespace
 }  // namespace fitledger::sim

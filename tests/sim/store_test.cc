@@ -56,6 +56,22 @@ TEST_F(StoreTest, CreateAssignsServerFields) {
   EXPECT_EQ((*pod)->kubelet_pod->containers[0].requests.at("cpu").MilliValue(), 100);
 }
 
+// SetDefaults_Pod: a container's limit without a request defaults the request, which the
+// kubelet admits by.
+TEST_F(StoreTest, ALimitWithoutARequestDefaultsTheRequest) {
+  json pod = {{"metadata", {{"name", "limited"}}},
+              {"spec",
+               {{"containers",
+                 json::array({{{"name", "c"},
+                               {"resources", {{"limits", {{"cpu", "500m"}}}}}}})}}}};
+  auto created = store_.CreatePod(pod.dump(), "default");
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(json::parse((*created)->json)["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "500m");
+  ASSERT_NE((*created)->kubelet_pod, nullptr);
+  EXPECT_EQ((*created)->kubelet_pod->containers[0].requests.at("cpu").MilliValue(), 500);
+}
+
 TEST_F(StoreTest, CreateErrors) {
   ASSERT_TRUE(store_.CreatePod(PodJson("p1"), "default").ok());
   EXPECT_THAT(store_.CreatePod(PodJson("p1"), "default"),

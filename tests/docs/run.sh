@@ -57,6 +57,12 @@ run="$work/.run"
 mkdir -p "$run" "$work/.blocks"
 cleanup() {
   "$repo/scripts/start-embedded" --stop "$run"
+  # The scratch files the blocks write where the docs tell the reader to (docs/api.md: the
+  # request bodies in /tmp/fitledger-*.json), named in the blocks themselves.
+  if [ -d "$work/.blocks" ]; then
+    grep -ohE '/tmp/fitledger-[A-Za-z0-9._-]+' "$work"/.blocks/*.sh 2>/dev/null | sort -u |
+      while read -r f; do rm -f "$f"; done
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT

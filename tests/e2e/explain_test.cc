@@ -117,7 +117,8 @@ TEST(ExplainSubjectsTest, AnythingElseIsAClearError) {
 // The default socket (/run/fitledger/server.sock) is missing on a fresh machine: the message says
 // so and what to do, at once (not gRPC's error after the deadline).
 TEST(CtlNoServerTest, AMissingSocketIsNamed) {
-  const std::string dir = MakeTempDir("ctl-no-server");
+  const TempDir temp("ctl-no-server");
+  const std::string& dir = temp.path();
   for (const std::string& address :
        {absl::StrCat("unix://", dir, "/absent.sock"), absl::StrCat("unix:", dir, "/absent.sock")}) {
     absl::StatusOr<CommandResult> r =

@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<E2eCluster>> E2eCluster::Start(const ClusterOptio
   absl::StatusOr<std::unique_ptr<SimProcess>> sim = SimProcess::Start(options.sim_yaml);
   if (!sim.ok()) return sim.status();
   cluster->sim_ = *std::move(sim);
-  cluster->dir_ = MakeTempDir("fitledger-e2e");
+  cluster->dir_ = TempDir("e2e");
   absl::Status s = cluster->StartExtender(options);
   if (!s.ok()) return s;
   return cluster;
@@ -62,12 +62,12 @@ absl::Status E2eCluster::Launch(const ClusterOptions& options, Extender* extende
   e = Extender();
   ++generation_;
   std::string g = std::to_string(generation_);
-  std::string config = absl::StrCat(dir_, "/server-", g, ".yaml");
+  std::string config = absl::StrCat(dir_.path(), "/server-", g, ".yaml");
   absl::Status w = WriteFile(config, options.server_yaml);
   if (!w.ok()) return w;
-  e.socket = absl::StrCat("unix://", dir_, "/server-", g, ".sock");
+  e.socket = absl::StrCat("unix://", dir_.path(), "/server-", g, ".sock");
   e.layout = options.layout;
-  std::string ready = absl::StrCat(dir_, "/server-", g, ".ready");
+  std::string ready = absl::StrCat(dir_.path(), "/server-", g, ".ready");
   std::vector<std::string> argv = {FITLEDGER_SERVER_PATH,
                                    "--config",
                                    config,
@@ -85,7 +85,7 @@ absl::Status E2eCluster::Launch(const ClusterOptions& options, Extender* extende
     argv.insert(argv.end(), {"--webhook-listen", "127.0.0.1:0"});
   }
   absl::StatusOr<std::unique_ptr<ChildProcess>> server =
-      ChildProcess::Start(argv, absl::StrCat(dir_, "/server-", g, ".log"));
+      ChildProcess::Start(argv, absl::StrCat(dir_.path(), "/server-", g, ".log"));
   if (!server.ok()) return server.status();
   e.server = *std::move(server);
   absl::Status waited = WaitForFile(ready, absl::Seconds(30));
@@ -116,11 +116,11 @@ absl::Status E2eCluster::Launch(const ClusterOptions& options, Extender* extende
     e.shim_port = ports["webhook_port"];
     return absl::OkStatus();
   }
-  std::string port_file = absl::StrCat(dir_, "/shim-", g, ".port");
+  std::string port_file = absl::StrCat(dir_.path(), "/shim-", g, ".port");
   absl::StatusOr<std::unique_ptr<ChildProcess>> shim =
       ChildProcess::Start({FITLEDGER_SHIM_PATH, "--listen", "127.0.0.1:0", "--server", e.socket,
                            "--port-file", port_file, "--monitor-listen", "127.0.0.1:0"},
-                          absl::StrCat(dir_, "/shim-", g, ".log"));
+                          absl::StrCat(dir_.path(), "/shim-", g, ".log"));
   if (!shim.ok()) return shim.status();
   e.shim = *std::move(shim);
   waited = WaitForFile(port_file, absl::Seconds(30));

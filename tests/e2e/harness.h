@@ -49,14 +49,14 @@ struct ClusterOptions {
   std::vector<std::string> server_args = {};  // more flags for fitledger-server
 };
 
-// Not thread-safe. Everything is killed on destruction.
+// Not thread-safe. Everything is killed on destruction, then dir() removed.
 class E2eCluster {
  public:
   static absl::StatusOr<std::unique_ptr<E2eCluster>> Start(const ClusterOptions& options);
 
   SimProcess& sim() { return *sim_; }
   Extender& extender() { return extender_; }
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_.path(); }
 
   // Starts (or restarts) the server+shim pair with `options`.
   absl::Status StartExtender(const ClusterOptions& options);
@@ -90,10 +90,10 @@ class E2eCluster {
   // Starts a server+shim pair with `options` into `*extender`.
   absl::Status Launch(const ClusterOptions& options, Extender* extender);
 
+  TempDir dir_;  // declared first: removed after every process here is killed
   std::unique_ptr<SimProcess> sim_;
   Extender extender_;
   Extender second_;
-  std::string dir_;
   int generation_ = 0;
 };
 

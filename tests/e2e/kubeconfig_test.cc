@@ -56,7 +56,8 @@ class KubeconfigE2eTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<SimProcess>> sim = SimProcess::Start(kSim);
     ASSERT_TRUE(sim.ok()) << sim.status();
     sim_ = *std::move(sim);
-    dir_ = MakeTempDir("fitledger-kubeconfig-e2e");
+    temp_ = TempDir("kubeconfig-e2e");
+    dir_ = temp_.path();
     ASSERT_EQ(system(("mkdir -p " + dir_ + "/cluster " + dir_ + "/user/bin").c_str()), 0);
     // Cluster and context (and current-context) in one file...
     ASSERT_TRUE(WriteFile(dir_ + "/cluster/config",
@@ -139,7 +140,8 @@ class KubeconfigE2eTest : public ::testing::Test {
   }
 
   std::unique_ptr<SimProcess> sim_;
-  std::string dir_;
+  TempDir temp_;     // before server_: removed after the server is killed
+  std::string dir_;  // temp_.path()
   std::unique_ptr<ChildProcess> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Introspection::Stub> introspection_;

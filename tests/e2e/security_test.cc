@@ -41,10 +41,12 @@ class SecurityE2eTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<SimProcess>> sim = SimProcess::Start(kSim);
     ASSERT_TRUE(sim.ok()) << sim.status();
     sim_ = *std::move(sim);
-    absl::StatusOr<std::string> certs = MakeTestCertificates();
+    absl::StatusOr<TempDir> certs = MakeTestCertificates();
     ASSERT_TRUE(certs.ok()) << certs.status();
-    certs_ = *certs;
-    dir_ = MakeTempDir("security");
+    certs_dir_ = *std::move(certs);
+    certs_ = certs_dir_.path();
+    temp_ = TempDir("security");
+    dir_ = temp_.path();
   }
 
   // Starts the server with `config_yaml`; returns its TCP gRPC port (0 on failure).
@@ -77,10 +79,13 @@ class SecurityE2eTest : public ::testing::Test {
     return nlohmann::json::parse(ReadFileOrEmpty(dir_ + "/ready"))["webhook_port"];
   }
 
+  // Declared first: removed (private keys too) after the processes are killed.
+  TempDir certs_dir_;
+  TempDir temp_;
   std::unique_ptr<SimProcess> sim_;
   std::unique_ptr<ChildProcess> server_;
-  std::string certs_;
-  std::string dir_;
+  std::string certs_;  // certs_dir_.path()
+  std::string dir_;    // temp_.path()
 };
 
 TEST_F(SecurityE2eTest, TheServersWebhookOverMutualTlsServesOnlyClientsOfItsCa) {

@@ -56,5 +56,9 @@ for t in "${targets[@]}"; do
   if [ -f "$scratch/$t/result" ]; then cat "$scratch/$t/result"; else echo "$t: no result (is missing)"; fi
   grep -q ': ok, ' "$scratch/$t/result" 2>/dev/null || status=1
 done
-[ "$status" -eq 0 ] && rm -rf "$scratch"
+if [ "$status" -eq 0 ]; then
+  rm -rf "$scratch"
+else
+  echo "fuzz: kept $scratch (the failing targets' logs and inputs)" >&2
+fi
 exit "$status"

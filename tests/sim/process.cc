@@ -94,8 +94,8 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                          const std::vector<std::string>& env,
                                          absl::Duration timeout) {
-  std::string dir = MakeTempDir("cmd");
-  std::string out = dir + "/output";
+  const TempDir dir("cmd");
+  const std::string out = dir.File("output");
   auto child = ChildProcess::Start(argv, out, env);
   if (!child.ok()) return child.status();
   auto code = (*child)->Wait(timeout);
@@ -133,19 +133,11 @@ absl::Status WriteFile(const std::string& path, const std::string& contents) {
   return absl::OkStatus();
 }
 
-std::string MakeTempDir(const std::string& prefix) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp", "/fitledger-",
-                                  prefix, "-XXXXXX");
-  char* dir = mkdtemp(tmpl.data());
-  return dir == nullptr ? "/tmp" : std::string(dir);
-}
-
-absl::StatusOr<std::string> MakeTestCertificates() {
-  std::string dir = MakeTempDir("certs");
+absl::StatusOr<TempDir> MakeTestCertificates() {
+  TempDir dir("certs");
   const std::string key = "-newkey rsa:2048 -nodes";
   std::string script = absl::StrCat(
-      "set -e; cd ", dir, ";", "openssl req -x509 ", key,
+      "set -e; cd ", dir.path(), ";", "openssl req -x509 ", key,
       " -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca;", "openssl req ", key,
       " -keyout server-key.pem -out server.csr -subj /CN=127.0.0.1;",
       "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > ext.cnf;",

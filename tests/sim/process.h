@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tests/common/temp_dir.h"
 
 namespace fitledger::testing {
 
@@ -54,7 +55,7 @@ struct CommandResult {
 };
 
 // Runs `argv` with extra `env` and waits up to `timeout`; DeadlineExceeded (and the process is
-// killed) if it takes longer.
+// killed) if it takes longer. The output goes through a TempDir, removed before returning.
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                          const std::vector<std::string>& env,
                                          absl::Duration timeout);
@@ -66,14 +67,13 @@ absl::Status WaitForFile(const std::string& path, absl::Duration timeout);
 std::string ReadFileOrEmpty(const std::string& path);
 // Writes `contents` to `path` (truncating). Internal on failure.
 absl::Status WriteFile(const std::string& path, const std::string& contents);
-// A fresh directory under $TEST_TMPDIR (or /tmp). Not removed.
-std::string MakeTempDir(const std::string& prefix);
 
-// A throwaway PKI made with the openssl command line, in a fresh directory (returned): ca.pem,
+// A throwaway PKI made with the openssl command line, in a fresh TempDir (returned; removed,
+// private keys and all, when it is destroyed): ca.pem,
 // server.pem / server-key.pem (for 127.0.0.1 and localhost), client.pem / client-key.pem
 // (signed by the CA), and other-ca.pem / other-client.pem / other-client-key.pem (a client
 // certificate from an unrelated CA).
-absl::StatusOr<std::string> MakeTestCertificates();
+absl::StatusOr<TempDir> MakeTestCertificates();
 
 }  // namespace fitledger::testing
 

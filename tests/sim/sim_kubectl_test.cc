@@ -38,11 +38,11 @@ class SimKubectlTest : public ::testing::Test {
     ASSERT_TRUE(sim.ok()) << sim.status();
     sim_ = *std::move(sim);
     client_ = sim_->Client();
-    home_ = MakeTempDir("kubectl-home");
+    home_ = TempDir("kubectl-home");
   }
 
   std::vector<std::string> Env() const {
-    return {"HOME=" + home_, "KUBECONFIG=" + sim_->kubeconfig_path()};
+    return {"HOME=" + home_.path(), "KUBECONFIG=" + sim_->kubeconfig_path()};
   }
 
   CommandResult Kubectl(std::vector<std::string> args) {
@@ -69,7 +69,7 @@ class SimKubectlTest : public ::testing::Test {
 
   std::unique_ptr<SimProcess> sim_;
   std::unique_ptr<httplib::Client> client_;
-  std::string home_;
+  TempDir home_;
 };
 
 TEST_F(SimKubectlTest, GetNodes) {
@@ -99,7 +99,7 @@ TEST_F(SimKubectlTest, GetPodsWide) {
 }
 
 TEST_F(SimKubectlTest, GetPodsWatchPrintsNewPods) {
-  auto watch = ChildProcess::Start({kKubectl, "get", "pods", "-w"}, home_ + "/watch.out", Env());
+  auto watch = ChildProcess::Start({kKubectl, "get", "pods", "-w"}, home_.File("watch.out"), Env());
   ASSERT_TRUE(watch.ok()) << watch.status();
   // Create the pod once kubectl's watch is open (the sim counts open watches).
   absl::Time deadline = absl::Now() + absl::Seconds(20);
@@ -109,11 +109,11 @@ TEST_F(SimKubectlTest, GetPodsWatchPrintsNewPods) {
   }
   CreateAndBind("watched", "worker-2", "100m");
   while (absl::Now() < deadline) {
-    std::string out = ReadFileOrEmpty(home_ + "/watch.out");
+    std::string out = ReadFileOrEmpty(home_.File("watch.out"));
     if (out.find("Running") != std::string::npos) break;
     absl::SleepFor(absl::Milliseconds(20));
   }
-  EXPECT_THAT(ReadFileOrEmpty(home_ + "/watch.out"), ContainsRegex("watched +1/1 +Running"));
+  EXPECT_THAT(ReadFileOrEmpty(home_.File("watch.out")), ContainsRegex("watched +1/1 +Running"));
 }
 
 TEST_F(SimKubectlTest, DescribeNode) {
@@ -161,7 +161,7 @@ spec:
 )";
 
 TEST_F(SimKubectlTest, CreateAndApplyValidateOnTheServer) {
-  const std::string pod = Manifest(home_, "pod.yaml", kPodYaml);
+  const std::string pod = Manifest(home_.path(), "pod.yaml", kPodYaml);
   // No --validate=false: kubectl reads the OpenAPI v3 documents and lets the server validate.
   CommandResult created = Kubectl({"create", "-f", pod});
   ASSERT_EQ(created.exit_code, 0) << created.output;
@@ -183,14 +183,14 @@ TEST_F(SimKubectlTest, CreateAndApplyValidateOnTheServer) {
   std::string bigger(kPodYaml);
   bigger.replace(bigger.find("cpu: 500m"), 9, "cpu: 900m");
   bigger.replace(bigger.find("cpu: 500m"), 9, "cpu: 900m");
-  CommandResult refused = Kubectl({"apply", "-f", Manifest(home_, "bigger.yaml", bigger)});
+  CommandResult refused = Kubectl({"apply", "-f", Manifest(home_.path(), "bigger.yaml", bigger)});
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_THAT(refused.output,
               HasSubstr("spec: Forbidden: pod updates may not change fields other than"));
   // apply creates what does not exist yet.
   std::string other(kPodYaml);
   other.replace(other.find("name: web"), 9, "name: api");
-  CommandResult fresh = Kubectl({"apply", "-f", Manifest(home_, "api.yaml", other)});
+  CommandResult fresh = Kubectl({"apply", "-f", Manifest(home_.path(), "api.yaml", other)});
   ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
   EXPECT_THAT(fresh.output, HasSubstr("pod/api created"));
 }
@@ -246,7 +246,8 @@ spec:
     spec:
       containers: [{name: c, image: nginx}]
 )";
-  ASSERT_EQ(Kubectl({"create", "-f", Manifest(home_, "deploy.yaml", kDeployment)}).exit_code, 0);
+  ASSERT_EQ(Kubectl({"create", "-f", Manifest(home_.path(), "deploy.yaml", kDeployment)}).exit_code,
+            0);
   CommandResult r = Kubectl({"get", "all"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, ContainsRegex("pod/k-a +1/1 +Running"));
@@ -272,7 +273,7 @@ spec:
     imagePullPolcy: IfNotPresent
     resources: {limit: {cpu: 100m}}
 )";
-  const std::string typo = Manifest(home_, "typo.yaml", kTypo);
+  const std::string typo = Manifest(home_.path(), "typo.yaml", kTypo);
   CommandResult refused = Kubectl({"create", "-f", typo});
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
   EXPECT_THAT(refused.output,
@@ -284,7 +285,8 @@ spec:
 
   CommandResult warned = Kubectl({"create", "-f", typo, "--validate=warn"});
   ASSERT_EQ(warned.exit_code, 0) << warned.output;
-  EXPECT_THAT(warned.output, HasSubstr("Warning: unknown field \"spec.containers[0].imagePullPolcy\""));
+  EXPECT_THAT(warned.output,
+              HasSubstr("Warning: unknown field \"spec.containers[0].imagePullPolcy\""));
   EXPECT_THAT(warned.output, HasSubstr("pod/typo created"));
   // The default (no fieldValidation) is Warn: Warning headers, as the API server's.
   auto put = client_->Put("/api/v1/nodes/worker-1?fieldValidation=Strict",
@@ -313,7 +315,7 @@ spec:
 }
 
 TEST_F(SimKubectlTest, LabelAnnotateAndEveryPatchType) {
-  ASSERT_EQ(Kubectl({"create", "-f", Manifest(home_, "pod.yaml", kPodYaml)}).exit_code, 0);
+  ASSERT_EQ(Kubectl({"create", "-f", Manifest(home_.path(), "pod.yaml", kPodYaml)}).exit_code, 0);
   CommandResult labelled = Kubectl({"label", "pod", "web", "tier=front"});
   ASSERT_EQ(labelled.exit_code, 0) << labelled.output;
   EXPECT_THAT(labelled.output, HasSubstr("pod/web labeled"));
@@ -387,7 +389,7 @@ TEST_F(SimKubectlTest, DescribePodShowsTheKubeletsRejection) {
 }
 
 TEST_F(SimKubectlTest, DeploymentApplyScaleAndDelete) {
-  const std::string deployment = Manifest(home_, "deploy.yaml", R"(apiVersion: apps/v1
+  const std::string deployment = Manifest(home_.path(), "deploy.yaml", R"(apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: burst

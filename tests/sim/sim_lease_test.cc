@@ -228,11 +228,11 @@ TEST_F(SimLeaseTest, DeleteAnswersASuccessStatusAndTheWatchSeesDeleted) {
   // (registry/generic/registry/store.go finalizeDelete).
   HttpResult deleted = Call(*client_, "DELETE", absl::StrCat(kLeases, "/sched"));
   ASSERT_EQ(deleted.status, 200) << deleted.raw;
-  EXPECT_EQ(deleted.body, json::parse(absl::StrCat(
-                              R"({"kind":"Status","apiVersion":"v1","metadata":{},)",
-                              R"("status":"Success","details":{"name":"sched",)",
-                              R"("group":"coordination.k8s.io","kind":"leases","uid":")", uid,
-                              R"("}})")));
+  EXPECT_EQ(deleted.body,
+            json::parse(absl::StrCat(R"({"kind":"Status","apiVersion":"v1","metadata":{},)",
+                                     R"("status":"Success","details":{"name":"sched",)",
+                                     R"("group":"coordination.k8s.io","kind":"leases","uid":")",
+                                     uid, R"("}})")));
   EXPECT_EQ(Get("sched").status, 404);
   HttpResult again = Call(*client_, "DELETE", absl::StrCat(kLeases, "/sched"));
   EXPECT_EQ(again.status, 404);
@@ -243,9 +243,8 @@ TEST_F(SimLeaseTest, DeleteAnswersASuccessStatusAndTheWatchSeesDeleted) {
   ASSERT_TRUE(watch.WaitForLines(1, absl::Seconds(10)));
   EXPECT_EQ(watch.lines()[0].event["type"], "DELETED");
   EXPECT_EQ(watch.lines()[0].event["object"]["metadata"]["name"], "sched");
-  EXPECT_GT(std::stoull(watch.lines()[0]
-                            .event["object"]["metadata"]["resourceVersion"]
-                            .get<std::string>()),
+  EXPECT_GT(std::stoull(
+                watch.lines()[0].event["object"]["metadata"]["resourceVersion"].get<std::string>()),
             std::stoull(rv));
   HttpResult resources = Call(*client_, "GET", "/apis/coordination.k8s.io/v1");
   EXPECT_THAT(resources.body["resources"][0]["verbs"].get<std::vector<std::string>>(),
@@ -275,8 +274,9 @@ TEST_F(SimLeaseTest, DiscoveryAndKubectl) {
   struct stat st;
   ASSERT_EQ(stat(kKubectl, &st), 0) << "kubectl is required at " << kKubectl;
   ASSERT_EQ(Create(LeaseBody("fitledger-scheduler", "pod-a_0c3e9f0a")).status, 201);
-  const std::string home = MakeTempDir("kubectl-home");
-  const std::vector<std::string> env = {"HOME=" + home, "KUBECONFIG=" + sim_->kubeconfig_path()};
+  const TempDir home("kubectl-home");
+  const std::vector<std::string> env = {"HOME=" + home.path(),
+                                        "KUBECONFIG=" + sim_->kubeconfig_path()};
   absl::StatusOr<CommandResult> all =
       RunCommand({kKubectl, "get", "leases", "-A"}, env, absl::Seconds(30));
   ASSERT_TRUE(all.ok()) << all.status();

@@ -15,14 +15,14 @@ absl::StatusOr<std::unique_ptr<SimProcess>> SimProcess::Start(
   // EPIPE, not die.
   signal(SIGPIPE, SIG_IGN);
   auto sim = std::unique_ptr<SimProcess>(new SimProcess());
-  sim->dir_ = MakeTempDir("sim");
-  const std::string config = sim->dir_ + "/config.yaml";
+  sim->dir_ = TempDir("sim");
+  const std::string config = sim->dir_.File("config.yaml");
   if (absl::Status s = WriteFile(config, config_yaml); !s.ok()) return s;
   std::vector<std::string> argv = {
       FITLEDGER_SIM_PATH,    "--config", config, "--listen", "127.0.0.1:0", "--kubeconfig-out",
       sim->kubeconfig_path()};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  auto child = ChildProcess::Start(argv, sim->dir_ + "/output");
+  auto child = ChildProcess::Start(argv, sim->dir_.File("output"));
   if (!child.ok()) return child.status();
   sim->process_ = *std::move(child);
   const absl::Time deadline = absl::Now() + absl::Seconds(120);

@@ -18,7 +18,8 @@
 namespace fitledger::testing {
 
 // fitledger-sim listening on 127.0.0.1:<free port>, configured from YAML text. The binary path
-// comes from FITLEDGER_SIM_PATH (set by CMake). Killed on destruction.
+// comes from FITLEDGER_SIM_PATH (set by CMake). Killed on destruction, then its directory
+// (config, kubeconfig, output) removed.
 class SimProcess {
  public:
   // Writes `config_yaml` to a temp dir, starts the sim with --listen 127.0.0.1:0
@@ -28,16 +29,16 @@ class SimProcess {
       const std::string& config_yaml, const std::vector<std::string>& extra_args = {});
 
   int port() const { return port_; }
-  const std::string& dir() const { return dir_; }
-  std::string kubeconfig_path() const { return dir_ + "/kubeconfig"; }
+  const std::string& dir() const { return dir_.path(); }
+  std::string kubeconfig_path() const { return dir_.File("kubeconfig"); }
   std::string output() const { return ReadFileOrEmpty(process_->output_path()); }
   ChildProcess& process() { return *process_; }
   // A fresh client for http://127.0.0.1:port (keep-alive, TCP_NODELAY, 10 s read timeout).
   std::unique_ptr<httplib::Client> Client() const;
 
  private:
+  TempDir dir_;  // declared first: removed after the process is killed
   std::unique_ptr<ChildProcess> process_;
-  std::string dir_;
   int port_ = 0;
 };
 

@@ -25,7 +25,8 @@ TEST(SimTlsTest, ServesHttpsAndRequiresClientCertificatesAndToken) {
   struct stat st;
   ASSERT_EQ(stat("/usr/bin/openssl", &st), 0) << "openssl is required";
   ASSERT_EQ(stat("/usr/bin/kubectl", &st), 0) << "kubectl is required";
-  const std::string d = MakeTempDir("tls");
+  const TempDir dir("tls");
+  const std::string& d = dir.path();
   const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                                        "-nodes"};
   auto req = [&](std::vector<std::string> head) {

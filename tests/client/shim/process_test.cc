@@ -29,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "tests/client/shim/fake_extender.h"
+#include "tests/common/temp_dir.h"
 
 extern char** environ;
 
@@ -37,23 +38,11 @@ namespace {
 
 using ::fitledger::shim::testing::FakeExtender;
 using ::fitledger::shim::testing::FakeServer;
+using ::fitledger::testing::TempDir;
 using ::testing::HasSubstr;
 
 constexpr char kFilterArgs[] =
     R"({"Pod":{"metadata":{"name":"p","namespace":"ns"}},"NodeNames":["w1","w2"]})";
-
-class TempDir {
- public:
-  TempDir() {
-    char path[] = "/tmp/shim-test-XXXXXX";
-    path_ = mkdtemp(path);
-  }
-  ~TempDir() { std::system(absl::StrCat("rm -rf '", path_, "'").c_str()); }
-  std::string File(absl::string_view name) const { return absl::StrCat(path_, "/", name); }
-
- private:
-  std::string path_;
-};
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -147,7 +136,7 @@ TEST(ShimProcessTest, ServesUntilSigtermThenExitsZero) {
   FakeExtender fake;
   std::unique_ptr<FakeServer> server = FakeServer::Start(&fake, "127.0.0.1:0");
   ASSERT_NE(server, nullptr);
-  TempDir dir;
+  TempDir dir("shim-test");
   const std::string port_file = dir.File("port");
   Process shim({FITLEDGER_SHIM_BINARY, "--listen=127.0.0.1:0", "--server", server->target(),
                 "--monitor-listen=127.0.0.1:0", "--port-file", port_file, "--prefix=/fl/"},
@@ -179,7 +168,7 @@ TEST(ShimProcessTest, ServesUntilSigtermThenExitsZero) {
 }
 
 TEST(ShimProcessTest, BadConfigExitsTwoNamingKeyAndLine) {
-  TempDir dir;
+  TempDir dir("shim-test");
   {
     std::ofstream config(dir.File("shim.yaml"));
     config << "listen: 127.0.0.1:0\nserverTimeout: soon\n";
@@ -193,7 +182,7 @@ TEST(ShimProcessTest, BadConfigExitsTwoNamingKeyAndLine) {
 TEST(ShimProcessTest, AServerAddressItCannotDialExitsTwo) {
   for (const char* server : {"fitledger-server", "some.sock", "http://127.0.0.1:1", "unix:rel"}) {
     SCOPED_TRACE(server);
-    TempDir dir;
+    TempDir dir("shim-test");
     Process shim({FITLEDGER_SHIM_BINARY, "--listen", "127.0.0.1:0", "--server", server},
                  dir.File("stderr"));
     EXPECT_EQ(shim.Wait(), 2);
@@ -203,7 +192,7 @@ TEST(ShimProcessTest, AServerAddressItCannotDialExitsTwo) {
 }
 
 TEST(ShimProcessTest, HelpListsTheFlags) {
-  TempDir dir;
+  TempDir dir("shim-test");
   Process shim({FITLEDGER_SHIM_BINARY, "--help"}, dir.File("stderr"));
   const std::string out = shim.ReadAll(absl::Seconds(20));
   shim.Wait();
@@ -270,7 +259,7 @@ class ShimTlsTest : public ::testing::Test {
     return client;
   }
 
-  TempDir dir_;
+  TempDir dir_{"shim-tls"};
   FakeExtender fake_;
   std::unique_ptr<FakeServer> server_;
   std::unique_ptr<Process> shim_;

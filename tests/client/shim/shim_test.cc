@@ -28,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "tests/client/shim/fake_extender.h"
+#include "tests/common/temp_dir.h"
 #include "webhook/http_server.h"
 #include "webhook/metrics.h"
 #include "webhook/webhook.h"
@@ -579,9 +580,8 @@ TEST_F(ShimHttpTest, ConcurrentFiltersEachGetTheirOwnCandidates) {
 }
 
 TEST(ShimOutageTest, ServerDownThenBack) {
-  char dir_template[] = "/tmp/shim-outage-XXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const std::string address = absl::StrCat("unix://", dir_template, "/server.sock");
+  const ::fitledger::testing::TempDir dir("shim-outage");
+  const std::string address = absl::StrCat("unix://", dir.path(), "/server.sock");
   Shim shim(address);
   ASSERT_TRUE(shim.status().ok());
   auto client = shim.Client();
@@ -625,8 +625,6 @@ TEST(ShimOutageTest, ServerDownThenBack) {
   EXPECT_TRUE(WaitFor(
       [&] { return Post(*client, "/bind", ReadFixture("bind.json")).body == R"({"Error":""})"; }));
   server.reset();
-  std::remove(absl::StrCat(dir_template, "/server.sock").c_str());
-  rmdir(dir_template);
 }
 
 // Slow clients (a request whose body never finishes) hold no thread: with one I/O thread and a

@@ -35,9 +35,9 @@
 namespace fitledger::kube {
 namespace {
 
-using ::fitledger::testing::MakeTempDir;
 using ::fitledger::testing::ReadFileOrEmpty;
 using ::fitledger::testing::SimProcess;
+using ::fitledger::testing::TempDir;
 using ::testing::HasSubstr;
 
 // A deadline for one Bind or GetPod: generous, so the binder's own timeout governs.
@@ -52,10 +52,10 @@ bool WaitUntil(const std::function<bool()>& f, absl::Duration timeout = absl::Se
   return true;
 }
 
-std::string MakeCerts() {
-  absl::StatusOr<std::string> dir = ::fitledger::testing::MakeTestCertificates();
+TempDir MakeCerts() {
+  absl::StatusOr<TempDir> dir = ::fitledger::testing::MakeTestCertificates();
   EXPECT_TRUE(dir.ok()) << dir.status();
-  return dir.value_or("");
+  return dir.ok() ? *std::move(dir) : TempDir();
 }
 
 Connection Tls(int port, const std::string& certs) {
@@ -74,7 +74,8 @@ kubelet: {enabled: true}
 )";
 
 TEST(ClientTest, TokenAndClientCertificateOverTls) {
-  std::string certs = MakeCerts();
+  const TempDir certs_dir = MakeCerts();
+  const std::string& certs = certs_dir.path();
   std::string yaml =
       absl::StrCat(kNodes, "tls: {certFile: ", certs, "/server.pem, keyFile: ", certs,
                    "/server-key.pem, clientCAFile: ", certs, "/ca.pem}\ntoken: s3cret\n");
@@ -119,7 +120,8 @@ TEST(ClientTest, TokenAndClientCertificateOverTls) {
 }
 
 TEST(ClientTest, InsecureSkipTlsVerify) {
-  std::string certs = MakeCerts();
+  const TempDir certs_dir = MakeCerts();
+  const std::string& certs = certs_dir.path();
   std::string yaml = absl::StrCat(kNodes, "tls: {certFile: ", certs,
                                   "/server.pem, keyFile: ", certs, "/server-key.pem}\n");
   absl::StatusOr<std::unique_ptr<SimProcess>> sim = SimProcess::Start(yaml);
@@ -888,7 +890,8 @@ class TlsSimTest : public ::testing::Test {
   // The sim over TLS, client certificates required, plus `extra` config.
   void StartSim(const std::string& extra) {
     sim_.reset();
-    certs_ = MakeCerts();
+    certs_dir_ = MakeCerts();
+    certs_ = certs_dir_.path();
     std::string yaml =
         absl::StrCat(kNodes, "tls: {certFile: ", certs_, "/server.pem, keyFile: ", certs_,
                      "/server-key.pem, clientCAFile: ", certs_, "/ca.pem}\n", extra);
@@ -906,7 +909,8 @@ class TlsSimTest : public ::testing::Test {
   static absl::StatusOr<HttpResponse> Nodes(ApiClient& client) {
     return client.Request("GET", "/api/v1/nodes", "", absl::Seconds(10));
   }
-  std::string certs_;
+  TempDir certs_dir_;  // removed (private keys too) after the sim is killed
+  std::string certs_;  // certs_dir_.path()
   std::unique_ptr<SimProcess> sim_;
 };
 
@@ -990,7 +994,8 @@ ExecConfig PluginConfig(const std::string& command) {
 }
 
 TEST_F(TlsSimTest, ExecTokenIsRefreshedAndTheRequestRetriedAfterA401) {
-  std::string dir = MakeTempDir("exec-token");
+  const TempDir temp("exec-token");
+  const std::string& dir = temp.path();
   // The first run hands out a token the API server no longer accepts.
   std::string plugin = WritePlugin(dir,
                                    "if [ $n = 1 ]; then printf '{\"token\":\"stale\"}'; "
@@ -1009,7 +1014,8 @@ TEST_F(TlsSimTest, ExecTokenIsRefreshedAndTheRequestRetriedAfterA401) {
   EXPECT_EQ(client.exec_credentials()->runs(), 2u);
 
   // A plugin whose every token is refused: one retry, then the 401 is the answer.
-  std::string dir2 = MakeTempDir("exec-token-bad");
+  const TempDir temp2("exec-token-bad");
+  const std::string& dir2 = temp2.path();
   c.exec = PluginConfig(WritePlugin(dir2, "printf '{\"token\":\"never-good\"}'"));
   ApiClient refused(c);
   r = Nodes(refused);
@@ -1018,7 +1024,8 @@ TEST_F(TlsSimTest, ExecTokenIsRefreshedAndTheRequestRetriedAfterA401) {
   EXPECT_EQ(refused.exec_credentials()->runs(), 2u);
 
   // A plugin that fails: no request is sent, and the error names the plugin.
-  std::string dir3 = MakeTempDir("exec-token-fail");
+  const TempDir temp3("exec-token-fail");
+  const std::string& dir3 = temp3.path();
   c.exec = PluginConfig(WritePlugin(dir3, "echo 'token expired' >&2; exit 1"));
   ApiClient failing(c);
   r = Nodes(failing);
@@ -1030,7 +1037,8 @@ TEST_F(TlsSimTest, ExecTokenIsRefreshedAndTheRequestRetriedAfterA401) {
 
 TEST_F(TlsSimTest, ExecClientCertificateIsUsedAndARotationEndsOpenWatches) {
   StartSim("");  // the client certificate is the only credential
-  std::string dir = MakeTempDir("exec-cert");
+  const TempDir temp("exec-cert");
+  const std::string& dir = temp.path();
   // Runs 1 and 2: the CA-signed client certificate; later: one from an unrelated CA.
   std::string plugin = WritePlugin(
       dir, absl::StrCat("if [ $n -le 2 ]; then p=", certs_, "/client; else p=", certs_,

@@ -10,11 +10,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/status_matchers.h"
+#include "tests/common/temp_dir.h"
 
 namespace fitledger::kube {
 namespace {
 
 using ::fitledger::testing::StatusIs;
+using ::fitledger::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -23,12 +25,6 @@ using ::testing::Pair;
 void Write(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text;
-}
-
-std::string FreshDir(const std::string& name) {
-  std::string dir = ::testing::TempDir() + "/" + name;
-  EXPECT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
-  return dir;
 }
 
 // Sets (or unsets, for nullptr) an environment variable for the scope.
@@ -189,7 +185,8 @@ TEST(ConnectionTest, MissingFileIsNotFound) {
 }
 
 TEST(ConnectionTest, InClusterUsesTheServiceAccountAndRereadsTheToken) {
-  std::string dir = ::testing::TempDir() + "/sa";
+  const TempDir temp("sa");
+  const std::string& dir = temp.path();
   ASSERT_EQ(system(("mkdir -p " + dir + " && echo tok > " + dir + "/token").c_str()), 0);
   setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
   setenv("KUBERNETES_SERVICE_PORT", "443", 1);
@@ -283,7 +280,8 @@ TEST(KubeconfigMergeTest, FirstFileToSetANameWinsAndCurrentContextComesFromTheFi
 }
 
 TEST(KubeconfigMergeTest, SplitFilesGiveTheContextsClusterAndTheOtherFilesExecUser) {
-  std::string dir = FreshDir("merge-split");
+  const TempDir temp("merge-split");
+  const std::string& dir = temp.path();
   ASSERT_EQ(system(("mkdir -p " + dir + "/a " + dir + "/b").c_str()), 0);
   Write(dir + "/a/config", kClusterFile);
   Write(dir + "/a/ca.pem", "-----BEGIN CERTIFICATE-----\nFROM-FILE\n");
@@ -316,7 +314,8 @@ TEST(KubeconfigMergeTest, SplitFilesGiveTheContextsClusterAndTheOtherFilesExecUs
 }
 
 TEST(KubeconfigMergeTest, MissingFilesAreSkippedButABrokenOneIsAnError) {
-  std::string dir = FreshDir("merge-broken");
+  const TempDir temp("merge-broken");
+  const std::string& dir = temp.path();
   Write(dir + "/broken", "clusters: {not: a list}\n");
   Write(dir + "/empty", "");
   absl::StatusOr<Kubeconfig> none = LoadKubeconfigFiles({dir + "/nope", dir + "/empty"});
@@ -402,7 +401,8 @@ TEST(KubeconfigTest, ProvideClusterInfoNeedsAReadableCertificateAuthority) {
 }
 
 TEST(KubeconfigTest, ResolveConnectionFollowsKubectlsOrder) {
-  std::string dir = FreshDir("resolve");
+  const TempDir temp("resolve");
+  const std::string& dir = temp.path();
   Write(dir + "/one", kClusterFile);
   Write(dir + "/two", kUserFile);
   Write(dir + "/ca.pem", "CA");

@@ -19,11 +19,13 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/common/status_matchers.h"
+#include "tests/common/temp_dir.h"
 
 namespace fitledger::kube {
 namespace {
 
 using ::fitledger::testing::StatusIs;
+using ::fitledger::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -52,9 +54,7 @@ std::string Credential(const std::string& status, const std::string& version = k
 // runs `reply.sh` (which the test rewrites between runs).
 class Plugin {
  public:
-  explicit Plugin(const std::string& name) {
-    dir_ = ::testing::TempDir() + "/exec-" + name;
-    EXPECT_EQ(system(("rm -rf " + dir_ + " && mkdir -p " + dir_).c_str()), 0);
+  explicit Plugin(const std::string& name) : temp_("exec-" + name), dir_(temp_.path()) {
     Write(path(),
           "#!/bin/sh\n"
           "d=\"$PLUGIN_DIR\"\n"
@@ -89,6 +89,7 @@ class Plugin {
   }
 
  private:
+  TempDir temp_;  // removed with the Plugin
   std::string dir_;
 };
 

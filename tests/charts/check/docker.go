@@ -298,8 +298,10 @@ func sameConfigureAsCI(configure []string, ci string) error {
 		var lineDefs []string
 		for _, f := range strings.Fields(line) {
 			// FITLEDGER_UPSTREAM_BIN only tells the tests where the upstream programs are
-			// (tests/upstream): it changes nothing the image's build compiles.
-			if strings.HasPrefix(f, "-D") && !strings.HasPrefix(f, "-DFITLEDGER_UPSTREAM_BIN=") {
+			// (tests/upstream), and FITLEDGER_WERROR only refuses warnings: neither changes
+			// what the image's build compiles.
+			if strings.HasPrefix(f, "-D") && !strings.HasPrefix(f, "-DFITLEDGER_UPSTREAM_BIN=") &&
+				!strings.HasPrefix(f, "-DFITLEDGER_WERROR=") {
 				lineDefs = append(lineDefs, strings.Trim(f, `"'`))
 			}
 		}

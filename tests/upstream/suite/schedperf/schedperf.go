@@ -424,8 +424,14 @@ func readScheduler(t testing.TB, port int, r *Result) {
 	url := fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
 	client := fl.InsecureClient()
 	const attempts = "scheduler_scheduling_attempt_duration_seconds"
-	scheduled := scrape(t, client, url, attempts, func(l map[string]string) bool {
-		return l["profile"] == schedulerName && l["result"] == "scheduled"
+	var scheduled histogram
+	// kube-scheduler counts an attempt once its binding cycle returns, which can be after the
+	// test's watch saw the pod bound: wait until every bound pod is counted.
+	cluster.WaitFor(t, fmt.Sprintf("kube-scheduler to count %d scheduled attempts", r.Pods), 30*time.Second, func() bool {
+		scheduled = scrape(t, client, url, attempts, func(l map[string]string) bool {
+			return l["profile"] == schedulerName && l["result"] == "scheduled"
+		})
+		return scheduled.count >= float64(r.Pods)
 	})
 	other := scrape(t, client, url, attempts, func(l map[string]string) bool {
 		return l["profile"] == schedulerName && l["result"] != "scheduled"

@@ -23,10 +23,11 @@ ResourceList Node(const std::string& cpu, const std::string& memory, const std::
 
 // A pod of one container with `requests` (and `limits`).
 KubeletPod Pod(const json& requests, const json& limits = json::object()) {
-  json pod = {{"metadata", {{"name", "p"}}},
-              {"spec",
-               {{"containers",
-                 {{{"name", "main"}, {"resources", {{"requests", requests}, {"limits", limits}}}}}}}}};
+  json pod = {
+      {"metadata", {{"name", "p"}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "main"}, {"resources", {{"requests", requests}, {"limits", limits}}}}}}}}};
   absl::StatusOr<KubeletPod> parsed = ParseKubeletPod(pod);
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   return parsed.ok() ? *parsed : KubeletPod{};
@@ -36,6 +37,28 @@ KubeletPod Pod(const json& requests, const json& limits = json::object()) {
 // the request the API server defaults from them).
 KubeletPod Gpus(int n) {
   return Pod({{"example.com/gpu", std::to_string(n)}}, {{"example.com/gpu", std::to_string(n)}});
+}
+
+// A node of 4 cpu, 8Gi, 110 pods listing `listed` example.com/gpu in its allocatable.
+ResourceList GpuAllocatable(int listed) {
+  ResourceList allocatable = Node("4", "8Gi", "110");
+  allocatable["example.com/gpu"] = ResourceQuantity::FromUnits(listed);
+  return allocatable;
+}
+
+// A pod whose init container (a sidecar when `sidecar`) and app container each ask for 2 GPUs.
+KubeletPod InitAndMainWithTwoGpus(bool sidecar) {
+  const json gpu2 = {{"example.com/gpu", "2"}};
+  json init = {{"name", "init"}, {"resources", {{"requests", gpu2}, {"limits", gpu2}}}};
+  if (sidecar) init["restartPolicy"] = "Always";
+  json pod = {{"metadata", {{"name", "p"}}},
+              {"spec",
+               {{"initContainers", {init}},
+                {"containers",
+                 {{{"name", "main"}, {"resources", {{"requests", gpu2}, {"limits", gpu2}}}}}}}}};
+  absl::StatusOr<KubeletPod> parsed = ParseKubeletPod(pod);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? *parsed : KubeletPod{};
 }
 
 TEST(KubeletTest, RejectsCpuWithTheKubeletsExactMessage) {
@@ -145,8 +168,7 @@ TEST(KubeletTest, CpuRoundsUpToAMillicore) {
 // the predicate handler, with its own reason, when the healthy devices are taken.
 TEST(KubeletTest, TheDeviceManagerRefusesWhenItsDevicesAreTaken) {
   KubeletAccounting kubelet;
-  ResourceList allocatable = Node("4", "8Gi", "110");
-  allocatable["example.com/gpu"] = ResourceQuantity::FromUnits(2);
+  const ResourceList allocatable = GpuAllocatable(2);
   kubelet.SetNode("g", allocatable, DeviceCounts{{"example.com/gpu", 2}});
   ASSERT_TRUE(kubelet.Admit("g", "a", Gpus(1)).admitted);
   Admission a = kubelet.Admit("g", "b", Gpus(2));
@@ -174,19 +196,10 @@ TEST(KubeletTest, ARegisteredResourceWithNoHealthyDeviceIsRefused) {
 // An init container's devices are reused by the app containers after it (devicesToReuse).
 TEST(KubeletTest, AppContainersReuseAnInitContainersDevices) {
   KubeletAccounting kubelet;
-  ResourceList allocatable = Node("4", "8Gi", "110");
-  allocatable["example.com/gpu"] = ResourceQuantity::FromUnits(2);
+  const ResourceList allocatable = GpuAllocatable(2);
   kubelet.SetNode("g", allocatable, DeviceCounts{{"example.com/gpu", 2}});
-  const json gpu2 = {{"example.com/gpu", "2"}};
-  json pod = {{"metadata", {{"name", "p"}}},
-              {"spec",
-               {{"initContainers",
-                 {{{"name", "init"}, {"resources", {{"requests", gpu2}, {"limits", gpu2}}}}}},
-                {"containers",
-                 {{{"name", "main"}, {"resources", {{"requests", gpu2}, {"limits", gpu2}}}}}}}}};
-  absl::StatusOr<KubeletPod> parsed = ParseKubeletPod(pod);
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
-  EXPECT_TRUE(kubelet.Admit("g", "a", *parsed).admitted);
+  const KubeletPod parsed_pod = InitAndMainWithTwoGpus(false);
+  EXPECT_TRUE(kubelet.Admit("g", "a", parsed_pod).admitted);
   EXPECT_EQ(kubelet.Admit("g", "b", Gpus(1)).reason, "UnexpectedAdmissionError");
 }
 
@@ -194,8 +207,7 @@ TEST(KubeletTest, AppContainersReuseAnInitContainersDevices) {
 // device plugin (1 listed, 2 healthy) admits a pod the device manager gave 2 devices.
 TEST(KubeletTest, AllocatableIsRaisedToTheDevicesAllocated) {
   KubeletAccounting kubelet;
-  ResourceList allocatable = Node("4", "8Gi", "110");
-  allocatable["example.com/gpu"] = ResourceQuantity::FromUnits(1);
+  const ResourceList allocatable = GpuAllocatable(1);
   kubelet.SetNode("g", allocatable, DeviceCounts{{"example.com/gpu", 2}});
   EXPECT_TRUE(kubelet.Admit("g", "a", Gpus(2)).admitted);
   // Without devices for the pod, allocatable is not raised: the predicate counts the listed 1.
@@ -208,21 +220,10 @@ TEST(KubeletTest, AllocatableIsRaisedToTheDevicesAllocated) {
 // it needs devices of its own.
 TEST(KubeletTest, ASidecarsDevicesAreNotReused) {
   KubeletAccounting kubelet;
-  ResourceList allocatable = Node("4", "8Gi", "110");
-  allocatable["example.com/gpu"] = ResourceQuantity::FromUnits(2);
+  const ResourceList allocatable = GpuAllocatable(2);
   kubelet.SetNode("g", allocatable, DeviceCounts{{"example.com/gpu", 2}});
-  const json gpu2 = {{"example.com/gpu", "2"}};
-  json pod = {{"metadata", {{"name", "p"}}},
-              {"spec",
-               {{"initContainers",
-                 {{{"name", "sidecar"},
-                   {"restartPolicy", "Always"},
-                   {"resources", {{"requests", gpu2}, {"limits", gpu2}}}}}},
-                {"containers",
-                 {{{"name", "main"}, {"resources", {{"requests", gpu2}, {"limits", gpu2}}}}}}}}};
-  absl::StatusOr<KubeletPod> parsed = ParseKubeletPod(pod);
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
-  Admission a = kubelet.Admit("g", "a", *parsed);
+  const KubeletPod parsed_pod = InitAndMainWithTwoGpus(true);
+  Admission a = kubelet.Admit("g", "a", parsed_pod);
   EXPECT_EQ(a.reason, "UnexpectedAdmissionError");
   EXPECT_EQ(a.message,
             "Allocate failed due to requested number of devices unavailable for example.com/gpu. "

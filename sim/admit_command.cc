@@ -15,9 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-absl::Status BadAdmitInput(absl::string_view what) {
-  return absl::InvalidArgumentError(what);
-}
+absl::Status BadAdmitInput(absl::string_view what) { return absl::InvalidArgumentError(what); }
 
 absl::StatusOr<DeviceCounts> ParseDevices(const json& devices) {
   DeviceCounts out;
@@ -59,8 +57,7 @@ absl::StatusOr<std::string> RunAdmitCommand(absl::string_view input) {
     return BadAdmitInput("node.status: must be an object");
   }
   ASSIGN_OR_RETURN(ResourceList allocatable,
-                   ParseResourceList(JsonMember(status, "allocatable"),
-                                     "node.status.allocatable"));
+                   ParseResourceList(JsonMember(status, "allocatable"), "node.status.allocatable"));
   ASSIGN_OR_RETURN(DeviceCounts devices, ParseDevices(JsonMember(root, "devices")));
   const json& pods = JsonMember(root, "pods");
   if (!pods.is_array()) return BadAdmitInput("pods: a list of v1.Pod objects is required");

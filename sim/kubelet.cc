@@ -28,8 +28,8 @@ std::optional<std::string> AllocateDevices(const KubeletPod& pod, const DeviceCo
                                            DeviceCounts* allocated) {
   DeviceCounts reusable;  // devicesToReuse: held by finished (non-restartable) init containers
   auto allocate = [&](const KubeletContainer& c, bool init) -> std::optional<std::string> {
-    for (const auto& [name, limit] : c.limits) {  // allocateContainerResources: limits only
-      if (Contains(c.dra_backed, name)) continue;      // isDRAExtendedResource
+    for (const auto& [name, limit] : c.limits) {   // allocateContainerResources: limits only
+      if (Contains(c.dra_backed, name)) continue;  // isDRAExtendedResource
       auto device = healthy.find(name);
       if (device == healthy.end()) continue;  // !isDevicePluginResource
       // devicesToAllocate.
@@ -95,9 +95,8 @@ Admission Refuse(std::string reason, std::string message) {
 Admission Insufficient(absl::string_view resource, int64_t requested, int64_t used,
                        int64_t capacity) {
   return Refuse(absl::StrCat("OutOf", resource),
-                absl::StrCat("Node didn't have enough resource: ", resource,
-                             ", requested: ", requested, ", used: ", used,
-                             ", capacity: ", capacity));
+                absl::StrCat("Node didn't have enough resource: ", resource, ", requested: ",
+                             requested, ", used: ", used, ", capacity: ", capacity));
 }
 
 // fit.go fitsRequest, reporting only the first insufficient resource.
@@ -106,8 +105,8 @@ Admission Fits(const ResourceAmounts& request, const ResourceAmounts& allocatabl
   if (requested.pods + 1 > allocatable.pods) {
     return Insufficient("pods", 1, requested.pods, allocatable.pods);
   }
-  if (request.milli_cpu == 0 && request.memory_bytes == 0 &&
-      request.ephemeral_storage_bytes == 0 && request.scalars.empty()) {
+  if (request.milli_cpu == 0 && request.memory_bytes == 0 && request.ephemeral_storage_bytes == 0 &&
+      request.scalars.empty()) {
     return Admission{};
   }
   if (request.milli_cpu > 0 && request.milli_cpu > allocatable.milli_cpu - requested.milli_cpu) {
@@ -158,8 +157,8 @@ Admission KubeletAccounting::Admit(absl::string_view node, absl::string_view uid
   }
   // 2. The predicate handler.
   ResourceAmounts allocatable = state.allocatable;
-  const bool has_devices = std::any_of(devices.begin(), devices.end(),
-                                       [](const auto& d) { return d.second > 0; });
+  const bool has_devices =
+      std::any_of(devices.begin(), devices.end(), [](const auto& d) { return d.second > 0; });
   if (has_devices) {  // UpdatePluginResources -> sanitizeNodeAllocatable
     for (const auto& [name, healthy] : state.devices) {
       const int64_t allocated = CountOf(state.devices_in_use, name) + CountOf(devices, name);

@@ -71,12 +71,12 @@ absl::Status PodFieldError(absl::string_view path, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
 }
 
-absl::StatusOr<KubeletContainer> ParseContainer(const json& c, const std::string& path,
-                                                bool init) {
+absl::StatusOr<KubeletContainer> ParseContainer(const json& c, const std::string& path, bool init) {
   if (!c.is_object()) return PodFieldError(path, "must be an object");
   KubeletContainer out;
   const json& name = JsonMember(c, "name");
-  if (!name.is_null() && !name.is_string()) return PodFieldError(path + ".name", "must be a string");
+  if (!name.is_null() && !name.is_string())
+    return PodFieldError(path + ".name", "must be a string");
   out.name = JsonStr(c, "name");
   const json& resources = JsonMember(c, "resources");
   if (!resources.is_null() && !resources.is_object()) {
@@ -155,8 +155,7 @@ bool IsExtendedResourceName(absl::string_view name) {
 
 bool IsScalarResourceName(absl::string_view name) {
   return IsExtendedResourceName(name) || absl::StartsWith(name, "hugepages-") ||
-         absl::StrContains(name, "kubernetes.io/") ||
-         absl::StartsWith(name, "attachable-volumes-");
+         absl::StrContains(name, "kubernetes.io/") || absl::StartsWith(name, "attachable-volumes-");
 }
 
 absl::StatusOr<KubeletPod> ParseKubeletPod(const json& pod) {
@@ -176,8 +175,8 @@ absl::StatusOr<KubeletPod> ParseKubeletPod(const json& pod) {
   if (!resources.is_null() && !resources.is_object()) {
     return PodFieldError("spec.resources", "must be an object");
   }
-  ASSIGN_OR_RETURN(out.pod_requests, ParseResourceList(JsonMember(resources, "requests"),
-                                                       "spec.resources.requests"));
+  ASSIGN_OR_RETURN(out.pod_requests,
+                   ParseResourceList(JsonMember(resources, "requests"), "spec.resources.requests"));
   const json& mappings = JsonMember(
       JsonMember(JsonMember(pod, "status"), "extendedResourceClaimStatus"), "requestMappings");
   if (mappings.is_array()) {
@@ -214,8 +213,9 @@ ResourceList PodRequests(const KubeletPod& pod) {
   }
   MaxList(&result, init_peak);
   // IsPodLevelRequestsSet / applyPodLevelResources.
-  const bool pod_level = std::any_of(pod.pod_requests.begin(), pod.pod_requests.end(),
-                                     [](const auto& r) { return IsSupportedPodLevelResource(r.first); });
+  const bool pod_level =
+      std::any_of(pod.pod_requests.begin(), pod.pod_requests.end(),
+                  [](const auto& r) { return IsSupportedPodLevelResource(r.first); });
   if (pod_level) {
     for (const auto& [name, q] : pod.pod_requests) {
       if (IsSupportedPodLevelResource(name)) result[name] = q;

@@ -61,11 +61,11 @@ struct KubeletPod {
 // field for a wrong JSON type or a bad quantity.
 absl::StatusOr<KubeletPod> ParseKubeletPod(const nlohmann::json& pod);
 
-// PodRequests with the options the kubelet's admission uses (noderesources computePodResourceRequest
-// with PodLevelResources on, its default since 1.34; no status resources, no DRA claim
-// allocations): the sum of the app containers and the sidecars, at least each init container
-// with the sidecars started before it; pod-level requests (cpu, memory, hugepages-*) replace that
-// sum for their resources when set; plus spec.overhead. Exact: rounding comes later.
+// PodRequests with the options the kubelet's admission uses (noderesources
+// computePodResourceRequest with PodLevelResources on, its default since 1.34; no status resources,
+// no DRA claim allocations): the sum of the app containers and the sidecars, at least each init
+// container with the sidecars started before it; pod-level requests (cpu, memory, hugepages-*)
+// replace that sum for their resources when set; plus spec.overhead. Exact: rounding comes later.
 ResourceList PodRequests(const KubeletPod& pod);
 
 // framework.Resource: amounts in the units Fits compares, cpu in millicores (MilliValue), the
@@ -81,7 +81,8 @@ struct ResourceAmounts {
 
   // Resource.Add: adds each listed resource (cpu, memory, ephemeral-storage, pods, scalars).
   void Add(const ResourceList& list);
-  // Resource.SetMaxResource: the larger of each (cpu, memory, ephemeral-storage, scalars; not pods).
+  // Resource.SetMaxResource: the larger of each (cpu, memory, ephemeral-storage, scalars; not
+  // pods).
   void SetMax(const ResourceList& list);
   // Adds (sign 1) or subtracts (sign -1) every amount of `other`, pods included (NodeInfo.update).
   void Add(const ResourceAmounts& other, int64_t sign = 1);

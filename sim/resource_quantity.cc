@@ -39,10 +39,10 @@ bool InterpretSuffix(absl::string_view suffix, SuffixValue* out) {
     const char* text;
     int base;
     int exponent;
-  } kTable[] = {{"n", 10, -9}, {"u", 10, -6}, {"m", 10, -3}, {"", 10, 0},   {"k", 10, 3},
-                {"M", 10, 6},  {"G", 10, 9},  {"T", 10, 12}, {"P", 10, 15}, {"E", 10, 18},
-                {"Ki", 2, 10}, {"Mi", 2, 20}, {"Gi", 2, 30}, {"Ti", 2, 40}, {"Pi", 2, 50},
-                {"Ei", 2, 60}};
+  } kTable[] = {{"n", 10, -9}, {"u", 10, -6}, {"m", 10, -3}, {"", 10, 0},
+                {"k", 10, 3},  {"M", 10, 6},  {"G", 10, 9},  {"T", 10, 12},
+                {"P", 10, 15}, {"E", 10, 18}, {"Ki", 2, 10}, {"Mi", 2, 20},
+                {"Gi", 2, 30}, {"Ti", 2, 40}, {"Pi", 2, 50}, {"Ei", 2, 60}};
   for (const auto& s : kTable) {
     if (suffix == s.text) {
       *out = SuffixValue{s.base, s.exponent, s.base == 2};
@@ -123,7 +123,8 @@ absl::StatusOr<ResourceQuantity> ResourceQuantity::Parse(absl::string_view text)
     denominator = digits_from(&pos);
   }
   const size_t suffix_start = pos;
-  while (pos < end && absl::string_view("eEinumkKMGTP").find(text[pos]) != absl::string_view::npos) {
+  while (pos < end &&
+         absl::string_view("eEinumkKMGTP").find(text[pos]) != absl::string_view::npos) {
     ++pos;
   }
   if (pos < end && (text[pos] == '-' || text[pos] == '+')) ++pos;
@@ -136,9 +137,8 @@ absl::StatusOr<ResourceQuantity> ResourceQuantity::Parse(absl::string_view text)
   digits.erase(0, digits.find_first_not_of('0'));
   if (digits.empty()) return ResourceQuantity();
   if (!positive) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("negative quantity \"", text,
-                     "\": the API server refuses negative resource amounts"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "negative quantity \"", text, "\": the API server refuses negative resource amounts"));
   }
   int64_t power = 9 - static_cast<int64_t>(denominator.size());  // to nano-units
   if (suffix.binary) {

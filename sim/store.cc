@@ -263,8 +263,8 @@ absl::Status ClusterStore::AddNodeLocked(const NodeSpec& spec, bool record,
   object->fields = FieldsOf(node);
   // The kubelet admits by status.allocatable (NodeInfo.SetNode), the device plugins' resources
   // among them.
-  absl::StatusOr<ResourceList> allocatable =
-      ParseResourceList(JsonMember(JsonMember(node, "status"), "allocatable"), "status.allocatable");
+  absl::StatusOr<ResourceList> allocatable = ParseResourceList(
+      JsonMember(JsonMember(node, "status"), "allocatable"), "status.allocatable");
   if (!allocatable.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("node ", spec.name, ": ", allocatable.status().message()));
@@ -429,9 +429,9 @@ absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
             kubelet_.Allocatable(node.name, name) - kubelet_.Requested(node.name, name);
         const int64_t amount = unused - keep;
         if (amount <= 0) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("fullNodes.free.", name, ": node ", node.name,
-                           " has no more than that free (", unused, ") before it is filled"));
+          return absl::InvalidArgumentError(absl::StrCat("fullNodes.free.", name, ": node ",
+                                                         node.name, " has no more than that free (",
+                                                         unused, ") before it is filled"));
         }
         fill.emplace_back(name, name == "cpu" ? absl::StrCat(amount, "m") : absl::StrCat(amount));
       }

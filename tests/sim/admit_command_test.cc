@@ -11,8 +11,8 @@ namespace fitledger::sim {
 namespace {
 
 using ::fitledger::testing::StatusIs;
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 json GpuPod(const std::string& name, int gpus) {
   const json gpu = {{"example.com/gpu", std::to_string(gpus)}};
@@ -48,8 +48,8 @@ TEST(AdmitCommandTest, JudgesThePodsInOrderOnOneNode) {
 TEST(AdmitCommandTest, BadInputNamesWhatIsWrong) {
   EXPECT_THAT(RunAdmitCommand("{not json"),
               StatusIs(absl::StatusCode::kInvalidArgument, "the input is not JSON"));
-  EXPECT_THAT(RunAdmitCommand("[]"), StatusIs(absl::StatusCode::kInvalidArgument,
-                                              "the input must be a JSON object"));
+  EXPECT_THAT(RunAdmitCommand("[]"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "the input must be a JSON object"));
   EXPECT_THAT(RunAdmitCommand(R"({"pods":[]})"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("node: a v1.Node object")));
   EXPECT_THAT(RunAdmitCommand(R"({"node":{},"pods":[],"extra":1})"),

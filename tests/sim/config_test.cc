@@ -93,8 +93,8 @@ TEST(SimConfigTest, DeviceErrors) {
   EXPECT_THAT(ParseSimConfig("nodes:\n- name: g\n  devices: [1]\n"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("must be a mapping")));
   EXPECT_THAT(
-      ParseSimConfig(
-          "nodes:\n- name: g\n  allocatable: {example.com/gpu: 2}\n  devices: {example.com/gpu: 2}\n"),
+      ParseSimConfig("nodes:\n- name: g\n  allocatable: {example.com/gpu: 2}\n  devices: "
+                     "{example.com/gpu: 2}\n"),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("also in allocatable or capacity")));
 }
 

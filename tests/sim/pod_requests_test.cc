@@ -11,8 +11,8 @@ namespace fitledger::sim {
 namespace {
 
 using ::fitledger::testing::StatusIs;
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 KubeletPod PodOf(const std::string& text) {
   absl::StatusOr<KubeletPod> pod = ParseKubeletPod(json::parse(text));
@@ -144,14 +144,15 @@ TEST(PodRequestsTest, ResourceAmountsAddAndSetMaxAsFrameworkResource) {
 TEST(PodRequestsTest, ParseErrorsNameTheField) {
   EXPECT_THAT(ParseKubeletPod(json::parse(R"({"spec":{"containers":{}}})")),
               StatusIs(absl::StatusCode::kInvalidArgument, "spec.containers: must be a list"));
-  EXPECT_THAT(ParseKubeletPod(json::parse(R"({"spec":{"initContainers":[3]}})")),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "spec.initContainers[0]: must be an object"));
+  EXPECT_THAT(
+      ParseKubeletPod(json::parse(R"({"spec":{"initContainers":[3]}})")),
+      StatusIs(absl::StatusCode::kInvalidArgument, "spec.initContainers[0]: must be an object"));
   EXPECT_THAT(
       ParseKubeletPod(json::parse(
           R"({"spec":{"containers":[{},{"resources":{"limits":{"example.com/gpu":true}}}]}})")),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("spec.containers[1].resources.limits.example.com/gpu: must be a quantity")));
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("spec.containers[1].resources.limits.example.com/gpu: must be a quantity")));
   EXPECT_THAT(ParseKubeletPod(json::parse(R"({"spec":{"overhead":{"cpu":"-1"}}})")),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("spec.overhead.cpu: negative quantity")));

@@ -32,8 +32,8 @@ TEST(ResourceQuantityTest, ParsesAsParseQuantityAndRoundsUpAsValueAndMilliValue)
       {"+2", 2000, 2},
       {"-0", 0, 0},
       {"007", 7000, 7},
-      {"0.0001", 1, 1},  // below a milli: rounds up
-      {"1n", 1, 1},      // a nano: the smallest there is
+      {"0.0001", 1, 1},        // below a milli: rounds up
+      {"1n", 1, 1},            // a nano: the smallest there is
       {"0.0000000001", 1, 1},  // below a nano: rounded up to one at parse
       {"500u", 1, 1},
       {"1k", 1000000, 1000},

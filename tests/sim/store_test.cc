@@ -62,8 +62,7 @@ TEST_F(StoreTest, ALimitWithoutARequestDefaultsTheRequest) {
   json pod = {{"metadata", {{"name", "limited"}}},
               {"spec",
                {{"containers",
-                 json::array({{{"name", "c"},
-                               {"resources", {{"limits", {{"cpu", "500m"}}}}}}})}}}};
+                 json::array({{{"name", "c"}, {"resources", {{"limits", {{"cpu", "500m"}}}}}}})}}}};
   auto created = store_.CreatePod(pod.dump(), "default");
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_EQ(json::parse((*created)->json)["spec"]["containers"][0]["resources"]["requests"]["cpu"],

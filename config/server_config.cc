@@ -130,6 +130,7 @@ absl::Status Read(Fields& root, ServerConfig* c) {
     if (c->reconcile_period <= absl::ZeroDuration()) {
       return f.Error("reconcilePeriod", "must be positive");
     }
+    RETURN_IF_ERROR(f.Int("filterCacheSize", &c->filter_cache_size, 0, 1000000));
     return f.Duration("assumedReconcileAge", &c->assumed_reconcile_age);
   }));
   RETURN_IF_ERROR(root.Map("leaderElection", [&](Fields& f) -> absl::Status {

@@ -60,6 +60,9 @@ struct ServerConfig {
   };
   std::vector<ScoringResource> scoring_resources;
   absl::Duration reconcile_period = absl::Seconds(10);
+  // Pods whose requests Filter remembers for Bind (0: none; Bind then reads the watch's view or
+  // GETs the pod).
+  int64_t filter_cache_size = 10000;
   // An unknown bind outcome is only settled after this long: it must exceed the time the API
   // server may still take to apply a binding the client gave up on (at least 2 x bind_timeout).
   absl::Duration assumed_reconcile_age = absl::Seconds(60);

@@ -1,5 +1,6 @@
 #include "server/service/extender.h"
 
+#include <iterator>
 #include <optional>
 #include <vector>
 
@@ -30,16 +31,32 @@ Extender::Extender(Ledger* ledger, kube::Binder* binder, ExtenderOptions options
       fence_(fence) {}
 
 void Extender::Remember(const std::string& uid, const Resources& requests) {
-  if (uid.empty()) return;
+  if (uid.empty() || options_.filter_cache_size == 0) return;
   MutexLock lock(&mu_);
-  auto [it, inserted] = filtered_.insert_or_assign(uid, requests);
-  if (inserted) {
-    filtered_order_.push_back(uid);
-    while (filtered_order_.size() > options_.filter_cache_size) {
-      filtered_.erase(filtered_order_.front());
-      filtered_order_.pop_front();
-    }
+  auto it = filtered_.find(uid);
+  if (it != filtered_.end()) {
+    it->second.requests = requests;
+    return;
   }
+  while (filtered_order_.size() >= options_.filter_cache_size) {
+    filtered_.erase(filtered_order_.front());
+    filtered_order_.pop_front();
+  }
+  filtered_order_.push_back(uid);
+  filtered_.emplace(uid, Filtered{requests, std::prev(filtered_order_.end())});
+}
+
+void Extender::Forget(const std::string& uid) {
+  MutexLock lock(&mu_);
+  auto it = filtered_.find(uid);
+  if (it == filtered_.end()) return;
+  filtered_order_.erase(it->second.order);
+  filtered_.erase(it);
+}
+
+size_t Extender::filter_cache_entries() const {
+  ReaderMutexLock lock(&mu_);
+  return filtered_.size();
 }
 
 absl::StatusOr<FilterResult> Extender::Filter(const Pod& pod,
@@ -81,7 +98,7 @@ absl::StatusOr<Resources> Extender::RequestsFor(const BindRequest& request, absl
   {
     ReaderMutexLock lock(&mu_);
     auto it = filtered_.find(request.uid);
-    if (it != filtered_.end()) return it->second;
+    if (it != filtered_.end()) return it->second.requests;
   }
   absl::StatusOr<Resources> pending = ledger_->PendingPodRequests(request.uid);
   if (pending.ok()) return pending;
@@ -148,6 +165,8 @@ absl::Status Extender::Bind(const BindRequest& request) {
   }
   binds_cv_.notify_all();
   if (status.ok()) {
+    // Bound: the ledger counts the pod now; a new Filter of it (another cycle) remembers again.
+    Forget(request.uid);
     LogInfo("bound", {{"verb", "bind"}, {"pod", PodName(request)}, {"node", request.node}});
   } else {
     LogInfo("bind failed", {{"verb", "bind"},

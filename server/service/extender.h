@@ -4,7 +4,7 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -26,7 +26,9 @@ namespace fitledger {
 struct ExtenderOptions {
   // false: decide from the watch alone and never assume (demonstrates the burst bug).
   bool ledger_enabled = true;
-  // Requests remembered from Filter calls, for Bind (by pod UID).
+  // Requests remembered from Filter calls, for Bind (by pod UID), oldest dropped first; a pod's
+  // entry is dropped when its Bind succeeds. A Bind whose pod is not remembered reads the
+  // watch's view, else GETs the pod (ledger.filterCacheSize).
   size_t filter_cache_size = 10000;
   // An assumption whose bind outcome is unknown is forgotten on the API's word "unbound" only
   // once it is this old: the API server may still apply a binding the client gave up on.
@@ -96,6 +98,8 @@ class Extender {
   void WaitForBinds();
 
   BindCounters bind_counters() const;
+  // Pods whose requests are remembered from Filter (at most options.filter_cache_size).
+  size_t filter_cache_entries() const;
   const Ledger& ledger() const { return *ledger_; }
 
  private:
@@ -113,6 +117,7 @@ class Extender {
                                          absl::Time deadline);
   void Count(const std::string& outcome);
   void Remember(const std::string& uid, const Resources& requests);
+  void Forget(const std::string& uid);
 
   // Constant after construction.
   Ledger* const ledger_;
@@ -122,8 +127,13 @@ class Extender {
   LeaderFence* const fence_;
 
   mutable Mutex mu_;
-  absl::flat_hash_map<std::string, Resources> filtered_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::string> filtered_order_ ABSL_GUARDED_BY(mu_);
+  // The Filter cache: UIDs oldest first, and each UID's requests with its place in that order.
+  struct Filtered {
+    Resources requests;
+    std::list<std::string>::iterator order;
+  };
+  absl::flat_hash_map<std::string, Filtered> filtered_ ABSL_GUARDED_BY(mu_);
+  std::list<std::string> filtered_order_ ABSL_GUARDED_BY(mu_);
   BindCounters counters_ ABSL_GUARDED_BY(mu_);
 
   std::mutex binds_mu_;  // for binds_cv_ only

@@ -236,6 +236,7 @@ class ServerAppImpl : public ServerApp {
     o.ledger_enabled = c.ledger_enabled;
     o.settle_unbound_after = c.assumed_reconcile_age;
     o.bind_budget = c.bind_budget;
+    o.filter_cache_size = static_cast<size_t>(c.filter_cache_size);
     return o;
   }
   // Every bind thread holds one connection while it binds; the rest (the reconciler's reads, the
@@ -392,6 +393,13 @@ class ServerAppImpl : public ServerApp {
                          {"listener"}, per_listener([](const webhook::HttpServer& s) -> double {
                            return s.refused_connections();
                          }));
+    metrics_.Gauge("fitledger_filter_cache_entries",
+                   "Pods whose requests are remembered from Filter for Bind "
+                   "(at most ledger.filterCacheSize).",
+                   {}, [this] {
+                     return std::vector<GaugeSample>{
+                         {{}, static_cast<double>(extender_.filter_cache_entries())}};
+                   });
     metrics_.Gauge(
         "fitledger_counted_pods", "Pods counted on nodes (assumed + confirmed).", {}, [this] {
           return std::vector<GaugeSample>{{{}, static_cast<double>(ledger_.pod_count())}};

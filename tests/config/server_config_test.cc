@@ -23,6 +23,7 @@ TEST(ServerConfigTest, BindAndFitDefaults) {
   EXPECT_THAT(c->ignored_resources, IsEmpty());
   EXPECT_THAT(c->ignored_resource_groups, IsEmpty());
   EXPECT_THAT(c->scoring_resources, IsEmpty());
+  EXPECT_EQ(c->filter_cache_size, 10000);
   EXPECT_EQ(c->content_type, "application/vnd.kubernetes.protobuf");  // as kube-scheduler's
   EXPECT_THAT(ValidateServerConfig(*c), IsOk());
   c = ParseServerConfig("kubernetes: {contentType: application/json}", "server.yaml");
@@ -39,6 +40,7 @@ ledger:
   ignoredResources: [example.com/foo, nvidia.com/gpu]
   ignoredResourceGroups: [other.example.org]
   scoring: MostAllocated
+  filterCacheSize: 0
   scoringResources:
     - {name: cpu, weight: 2}
     - {name: memory}
@@ -55,6 +57,7 @@ ledger:
   EXPECT_EQ(c->scoring_resources[0].weight, 2);
   EXPECT_EQ(c->scoring_resources[1].weight, 1);
   EXPECT_EQ(c->scoring_resources[2].name, "example.com/gpu-mem");
+  EXPECT_EQ(c->filter_cache_size, 0);
   EXPECT_THAT(ValidateServerConfig(*c), IsOk());
 }
 
@@ -87,6 +90,8 @@ TEST(ServerConfigTest, RejectsBadBindAndFitValues) {
            {"ledger: {scoringResources: [{name: cpu}, {name: cpu}]}", "is listed twice"},
            {"ledger: {scoringResources: [{name: cpu, wieght: 2}]}", "unknown key"},
            {"ledger: {scoringResources: {cpu: 1}}", "must be a list of mappings"},
+           {"ledger: {filterCacheSize: -1}", "filterCacheSize"},
+           {"ledger: {filterCacheSize: 1000001}", "filterCacheSize"},
        }) {
     SCOPED_TRACE(c.yaml);
     EXPECT_THAT(ParseServerConfig(c.yaml, "server.yaml"),

@@ -447,6 +447,52 @@ TEST_F(ExtenderTest, BindWithoutFilterReadsThePodFromTheApi) {
                        HasSubstr("; empty: PodNamespace, PodUID, Node")));
 }
 
+TEST_F(ExtenderTest, ASuccessfulBindForgetsWhatFilterRemembered) {
+  ASSERT_THAT(FilterAndBind("u1", "p1", 300, "w1"), IsOk());
+  EXPECT_EQ(binder_.gets(), 0);  // the bind used the requests Filter remembered
+  EXPECT_EQ(extender_.filter_cache_entries(), 0u);
+  // A bind that failed keeps them: kube-scheduler's next cycle filters and binds again.
+  binder_.Script(kube::BindOutcome::kRejected);
+  EXPECT_THAT(FilterAndBind("u2", "p2", 300, "w1"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("scripted")));
+  EXPECT_EQ(extender_.filter_cache_entries(), 1u);
+}
+
+TEST_F(ExtenderTest, TheFilterCacheKeepsTheNewestPodsUpToItsSize) {
+  ExtenderOptions options;
+  options.filter_cache_size = 2;
+  Extender small(&ledger_, &binder_, options, [] { return true; });
+  for (const char* n : {"1", "2", "3"}) {
+    binder_.AddPod(absl::StrCat("u", n), absl::StrCat("p", n), "", 100);
+    ASSERT_THAT(small.Filter(MakePod(absl::StrCat("u", n), absl::StrCat("p", n), 100), {"w1"}),
+                IsOk());
+  }
+  EXPECT_EQ(small.filter_cache_entries(), 2u);
+  // Filtering a remembered pod again takes no second place.
+  ASSERT_THAT(small.Filter(MakePod("u3", "p3", 100), {"w1"}), IsOk());
+  EXPECT_EQ(small.filter_cache_entries(), 2u);
+  ASSERT_THAT(small.Bind({"ns", "p3", "u3", "w1"}), IsOk());
+  ASSERT_THAT(small.Bind({"ns", "p2", "u2", "w1"}), IsOk());
+  EXPECT_EQ(binder_.gets(), 0);
+  // The oldest was dropped: its bind reads the pod from the API.
+  ASSERT_THAT(small.Bind({"ns", "p1", "u1", "w1"}), IsOk());
+  EXPECT_EQ(binder_.gets(), 1);
+  EXPECT_EQ(Assumed("w1"), 300);
+  EXPECT_EQ(small.filter_cache_entries(), 0u);
+}
+
+TEST_F(ExtenderTest, AFilterCacheOfSizeZeroRemembersNothing) {
+  ExtenderOptions options;
+  options.filter_cache_size = 0;
+  Extender none(&ledger_, &binder_, options, [] { return true; });
+  binder_.AddPod("u1", "p1", "", 200);
+  ASSERT_THAT(none.Filter(MakePod("u1", "p1", 200), {"w1"}), IsOk());
+  EXPECT_EQ(none.filter_cache_entries(), 0u);
+  ASSERT_THAT(none.Bind({"ns", "p1", "u1", "w1"}), IsOk());
+  EXPECT_EQ(binder_.gets(), 1);
+  EXPECT_EQ(Assumed("w1"), 200);
+}
+
 TEST_F(ExtenderTest, ConcurrentBindsForTheLastSlotOneWins) {
   std::atomic<int> ok{0};
   for (int i = 0; i < 4; ++i) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Two fitledger-server binaries against each other on one machine: is a change, or the machine,
-# what moved a row of issue 24's table? (docs/performance.md, "This machine, not the code").
+# what moved a row of issue 24's table? (docs/performance.md, "Running it": the ab_* scripts).
 #   tests/perf/ab_server.sh BUILD SERVER_A SERVER_B [ROUNDS] [SECONDS]
 # BUILD is a Release build of this tree (tests/perf/run.sh's build-perf: its fitledger-sim);
 # SERVER_A / SERVER_B are fitledger-server binaries (e.g. one built from a git worktree of the

@@ -30,7 +30,7 @@ class CounterFamily {
   const std::string name_;
   const std::string help_;
   const std::vector<std::string> label_names_;
-  mutable Mutex mu_;
+  mutable SharedMutex mu_;
   std::map<Labels, std::unique_ptr<std::atomic<uint64_t>>> children_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -55,7 +55,7 @@ class HistogramFamily {
   const std::string help_;
   const std::vector<std::string> label_names_;
   const std::vector<double> bounds_;
-  mutable Mutex mu_;
+  mutable SharedMutex mu_;
   std::map<Labels, std::unique_ptr<Child>> children_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -86,7 +86,7 @@ class MetricsRegistry {
     std::vector<std::string> label_names;
     std::function<std::vector<GaugeSample>()> collect;
   };
-  mutable Mutex mu_;
+  mutable SharedMutex mu_;
   std::vector<std::unique_ptr<CounterFamily>> counters_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<HistogramFamily>> histograms_ ABSL_GUARDED_BY(mu_);
   std::vector<GaugeFamily> gauges_ ABSL_GUARDED_BY(mu_);

@@ -134,7 +134,7 @@ class LeaseStore {
   const int64_t event_window_;
 
   ChangeSignal signal_;
-  mutable Mutex mu_;
+  mutable SharedMutex mu_;
   std::map<std::string, LeasePtr, std::less<>> leases_ ABSL_GUARDED_BY(mu_);  // "ns/name"
   std::deque<Event> history_ ABSL_GUARDED_BY(mu_);
   uint64_t oldest_ ABSL_GUARDED_BY(mu_) = 0;  // watches may start at or after this

@@ -357,7 +357,7 @@ class ClusterStore {
   ChangeSignal pod_signal_;
   ChangeSignal node_signal_;
   ChangeSignal other_signal_;
-  mutable Mutex mu_;
+  mutable SharedMutex mu_;
   // Guarded by mu_.
   uint64_t resource_version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t uid_counter_ ABSL_GUARDED_BY(mu_) = 0;

@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -14,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/mutex.h"
 #include "nlohmann/json.hpp"
 #include "server/kube/api_client.h"
 #include "server/kube/connection.h"
@@ -110,6 +109,25 @@ struct Work {
   int index = 0;
 };
 
+// What the scheduling loop shares with the binding threads.
+struct Cycles {
+  Mutex mu;
+  CondVar cv;  // signalled when a bind ends
+  std::deque<Work> queue ABSL_GUARDED_BY(mu);
+  int binds_in_flight ABSL_GUARDED_BY(mu) = 0;
+  absl::Status fatal ABSL_GUARDED_BY(mu);  // the webhook stopped answering
+  BurstReport* const report ABSL_PT_GUARDED_BY(mu);
+
+  explicit Cycles(BurstReport* r) : report(r) {}
+  void Progress(const BurstOptions& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!o.progress) return;
+    int bound = 0;
+    for (const BurstPod& p : report->pods) bound += p.node.empty() ? 0 : 1;
+    fprintf(stderr, "\rburst: %d/%d pods bound, %zu queued, %d binds in flight   ", bound,
+            o.replicas, queue.size(), binds_in_flight);
+  }
+};
+
 }  // namespace
 
 absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
@@ -164,44 +182,34 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
 
   // Create the burst "in one write" (as fast as we can).
   report.pods.resize(o.replicas);
-  std::deque<Work> queue;
+  Cycles c(&report);
   for (int i = 0; i < o.replicas; ++i) {
     absl::StatusOr<json> created = Call(api, "POST", PodsPath(o), PodManifest(o, i), 201);
     if (!created.ok()) return created.status();
-    report.pods[i].name = (*created)["metadata"]["name"];
-    queue.push_back({*std::move(created), i});
+    MutexLock lock(&c.mu);
+    c.report->pods[i].name = (*created)["metadata"]["name"];
+    c.queue.push_back({*std::move(created), i});
   }
 
   // Scheduling cycles run one at a time; binding cycles run concurrently.
-  std::mutex mu;
-  std::condition_variable cv;
-  int binds_in_flight = 0;
   std::vector<std::thread> binders;
-  auto progress = [&] {
-    if (!o.progress) return;
-    int bound = 0;
-    for (const BurstPod& p : report.pods) bound += p.node.empty() ? 0 : 1;
-    fprintf(stderr, "\rburst: %d/%d pods bound, %zu queued, %d binds in flight   ", bound,
-            o.replicas, queue.size(), binds_in_flight);
-  };
-  absl::Status fatal;  // guarded by mu: the webhook stopped answering
-  std::unique_lock<std::mutex> lock(mu);
+  c.mu.Lock();
   while (true) {
-    cv.wait(lock, [&] { return !queue.empty() || binds_in_flight == 0; });
-    if (!fatal.ok()) break;
-    if (queue.empty()) break;  // and nothing in flight
-    Work work = std::move(queue.front());
-    queue.pop_front();
-    BurstPod& pod = report.pods[work.index];
-    ++pod.attempts;
-    lock.unlock();
+    while (c.queue.empty() && c.binds_in_flight != 0) c.cv.Wait(&c.mu);
+    if (!c.fatal.ok()) break;
+    if (c.queue.empty()) break;  // and nothing in flight
+    Work work = std::move(c.queue.front());
+    c.queue.pop_front();
+    BurstPod* pod = &c.report->pods[work.index];
+    ++pod->attempts;
+    c.mu.Unlock();
 
     json args = {{"Pod", work.pod}, {"NodeNames", node_names}};
     absl::StatusOr<json> filtered = Call(webhook, "POST", "/filter", args, 200);
     if (!filtered.ok() && IsTransportError(filtered.status())) {
       // The webhook does not answer: say so (not a scheduling outcome), and stop.
-      lock.lock();
-      if (fatal.ok()) fatal = WebhookUnreachable(o, filtered.status());
+      c.mu.Lock();
+      if (c.fatal.ok()) c.fatal = WebhookUnreachable(o, filtered.status());
       break;
     }
     std::string error;
@@ -243,20 +251,20 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
           absl::StrCat("0/", node_names.size(), " nodes are available: ", absl::StrJoin(why, "; "));
     }
 
-    lock.lock();
+    c.mu.Lock();
     if (chosen.empty()) {
-      pod.pending_reason = error;
-      bool retry = !absl::StartsWith(error, "0/") && pod.attempts < o.max_attempts;
-      if (retry) queue.push_back(std::move(work));
-      progress();
+      pod->pending_reason = error;
+      bool retry = !absl::StartsWith(error, "0/") && pod->attempts < o.max_attempts;
+      if (retry) c.queue.push_back(std::move(work));
+      c.Progress(o);
       continue;
     }
-    cv.wait(lock, [&] { return binds_in_flight < o.bind_workers; });
-    ++binds_in_flight;
-    progress();
-    lock.unlock();
+    while (c.binds_in_flight >= o.bind_workers) c.cv.Wait(&c.mu);
+    ++c.binds_in_flight;
+    c.Progress(o);
+    c.mu.Unlock();
     // The binding cycle, concurrently.
-    binders.emplace_back([&, work = std::move(work), chosen]() mutable {
+    binders.emplace_back([&c, &o, &webhook, work = std::move(work), chosen]() mutable {
       const json& meta = work.pod["metadata"];
       json bind_args = {{"PodName", meta["name"]},
                         {"PodNamespace", meta["namespace"]},
@@ -269,25 +277,26 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
       } else if (result->contains("Error") && (*result)["Error"].is_string()) {
         bind_error = (*result)["Error"];
       }
-      std::lock_guard<std::mutex> guard(mu);
-      if (!result.ok() && IsTransportError(result.status()) && fatal.ok()) {
-        fatal = WebhookUnreachable(o, result.status());
+      MutexLock guard(&c.mu);
+      if (!result.ok() && IsTransportError(result.status()) && c.fatal.ok()) {
+        c.fatal = WebhookUnreachable(o, result.status());
       }
-      BurstPod& p = report.pods[work.index];
+      BurstPod& p = c.report->pods[work.index];
       if (bind_error.empty()) {
         p.node = chosen;
         p.pending_reason.clear();
       } else {
-        ++report.bind_errors;
+        ++c.report->bind_errors;
         p.pending_reason = "bind failed: " + bind_error;
-        if (p.attempts < o.max_attempts) queue.push_back(std::move(work));
+        if (p.attempts < o.max_attempts) c.queue.push_back(std::move(work));
       }
-      --binds_in_flight;
-      cv.notify_all();
+      --c.binds_in_flight;
+      c.cv.SignalAll();
     });
-    lock.lock();
+    c.mu.Lock();
   }
-  lock.unlock();
+  absl::Status fatal = c.fatal;
+  c.mu.Unlock();
   for (std::thread& t : binders) t.join();
   if (!fatal.ok()) return fatal;
 

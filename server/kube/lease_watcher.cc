@@ -98,11 +98,12 @@ void LeaseWatcher::Start() {
 
 void LeaseWatcher::Stop() {
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    MutexLock lock(&stop_mu_);
+    stopping_ = true;
     stop_ = true;
   }
   interrupt_ = true;
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   client_->InterruptStreams(&interrupt_);
   if (thread_.joinable()) thread_.join();
 }
@@ -117,9 +118,12 @@ void LeaseWatcher::Refresh() {
 }
 
 bool LeaseWatcher::WaitOrStop(absl::Duration d) {
-  std::unique_lock<std::mutex> lock(stop_mu_);
-  stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [this] { return stop_.load(); });
-  return stop_.load();
+  const absl::Time wake = absl::Now() + d;
+  MutexLock lock(&stop_mu_);
+  while (!stopping_ && absl::Now() < wake) {
+    stop_cv_.WaitFor(&stop_mu_, absl::ToChronoNanoseconds(wake - absl::Now()));
+  }
+  return stopping_;
 }
 
 std::string LeaseWatcher::Path(absl::string_view query) const {

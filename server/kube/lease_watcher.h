@@ -4,10 +4,8 @@
 #define FITLEDGER_SERVER_KUBE_LEASE_WATCHER_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -103,8 +101,11 @@ class LeaseWatcher {
   std::atomic<bool> interrupt_{false};
   std::atomic<int64_t> last_refresh_ns_{0};
   std::atomic<bool> synced_{false};
-  std::mutex stop_mu_;  // only for stop_cv_
-  std::condition_variable stop_cv_;
+  Mutex stop_mu_;
+  CondVar stop_cv_;  // signalled when stopping_ is set
+  // Stop() was called: what WaitOrStop waits on (stop_ is its lock-free copy, the streams'
+  // cancel flag).
+  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
   std::thread thread_;
 };
 

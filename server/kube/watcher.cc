@@ -271,11 +271,12 @@ void Watcher::Start() {
 
 void Watcher::Stop() {
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    MutexLock lock(&stop_mu_);
+    stopping_ = true;
     stop_ = true;
   }
   pods_interrupt_ = true;
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   client_->InterruptStreams(&stop_);
   client_->InterruptStreams(&pods_interrupt_);
   if (nodes_thread_.joinable()) nodes_thread_.join();
@@ -284,9 +285,12 @@ void Watcher::Stop() {
 }
 
 bool Watcher::WaitOrStop(absl::Duration d) {
-  std::unique_lock<std::mutex> lock(stop_mu_);
-  stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [this] { return stop_.load(); });
-  return stop_.load();
+  const absl::Time wake = absl::Now() + d;
+  MutexLock lock(&stop_mu_);
+  while (!stopping_ && absl::Now() < wake) {
+    stop_cv_.WaitFor(&stop_mu_, absl::ToChronoNanoseconds(wake - absl::Now()));
+  }
+  return stopping_;
 }
 
 bool Watcher::synced() const {

@@ -4,11 +4,9 @@
 #define FITLEDGER_SERVER_KUBE_WATCHER_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -314,13 +312,16 @@ class Watcher {
   std::atomic<bool> pods_interrupt_{false};
   // Set when the API server refused a WatchList: every stream lists from then on.
   std::atomic<bool> watch_list_refused_{false};
-  std::mutex stop_mu_;  // only for stop_cv_
-  std::condition_variable stop_cv_;
+  Mutex stop_mu_;
+  CondVar stop_cv_;  // signalled when stopping_ is set
+  // Stop() was called: what WaitOrStop waits on (stop_ is its lock-free copy, the streams'
+  // cancel flag).
+  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
   std::thread nodes_thread_;
   std::thread pods_thread_;
   std::thread failed_pods_thread_;
 
-  mutable Mutex mu_;
+  mutable SharedMutex mu_;
   WatcherStats stats_ ABSL_GUARDED_BY(mu_);
   // The last 1000 rejections, for ListRejections.
   std::deque<KubeletRejection> rejections_ ABSL_GUARDED_BY(mu_);

@@ -393,12 +393,12 @@ class Ledger {
   const ScoringStrategy scoring_;
   const std::vector<ResourceWeight> scoring_resources_;
 
-  mutable Mutex mu_;
+  mutable SharedMutex mu_;
   // Guarded by mu_.
   absl::flat_hash_map<NodeKey, NodeState, NodeKeyHash, NodeKeyEq> nodes_ ABSL_GUARDED_BY(mu_);
   // By UID. A node map: each entry is its own allocation and the table holds pointers, so the
-  // table's growth steps cost 8 bytes per slot, not a ~225-byte inline PodEntry per slot (with
-  // a flat map, the step past ~229,000 counted pods added 112 MiB at once).
+  // table's growth steps cost 8 bytes per slot, not a ~225-byte inline PodEntry per slot (the
+  // flat map's growth step measured: docs/performance.md, "Earlier findings").
   absl::node_hash_map<std::string, PodEntry> pods_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, PendingPod> pending_ ABSL_GUARDED_BY(mu_);  // by UID
   // The ledger's clock: bind epochs and the order of "known bound" against LIST starts.

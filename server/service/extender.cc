@@ -55,14 +55,14 @@ void Extender::Forget(const std::string& uid) {
 }
 
 size_t Extender::filter_cache_entries() const {
-  ReaderMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return filtered_.size();
 }
 
 absl::StatusOr<FilterResult> Extender::Filter(const Pod& pod,
                                               absl::Span<const absl::string_view> node_names) {
   if (!synced_()) return NotSynced();
-  if (fence_ != nullptr) RETURN_IF_ERROR(fence_->CheckServing(absl::Now()));
+  if (fence_ != nullptr) RETURN_IF_ERROR(fence_->CheckServing(options_.clock->Now()));
   ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
   Remember(pod.uid, requests);
   FilterResult result = ledger_->Filter(requests, node_names, pod.uid);
@@ -81,7 +81,7 @@ absl::StatusOr<FilterResult> Extender::Filter(const Pod& pod,
 absl::StatusOr<std::vector<int64_t>> Extender::Prioritize(
     const Pod& pod, absl::Span<const absl::string_view> node_names) {
   if (!synced_()) return NotSynced();
-  if (fence_ != nullptr) RETURN_IF_ERROR(fence_->CheckServing(absl::Now()));
+  if (fence_ != nullptr) RETURN_IF_ERROR(fence_->CheckServing(options_.clock->Now()));
   ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
   return ledger_->Prioritize(requests, node_names, pod.uid);
 }
@@ -89,14 +89,14 @@ absl::StatusOr<std::vector<int64_t>> Extender::Prioritize(
 absl::StatusOr<std::map<std::string, std::vector<std::string>>> Extender::Preempt(
     const Pod& pod, const std::map<std::string, std::vector<std::string>>& victims) {
   if (!synced_()) return NotSynced();
-  if (fence_ != nullptr) RETURN_IF_ERROR(fence_->CheckServing(absl::Now()));
+  if (fence_ != nullptr) RETURN_IF_ERROR(fence_->CheckServing(options_.clock->Now()));
   ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
   return ledger_->Preempt(requests, victims);
 }
 
 absl::StatusOr<Resources> Extender::RequestsFor(const BindRequest& request, absl::Time deadline) {
   {
-    ReaderMutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = filtered_.find(request.uid);
     if (it != filtered_.end()) return it->second.requests;
   }
@@ -125,7 +125,7 @@ void Extender::Count(const std::string& outcome) {
 }
 
 BindCounters Extender::bind_counters() const {
-  ReaderMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return counters_;
 }
 
@@ -142,13 +142,13 @@ absl::Status Extender::Bind(const BindRequest& request) {
         "bind needs PodName, PodNamespace, PodUID and Node; empty: ", absl::StrJoin(empty, ", ")));
   }
   {
-    std::lock_guard<std::mutex> lock(binds_mu_);
+    MutexLock lock(&binds_mu_);
     if (shutting_down_) {
       return absl::UnavailableError("fitledger-server is shutting down");
     }
     ++binds_in_flight_;
   }
-  const absl::Time now = absl::Now();
+  const absl::Time now = options_.clock->Now();
   const absl::Time start = request.received == absl::InfinitePast() ? now : request.received;
   absl::Status status =
       now >= start + options_.bind_budget
@@ -160,10 +160,10 @@ absl::Status Extender::Bind(const BindRequest& request) {
                 "); nothing was assumed (too many binds at once: kubernetes.bindThreads)"))
           : BindAssumed(request, start, start + options_.bind_budget);
   {
-    std::lock_guard<std::mutex> lock(binds_mu_);
+    MutexLock lock(&binds_mu_);
     --binds_in_flight_;
   }
-  binds_cv_.notify_all();
+  binds_cv_.SignalAll();
   if (status.ok()) {
     // Bound: the ledger counts the pod now; a new Filter of it (another cycle) remembers again.
     Forget(request.uid);
@@ -264,7 +264,7 @@ absl::StatusOr<bool> Extender::SettleEarlierBind(const BindRequest& request,
   // on the new node; if the earlier POST still lands, the API refuses one of the two bindings
   // and the watch moves the count to where the pod really is.
   absl::Status moved =
-      ledger_->MoveAssumption(request.uid, previous->epoch, request.node, requests, absl::Now());
+      ledger_->MoveAssumption(request.uid, previous->epoch, request.node, requests, options_.clock->Now());
   if (moved.ok()) {
     Count("moved");
     return true;
@@ -284,7 +284,7 @@ absl::Status Extender::BindAssumed(const BindRequest& request, absl::Time start,
     return NotSynced();
   }
   if (fence_ != nullptr) {
-    if (absl::Status fenced = fence_->CheckBind(absl::Now()); !fenced.ok()) {
+    if (absl::Status fenced = fence_->CheckBind(options_.clock->Now()); !fenced.ok()) {
       Count("not_leader");
       return fenced;
     }
@@ -306,7 +306,7 @@ absl::Status Extender::BindAssumed(const BindRequest& request, absl::Time start,
   std::optional<AssumedPod> previous;
   for (int attempt = 1;; ++attempt) {
     assumed = ledger_->TryAssume(request.uid, request.namespace_name, request.name, request.node,
-                                 *requests, absl::Now(), &previous);
+                                 *requests, options_.clock->Now(), &previous);
     if (!absl::IsAlreadyExists(assumed.status())) break;
     absl::StatusOr<bool> post =
         SettleEarlierBind(request, *requests, assumed.status(), previous, deadline);
@@ -366,7 +366,7 @@ absl::Status Extender::BindAssumed(const BindRequest& request, absl::Time start,
     case kube::BindOutcome::kUnknown: {
       ledger_->MarkBindUnknown(request.uid);
       Count("outcome_unknown");
-      const absl::Duration elapsed = absl::Trunc(absl::Now() - start, absl::Milliseconds(100));
+      const absl::Duration elapsed = absl::Trunc(options_.clock->Now() - start, absl::Milliseconds(100));
       return absl::UnavailableError(
           absl::StrCat("binding outcome unknown after ", absl::FormatDuration(elapsed), " (",
                        result.message, "); fitledger keeps pod ", PodName(request), " assumed on ",
@@ -401,13 +401,13 @@ bool Extender::SettleWithApi(const AssumedPod& assumed, absl::Time now) {
 }
 
 void Extender::BeginShutdown() {
-  std::lock_guard<std::mutex> lock(binds_mu_);
+  MutexLock lock(&binds_mu_);
   shutting_down_ = true;
 }
 
 void Extender::WaitForBinds() {
-  std::unique_lock<std::mutex> lock(binds_mu_);
-  binds_cv_.wait(lock, [this] { return binds_in_flight_ == 0; });
+  MutexLock lock(&binds_mu_);
+  while (binds_in_flight_ != 0) binds_cv_.Wait(&binds_mu_);
 }
 
 }  // namespace fitledger

@@ -2,12 +2,10 @@
 #ifndef FITLEDGER_SERVER_SERVICE_EXTENDER_H_
 #define FITLEDGER_SERVER_SERVICE_EXTENDER_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <list>
 #include <functional>
+#include <list>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "server/kube/binder.h"
 #include "server/ledger/ledger.h"
@@ -38,6 +37,9 @@ struct ExtenderOptions {
   // kube-scheduler's extender httpTimeout (5 s by default). Past it, Bind answers "outcome
   // unknown" and the pod stays assumed for the watch or the reconciler to settle.
   absl::Duration bind_budget = absl::Seconds(4);
+  // Where the verbs read the time (the fence's checks, assumption times, the bind budget); it
+  // must outlive the Extender.
+  const Clock* clock = &Clock::Real();
 };
 
 struct BindRequest {
@@ -136,10 +138,10 @@ class Extender {
   std::list<std::string> filtered_order_ ABSL_GUARDED_BY(mu_);
   BindCounters counters_ ABSL_GUARDED_BY(mu_);
 
-  std::mutex binds_mu_;  // for binds_cv_ only
-  std::condition_variable binds_cv_;
-  int binds_in_flight_ = 0;     // guarded by binds_mu_
-  bool shutting_down_ = false;  // guarded by binds_mu_
+  Mutex binds_mu_;
+  CondVar binds_cv_;  // signalled when binds_in_flight_ drops
+  int binds_in_flight_ ABSL_GUARDED_BY(binds_mu_) = 0;
+  bool shutting_down_ ABSL_GUARDED_BY(binds_mu_) = false;
 };
 
 }  // namespace fitledger

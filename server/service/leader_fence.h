@@ -110,7 +110,7 @@ class LeaderFence {
   // expiry once its LIST is applied, else 0. Written under mu_.
   std::atomic<int64_t> serving_until_ns_{0};
 
-  mutable Mutex mu_;
+  mutable SharedMutex mu_;
   std::optional<kube::LeaseRecord> lease_ ABSL_GUARDED_BY(mu_);
   // The term this server's scheduler holds or held last ("" when another holds the Lease), and
   // where its re-list is.

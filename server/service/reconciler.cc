@@ -5,28 +5,34 @@
 
 namespace fitledger {
 
-Reconciler::Reconciler(Extender* extender, absl::Duration period, absl::Duration age)
-    : extender_(extender), period_(period), age_(age) {}
+Reconciler::Reconciler(Extender* extender, absl::Duration period, absl::Duration age,
+                       const Clock* clock)
+    : extender_(extender), period_(period), age_(age), clock_(clock) {}
 
 Reconciler::~Reconciler() { Stop(); }
 
 void Reconciler::Start() {
   thread_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, absl::ToChronoNanoseconds(period_), [this] { return stop_; })) {
-      lock.unlock();
-      RunOnce(absl::Now());
-      lock.lock();
+    for (;;) {
+      {
+        MutexLock lock(&mu_);
+        const absl::Time wake = absl::Now() + period_;  // real time: the period between passes
+        while (!stop_ && absl::Now() < wake) {
+          cv_.WaitFor(&mu_, absl::ToChronoNanoseconds(wake - absl::Now()));
+        }
+        if (stop_) return;
+      }
+      RunOnce(clock_->Now());
     }
   });
 }
 
 void Reconciler::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 

@@ -2,12 +2,12 @@
 #ifndef FITLEDGER_SERVER_SERVICE_RECONCILER_H_
 #define FITLEDGER_SERVER_SERVICE_RECONCILER_H_
 
-#include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/mutex.h"
 #include "server/service/extender.h"
 
 namespace fitledger {
@@ -20,8 +20,10 @@ namespace fitledger {
 // Thread-safe. Start() spawns the thread, Stop() joins it.
 class Reconciler {
  public:
-  // `extender` must outlive this.
-  Reconciler(Extender* extender, absl::Duration period, absl::Duration age);
+  // `extender` and `clock` must outlive this. Each pass judges the assumptions' ages by `clock`;
+  // the wait between passes is real time.
+  Reconciler(Extender* extender, absl::Duration period, absl::Duration age,
+             const Clock* clock = &Clock::Real());
   ~Reconciler();
 
   void Start();
@@ -33,10 +35,11 @@ class Reconciler {
   Extender* const extender_;
   const absl::Duration period_;
   const absl::Duration age_;
+  const Clock* const clock_;
 
-  std::mutex mu_;  // for cv_ only
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;  // signalled when stop_ is set
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

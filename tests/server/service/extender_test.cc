@@ -14,11 +14,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/service/reconciler.h"
+#include "tests/common/fake_clock.h"
 #include "tests/common/status_matchers.h"
 
 namespace fitledger {
 namespace {
 
+using ::fitledger::testing::FakeClock;
 using ::fitledger::testing::IsOk;
 using ::fitledger::testing::StatusIs;
 using ::testing::HasSubstr;
@@ -160,7 +162,8 @@ class ExtenderTest : public ::testing::Test {
                         absl::Duration settle_unbound_after = absl::Seconds(60),
                         absl::Duration bind_budget = absl::Seconds(4))
       : ledger_(AccountingPolicy{}, ScoringStrategy::kLeastAllocated),
-        extender_(&ledger_, &binder_, Options(ledger_enabled, settle_unbound_after, bind_budget),
+        extender_(&ledger_, &binder_,
+                  Options(ledger_enabled, settle_unbound_after, bind_budget, &clock_),
                   [this] { return synced_.load(); }) {
     NodeRecord n;
     n.name = "w1";
@@ -172,8 +175,9 @@ class ExtenderTest : public ::testing::Test {
     ledger_.UpsertNode(n);
   }
   static ExtenderOptions Options(bool ledger_enabled, absl::Duration settle_unbound_after,
-                                 absl::Duration bind_budget) {
+                                 absl::Duration bind_budget, const Clock* clock) {
     ExtenderOptions o;
+    o.clock = clock;
     o.ledger_enabled = ledger_enabled;
     o.settle_unbound_after = settle_unbound_after;
     o.bind_budget = bind_budget;
@@ -195,6 +199,7 @@ class ExtenderTest : public ::testing::Test {
   }
 
   std::atomic<bool> synced_{true};
+  FakeClock clock_;  // the extender's: tests move it, nothing waits on the wall clock
   FakeBinder binder_;
   Ledger ledger_;
   Extender extender_;
@@ -247,9 +252,11 @@ TEST_F(SettledExtenderTest, UnknownOutcomeKeepsTheAssumptionUntilSettled) {
   EXPECT_EQ(Assumed("w1"), 600);
   // The reconciler, much later, finds the pod was bound after all.
   binder_.AddPod("u1", "p1", "w1", 600);
-  Reconciler reconciler(&extender_, absl::Seconds(10), absl::Seconds(30));
-  EXPECT_EQ(reconciler.RunOnce(absl::Now()), 0);  // too young
-  EXPECT_EQ(reconciler.RunOnce(absl::Now() + absl::Minutes(1)), 1);
+  Reconciler reconciler(&extender_, absl::Seconds(10), absl::Seconds(30), &clock_);
+  clock_.Advance(absl::Seconds(29));
+  EXPECT_EQ(reconciler.RunOnce(clock_.Now()), 0);  // too young
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(reconciler.RunOnce(clock_.Now()), 1);
   EXPECT_EQ(Assumed("w1"), 0);
   EXPECT_EQ(ledger_.Nodes()[0].confirmed.milli_cpu, 600);
 }
@@ -259,12 +266,13 @@ TEST_F(SettledExtenderTest, ReconcilerForgetsUnboundAndGoneKeepsWhenApiDown) {
   ASSERT_FALSE(FilterAndBind("u1", "p1", 300, "w1").ok());
   ASSERT_FALSE(FilterAndBind("u2", "p2", 300, "w1").ok());
   binder_.RemovePod("p2");  // gone; p1 stays unbound
-  Reconciler reconciler(&extender_, absl::Seconds(10), absl::Seconds(30));
+  Reconciler reconciler(&extender_, absl::Seconds(10), absl::Seconds(30), &clock_);
   binder_.SetApiDown(true);
-  EXPECT_EQ(reconciler.RunOnce(absl::Now() + absl::Minutes(1)), 0);
+  clock_.Advance(absl::Minutes(1));
+  EXPECT_EQ(reconciler.RunOnce(clock_.Now()), 0);
   EXPECT_EQ(Assumed("w1"), 600);  // never dropped on a timer alone
   binder_.SetApiDown(false);
-  EXPECT_EQ(reconciler.RunOnce(absl::Now() + absl::Minutes(1)), 2);
+  EXPECT_EQ(reconciler.RunOnce(clock_.Now()), 2);
   EXPECT_EQ(Assumed("w1"), 0);
 }
 
@@ -333,7 +341,7 @@ TEST_F(ExtenderTest, ARetriedBindThatMeetsAnotherBindInFlightAsksForARetry) {
   binder_.BeforeNextGet([&] {
     // As a concurrent bind to w1 would: its TryAssume marks the entry in flight (the requests
     // of the pod's own entry on its own node are not compared again).
-    other = ledger_.TryAssume("u1", "ns", "p1", "w1", Resources(), absl::Now());
+    other = ledger_.TryAssume("u1", "ns", "p1", "w1", Resources(), clock_.Now());
   });
   const int binds = binder_.binds();
   EXPECT_THAT(extender_.Bind({"ns", "p1", "u1", "w2"}),
@@ -533,11 +541,8 @@ class BudgetTest : public ExtenderTest {
 
 TEST_F(BudgetTest, EveryApiCallOfABindGetsTheBudgetsDeadline) {
   binder_.AddPod("u9", "p9", "", 100);  // not filtered: Bind reads it from the API
-  const absl::Time before = absl::Now();
   ASSERT_THAT(extender_.Bind({"ns", "p9", "u9", "w1"}), IsOk());
-  const absl::Time after = absl::Now();
-  EXPECT_GE(binder_.last_deadline(), before + absl::Milliseconds(1500));
-  EXPECT_LE(binder_.last_deadline(), after + absl::Milliseconds(1500));
+  EXPECT_EQ(binder_.last_deadline(), clock_.Now() + absl::Milliseconds(1500));
 }
 
 TEST_F(BudgetTest, PastTheBudgetTheOutcomeIsUnknownAndThePodStaysAssumed) {
@@ -554,7 +559,7 @@ TEST_F(BudgetTest, PastTheBudgetTheOutcomeIsUnknownAndThePodStaysAssumed) {
 // kube-scheduler's request arrived) is not started: no POST, nothing assumed, a clear error.
 TEST_F(BudgetTest, ABindQueuedPastTheBudgetIsNotStartedAndAssumesNothing) {
   ASSERT_THAT(extender_.Filter(MakePod("u1", "p1", 300), {"w1"}), IsOk());
-  BindRequest request{"ns", "p1", "u1", "w1", absl::Now() - absl::Seconds(2)};
+  BindRequest request{"ns", "p1", "u1", "w1", clock_.Now() - absl::Seconds(2)};
   EXPECT_THAT(extender_.Bind(request),
               StatusIs(absl::StatusCode::kUnavailable,
                        HasSubstr("for a bind thread, past the bind budget (1.5s); nothing was "
@@ -562,9 +567,9 @@ TEST_F(BudgetTest, ABindQueuedPastTheBudgetIsNotStartedAndAssumesNothing) {
   EXPECT_EQ(Assumed("w1"), 0);
   EXPECT_EQ(binder_.binds(), 0);
   // Within the budget it binds, the budget running from when it arrived.
-  request.received = absl::Now() - absl::Milliseconds(500);
+  request.received = clock_.Now() - absl::Milliseconds(500);
   ASSERT_THAT(extender_.Bind(request), IsOk());
-  EXPECT_LE(binder_.last_deadline(), request.received + absl::Milliseconds(1500));
+  EXPECT_EQ(binder_.last_deadline(), request.received + absl::Milliseconds(1500));
 }
 
 // Binds never starve Filter: with 200 binding POSTs stuck in a hung API, Filter and Prioritize
@@ -616,7 +621,27 @@ TEST(ExtenderConcurrencyTest, FilterAndPrioritizeAnswerWhile200BindsHang) {
 // The leader fence in the verbs: with a Lease configured, nothing is answered before this pod's
 // scheduler holds it and the pods were re-listed, and a new Bind is refused once it lost it (a
 // deposed leader adds no bind the new one has not listed).
-TEST(ExtenderFenceTest, VerbsWaitForTheResyncAndABindIsRefusedAfterTheLeaseIsLost) {
+class ExtenderFenceTest : public ::testing::Test {
+ protected:
+  // A Lease held by `holder`, renewed now by the test's clock, for `seconds`.
+  kube::LeaseRecord Lease(const std::string& holder, int64_t transitions, int seconds = 3600) {
+    kube::LeaseRecord l;
+    l.holder_identity = holder;
+    l.lease_duration_seconds = seconds;
+    l.renew_time = clock_.Now();
+    l.acquire_time = clock_.Now();
+    l.lease_transitions = transitions;
+    return l;
+  }
+  ExtenderOptions Options() {
+    ExtenderOptions o;
+    o.clock = &clock_;
+    return o;
+  }
+  FakeClock clock_;
+};
+
+TEST_F(ExtenderFenceTest, VerbsWaitForTheResyncAndABindIsRefusedAfterTheLeaseIsLost) {
   FakeBinder binder;
   Ledger ledger(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
   NodeRecord n;
@@ -630,17 +655,8 @@ TEST(ExtenderFenceTest, VerbsWaitForTheResyncAndABindIsRefusedAfterTheLeaseIsLos
       [&](std::function<void(const kube::ConsistentPodList&)> done) { relisted = std::move(done); },
       [] {});
   Extender extender(
-      &ledger, &binder, ExtenderOptions{}, [] { return true; }, &fence);
-  auto lease = [](const std::string& holder, int64_t transitions) {
-    kube::LeaseRecord l;
-    l.holder_identity = holder;
-    l.lease_duration_seconds = 3600;
-    l.renew_time = absl::Now();
-    l.acquire_time = absl::Now();
-    l.lease_transitions = transitions;
-    return l;
-  };
-  fence.OnLease(lease("pod-a_1", 1), absl::Now());
+      &ledger, &binder, Options(), [] { return true; }, &fence);
+  fence.OnLease(Lease("pod-a_1", 1), clock_.Now());
   binder.AddPod("u1", "p1", "", 100);
   EXPECT_THAT(extender.Filter(MakePod("u1", "p1", 100), {"w1"}),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("re-listing the pods")));
@@ -652,7 +668,7 @@ TEST(ExtenderFenceTest, VerbsWaitForTheResyncAndABindIsRefusedAfterTheLeaseIsLos
   EXPECT_THAT(extender.Bind({"ns", "p1", "u1", "w1"}), IsOk());
   EXPECT_EQ(binder.binds(), 1);
 
-  fence.OnLease(lease("pod-b_9", 2), absl::Now());
+  fence.OnLease(Lease("pod-b_9", 2), clock_.Now());
   binder.AddPod("u2", "p2", "", 100);
   EXPECT_THAT(extender.Bind({"ns", "p2", "u2", "w1"}),
               StatusIs(absl::StatusCode::kUnavailable,
@@ -661,6 +677,39 @@ TEST(ExtenderFenceTest, VerbsWaitForTheResyncAndABindIsRefusedAfterTheLeaseIsLos
   EXPECT_EQ(binder.binds(), 1);  // nothing was posted
   EXPECT_FALSE(ledger.AssumedEntry("u2").has_value());
   EXPECT_EQ(extender.bind_counters().outcomes["not_leader"], 2u);  // the resync, the lost Lease
+}
+
+// The verbs read the Lease's expiry by the extender's clock: a Lease not renewed within its
+// duration stops the verbs, with no wall-clock wait.
+TEST_F(ExtenderFenceTest, AnExpiredLeaseStopsTheVerbs) {
+  FakeBinder binder;
+  Ledger ledger(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
+  NodeRecord n;
+  n.name = "w1";
+  n.allocatable.milli_cpu = 1000;
+  n.allocatable.pods = 110;
+  ledger.UpsertNode(n);
+  std::function<void(const kube::ConsistentPodList&)> relisted;
+  LeaderFence fence(
+      {"kube-system", "sched", "pod-a"},
+      [&](std::function<void(const kube::ConsistentPodList&)> done) { relisted = std::move(done); },
+      [] {});
+  Extender extender(
+      &ledger, &binder, Options(), [] { return true; }, &fence);
+  fence.OnLease(Lease("pod-a_1", 1, 15), clock_.Now());
+  ASSERT_TRUE(relisted);
+  relisted(kube::ConsistentPodList{0, "1"});
+  clock_.Advance(absl::Seconds(14));
+  EXPECT_THAT(extender.Filter(MakePod("u1", "p1", 100), {"w1"}), IsOk());
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_THAT(extender.Filter(MakePod("u1", "p1", 100), {"w1"}),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("does not hold the Lease kube-system/sched (it expired at "
+                                 "2026-01-01T00:00:15.000Z)")));
+  binder.AddPod("u1", "p1", "", 100);
+  EXPECT_THAT(extender.Bind({"ns", "p1", "u1", "w1"}),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("(it expired at ")));
+  EXPECT_EQ(binder.binds(), 0);
 }
 
 class NoLedgerTest : public ExtenderTest {

@@ -1,5 +1,5 @@
 // The extender behind the webhook: kube-scheduler's four verbs, answered through completions.
-// fitledger-server implements it in process (server/service/inprocess_backend.h), fitledger-shim
+// fitledger-server implements it in process (server/service/extender_backend.h), fitledger-shim
 // over gRPC (client/shim/grpc_backend.h). The webhook decodes the JSON, calls a Backend, and
 // encodes its answer; a Backend never sees JSON or HTTP.
 #ifndef FITLEDGER_WEBHOOK_BACKEND_H_

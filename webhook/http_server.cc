@@ -194,7 +194,8 @@ struct HttpServer::Impl {
   std::optional<net::steady_timer> accept_retry;  // on the acceptor's strand
   // The connections' deadlines are checked by one timer, not one per connection: a timer armed
   // and cancelled per read and per write cost each request three timerfd_settime calls and the
-  // cancelled waits' completions (8% of the server's CPU per call at one connection). A
+  // cancelled waits' completions (their share of the CPU: docs/performance.md, "Earlier
+  // findings"). A
   // deadline is a number a session stores; the sweep closes a session up to one period late.
   std::optional<net::steady_timer> sweep;  // on the acceptor's strand
   absl::Duration sweep_period;

@@ -7,7 +7,7 @@
 // error naming the field. Resource quantities (requests, limits, overhead, allocatable, ...) are
 // checked with fitledger::Quantity; as in Kubernetes, surrounding blanks are trimmed and a bare
 // JSON number is accepted. On well-formed input the result equals protobuf's JsonStringToMessage
-// with ignore_unknown_fields (tests/client/shim/json_codec_test.cc proves it on fixtures).
+// with ignore_unknown_fields (tests/webhook/json_codec_test.cc proves it on fixtures).
 //
 // Encoding writes the PascalCase keys kube-scheduler reads, with map keys sorted (as Go does).
 //

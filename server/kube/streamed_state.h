@@ -26,7 +26,8 @@ namespace fitledger::kube {
 // convertToWatchEvent makes ADDED of "current passes the filter, previous did not"), so an
 // ADDED object is not in the state (one that left it had its DELETED); a pod's UID is never
 // reused. A stream of Adds has nothing to look up. A quiet sync of 150,000 pods builds no index at
-// all (one hash and one probe into a table of several MiB per pod, about 5% of the sync's CPU).
+// all (one hash and one probe into a table of several MiB per pod; its share of the sync's CPU:
+// docs/performance.md, "Earlier findings").
 template <typename T, typename KeyOf, typename Items = std::vector<T>>
 class StreamedState {
  public:

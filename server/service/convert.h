@@ -1,4 +1,5 @@
-// Proto <-> model conversions for the gRPC services. Proto types stop here.
+// Proto <-> model conversions: for the gRPC services, and for the in-process webhook backend
+// (extender_backend.cc), whose Backend interface takes the proto Pod the webhook decoded.
 #ifndef FITLEDGER_SERVER_SERVICE_CONVERT_H_
 #define FITLEDGER_SERVER_SERVICE_CONVERT_H_
 

@@ -11,17 +11,6 @@
 
 namespace fitledger::config {
 
-absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
-  absl::Duration d;
-  if (text == "0") return absl::ZeroDuration();
-  if (text.empty() || !absl::ParseDuration(text, &d) || d < absl::ZeroDuration() ||
-      d == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", text, "\" is not a duration (e.g. 500ms, 2s, 1m30s)"));
-  }
-  return d;
-}
-
 struct Fields::Impl {
   const YAML::Node& node;
   std::string file;

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/file.h"
 
 namespace YAML {
 class Node;
@@ -19,9 +20,8 @@ class Node;
 
 namespace fitledger::config {
 
-// Parses a duration in Kubernetes / Go form: "500ms", "2s", "1m30s", "0". InvalidArgument
-// otherwise.
-absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text);
+// A duration in Kubernetes / Go form (common/file.h).
+using ::fitledger::ParseDuration;
 
 // A view of one YAML mapping at `path` (e.g. "grpc.tls"). Reading a key records it; Finish()
 // reports keys that were never read. Thread-compatible; lives for one Load call.

@@ -2,7 +2,6 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -126,13 +125,15 @@ int main(int argc, char** argv) {
          (*app)->webhook_port());
   fflush(stdout);
   if (!absl::GetFlag(FLAGS_ready_file).empty()) {
-    std::string tmp = absl::GetFlag(FLAGS_ready_file) + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << "{\"grpc_ports\":[" << ports << "],\"monitor_port\":" << (*app)->monitor_port()
-          << ",\"webhook_port\":" << (*app)->webhook_port() << "}\n";
+    absl::Status written = fitledger::WriteFileAtomically(
+        absl::GetFlag(FLAGS_ready_file),
+        absl::StrCat("{\"grpc_ports\":[", ports, "],\"monitor_port\":", (*app)->monitor_port(),
+                     ",\"webhook_port\":", (*app)->webhook_port(), "}\n"));
+    if (!written.ok()) {
+      fprintf(stderr, "fitledger-server: --ready-file: %s\n",
+              std::string(written.message()).c_str());
+      return 1;
     }
-    rename(tmp.c_str(), absl::GetFlag(FLAGS_ready_file).c_str());
   }
 
   int signal_number = 0;

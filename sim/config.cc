@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file.h"
 #include "common/status_macros.h"
 #include "server/model/quantity.h"
 #include "sim/pod_requests.h"
@@ -58,7 +59,7 @@ absl::StatusOr<int64_t> Int(const std::string& path, const YAML::Node& node, int
 
 absl::StatusOr<absl::Duration> Duration(const std::string& path, const YAML::Node& node) {
   ASSIGN_OR_RETURN(std::string text, Scalar(path, node));
-  auto d = ParseGoDuration(text);
+  auto d = ParseDuration(text);
   if (!d.ok()) return Bad(path, node, d.status().message());
   return *d;
 }
@@ -303,19 +304,6 @@ absl::StatusOr<SimConfig> ParseRoot(const YAML::Node& root) {
 }
 
 }  // namespace
-
-absl::StatusOr<absl::Duration> ParseGoDuration(absl::string_view text) {
-  absl::Duration d;
-  if (text == "0" || (absl::ParseDuration(text, &d) && text != "inf" && text != "-inf")) {
-    if (text == "0") d = absl::ZeroDuration();
-    if (d < absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat("negative duration \"", text, "\""));
-    }
-    return d;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("malformed duration \"", text, "\" (want e.g. 2s, 500ms, 1m30s)"));
-}
 
 absl::StatusOr<SimConfig> ParseSimConfig(absl::string_view yaml_text) {
   try {

@@ -107,9 +107,6 @@ struct SimConfig {
   size_t max_body_bytes = 3 * 1024 * 1024;  // larger request bodies get 413
 };
 
-// Parses a Go-style duration ("2s", "500ms", "1m30s", "0"). InvalidArgument otherwise.
-absl::StatusOr<absl::Duration> ParseGoDuration(absl::string_view text);
-
 // Parses the YAML text of a config. InvalidArgument naming the key path and line for an unknown
 // key, a wrong type, a malformed quantity or duration, or a duplicate node name.
 absl::StatusOr<SimConfig> ParseSimConfig(absl::string_view yaml_text);

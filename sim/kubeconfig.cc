@@ -1,9 +1,7 @@
 #include "sim/kubeconfig.h"
 
-#include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -49,21 +47,6 @@ std::string KubeconfigYaml(absl::string_view server_url, const SimConfig& config
       "    user: fitledger-sim\n    namespace: default\n"
       "current-context: fitledger-sim\nusers:\n- name: fitledger-sim\n  user:",
       user.empty() ? " {}\n" : absl::StrCat("\n", user), "preferences: {}\n");
-}
-
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
-  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    out.flush();
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace fitledger::sim

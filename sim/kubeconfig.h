@@ -15,10 +15,6 @@ namespace fitledger::sim {
 // the bearer token of `config.token` when set. HTTPS without a CA path skips verification.
 std::string KubeconfigYaml(absl::string_view server_url, const SimConfig& config);
 
-// Writes `contents` to `path` atomically (a temporary file in the same directory, then rename),
-// so a reader never sees a partial file. Internal on I/O errors.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
-
 }  // namespace fitledger::sim
 
 #endif  // FITLEDGER_SIM_KUBECONFIG_H_

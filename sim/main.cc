@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/file.h"
 #include "common/flags.h"
 #include "sim/admit_command.h"
 #include "sim/config.h"
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
     config = *std::move(loaded);
   }
   if (const std::string lag = absl::GetFlag(FLAGS_watch_lag); !lag.empty()) {
-    auto parsed = fitledger::sim::ParseGoDuration(lag);
+    auto parsed = fitledger::ParseDuration(lag);
     if (!parsed.ok()) return Fail(absl::StrCat("--watch-lag: ", parsed.status().message()));
     config.watch_lag = *parsed;
   }
@@ -126,7 +127,7 @@ int main(int argc, char** argv) {
               << std::endl;
   }
   if (const std::string out = absl::GetFlag(FLAGS_kubeconfig_out); !out.empty()) {
-    absl::Status s = fitledger::sim::WriteFileAtomically(
+    absl::Status s = fitledger::WriteFileAtomically(
         out, fitledger::sim::KubeconfigYaml(server.url(), config));
     if (!s.ok()) return Fail(std::string(s.message()));
   }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/file.h"
 #include "common/json_access.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -1192,7 +1193,7 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
   if (path == "/sim/watch-lag" && post) {
     auto body = ParseBody(req.body);
     if (!body.ok()) return SendError(res, body.status());
-    auto lag = ParseGoDuration(JsonStr(*body, "lag"));
+    auto lag = ParseDuration(JsonStr(*body, "lag"));
     if (!lag.ok()) return SendError(res, lag.status());
     {
       MutexLock lock(&mu_);

@@ -6,7 +6,6 @@
 
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -38,18 +37,6 @@ ABSL_FLAG(std::string, port_file, "",
 
 namespace fitledger::shim {
 namespace {
-
-// Writes `port` to `path` through a temporary file and a rename, so readers never see a
-// partial file.
-bool WritePortFile(const std::string& path, int port) {
-  const std::string tmp = absl::StrCat(path, ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << port << "\n";
-    if (!out.flush()) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
-}
 
 int Run(int argc, char** argv) {
   ParseFlags(argc, argv,
@@ -139,7 +126,7 @@ int Run(int argc, char** argv) {
     monitor_port = *bound;
   }
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
-    if (!WritePortFile(path, *port)) {
+    if (!WriteFileAtomically(path, absl::StrCat(*port, "\n")).ok()) {
       LogError("fitledger-shim: cannot write the port file", {{"path", path}});
       return 1;
     }

@@ -11,7 +11,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "server/kube/field_path.h"
-#include "server/kube/watcher.h"
+#include "server/kube/watch_event.h"
 
 namespace fitledger::kube {
 namespace {

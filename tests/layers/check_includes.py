@@ -55,11 +55,6 @@ SIM_MAY_USE = 1  # sim/ includes nothing above the model layer
 
 # Upward includes in the tree today: (file, included file). Each is a fix still to make.
 KNOWN = {
-    # The JSON watch-event decoder (WatchEvent, DecodeWatchEvent) still lives in the reflector's
-    # watcher.h; its protobuf twin, a decoder (layer 2), includes it for the type. Fix: move the
-    # event type and both decoders into a decoder header of their own.
-    ("server/kube/protobuf_objects.cc", "server/kube/watcher.h"):
-        "the watch-event type lives in the reflector",
     # The sim checks each node and pod it stores with fitledger's own decoders (kube::ParseNode,
     # kube::ParsePod). Fix: its own validation (sim/resource_quantity, sim/pod_requests), as its
     # kubelet already has.

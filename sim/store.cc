@@ -20,7 +20,6 @@
 #include "common/json_access.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "server/kube/objects.h"
 #include "server/model/pod.h"
 #include "server/model/quantity.h"
 #include "sim/json_edit.h"
@@ -140,13 +139,13 @@ ObjectPtr PreviousAtVersion(const StoredObject& previous, const StoredObject& cu
 // has positive cpu and memory limits and the summed requests equal the summed limits (a request
 // left out defaults to its limit, pkg/apis/core/v1/defaults.go); else Burstable. Pod-level
 // resources (1.32+) are not considered.
-std::string QosClass(const Pod& pod) {
-  std::map<std::string, Quantity> requests, limits;
+std::string QosClass(const KubeletPod& pod) {
+  std::map<std::string, ResourceQuantity> requests, limits;
   bool guaranteed = true;
   auto is_compute = [](const std::string& name) { return name == "cpu" || name == "memory"; };
-  const Quantity zero;
-  auto visit = [&](const Container& c) {
-    std::map<std::string, Quantity> own_requests;
+  const ResourceQuantity zero;
+  auto visit = [&](const KubeletContainer& c) {
+    std::map<std::string, ResourceQuantity> own_requests;
     for (const auto& [name, q] : c.requests) {
       if (is_compute(name)) own_requests[name] = q;
     }
@@ -164,8 +163,8 @@ std::string QosClass(const Pod& pod) {
     }
     if (limits_found.size() != 2) guaranteed = false;
   };
-  for (const Container& c : pod.containers) visit(c);
-  for (const Container& c : pod.init_containers) visit(c);
+  for (const KubeletContainer& c : pod.containers) visit(c);
+  for (const KubeletContainer& c : pod.init_containers) visit(c);
   if (requests.empty() && limits.empty()) return "BestEffort";
   if (guaranteed) {
     for (const auto& [name, q] : requests) {
@@ -253,11 +252,6 @@ absl::Status ClusterStore::AddNodeLocked(const NodeSpec& spec, bool record,
   auto object = std::make_shared<StoredObject>();
   object->kind = Kind::kNode;
   object->json = Dump(node);
-  auto decoded = kube::ParseNode(object->json);
-  if (!decoded.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("node ", spec.name, ": ", decoded.status().message()));
-  }
   object->resource_version = ++resource_version_;
   object->uid = node["metadata"]["uid"].get<std::string>();
   object->fields = FieldsOf(node);
@@ -586,11 +580,6 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
     object->kind = Kind::kPod;
     object->uid = uid;
     object->json = Dump(pod);
-    auto parsed = kube::ParsePod(object->json);
-    if (!parsed.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("Pod \"", name, "\" is invalid: ", parsed.status().message()));
-    }
     absl::StatusOr<KubeletPod> kubelet_pod = ParseKubeletPod(pod);
     if (!kubelet_pod.ok()) {
       return absl::FailedPreconditionError(
@@ -598,7 +587,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
     }
     object->kubelet_pod = std::make_shared<const KubeletPod>(*std::move(kubelet_pod));
     // status.qosClass as the API server computes it on create (pkg/apis/core/helper/qos).
-    const std::string qos = QosClass(*parsed);
+    const std::string qos = QosClass(*object->kubelet_pod);
     if (qos != "BestEffort") {
       pod["status"]["qosClass"] = qos;
       object->json = Dump(pod);

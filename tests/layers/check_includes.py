@@ -55,10 +55,6 @@ SIM_MAY_USE = 1  # sim/ includes nothing above the model layer
 
 # Upward includes in the tree today: (file, included file). Each is a fix still to make.
 KNOWN = {
-    # The sim checks each node and pod it stores with fitledger's own decoders (kube::ParseNode,
-    # kube::ParsePod). Fix: its own validation (sim/resource_quantity, sim/pod_requests), as its
-    # kubelet already has.
-    ("sim/store.cc", "server/kube/objects.h"): "the sim validates with fitledger's decoders",
 }
 
 SOURCE_DIRS = ["common", "server", "config", "webhook", "client", "sim", "proto"]

@@ -135,7 +135,7 @@ absl::StatusOr<SimConfig> ParseRoot(const YAML::Node& root) {
   if (root.IsNull()) return config;
   RETURN_IF_ERROR(CheckKeys(
       "", root,
-      {"nodes", "watchLag", "bookmarkInterval", "eventWindow", "maxWatchDuration", "kubelet",
+      {"nodes", "watchLag", "bookmarkInterval", "eventWindow", "eventTtl", "maxWatchDuration", "kubelet",
        "generate", "tls", "token", "kubeconfigOut", "threads", "maxBodyBytes", "watchList"}));
   if (const YAML::Node nodes = root["nodes"]; nodes && !nodes.IsNull()) {
     if (!nodes.IsSequence()) return Bad("nodes", nodes, "must be a list");
@@ -167,6 +167,9 @@ absl::StatusOr<SimConfig> ParseRoot(const YAML::Node& root) {
   }
   if (root["eventWindow"]) {
     ASSIGN_OR_RETURN(config.event_window, Int("eventWindow", root["eventWindow"], 1));
+  }
+  if (root["eventTtl"]) {
+    ASSIGN_OR_RETURN(config.event_ttl, Duration("eventTtl", root["eventTtl"]));
   }
   if (root["threads"]) {
     ASSIGN_OR_RETURN(int64_t threads, Int("threads", root["threads"], 4));

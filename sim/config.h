@@ -93,6 +93,8 @@ struct SimConfig {
   absl::Duration bookmark_interval = absl::Seconds(1);
   // How many events the watch history keeps; a watch resuming from before it gets 410 Gone.
   int64_t event_window = 10000;
+  // core/v1 Events are deleted this long after they were created (kube-apiserver --event-ttl).
+  absl::Duration event_ttl = absl::Hours(1);
   // Streaming lists (WatchList: sendInitialEvents=true on a watch). false answers such a watch
   // 422 as an API server with the WatchList feature gate off does.
   bool watch_list = true;

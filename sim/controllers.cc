@@ -139,12 +139,14 @@ void Controllers::Loop() {
         others_seen = others;
         break;
       }
+      store_->ExpireEvents();  // also when nothing else changes
       store_->signal(Kind::kDeployment).WaitForChange(others, absl::Now() + kIdleWait);
     }
   }
 }
 
 void Controllers::Pass() {
+  store_->ExpireEvents();
   ReadChanges();
   // Deployments first: they create and scale replica sets, which then create pods.
   while (!dirty_deployments_.empty() || !dirty_replica_sets_.empty()) {

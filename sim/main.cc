@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
                              " (pass --allow-non-loopback)"));
   }
 
-  fitledger::sim::ClusterStore store({.event_window = config.event_window});
+  fitledger::sim::ClusterStore store(
+      {.event_window = config.event_window, .event_ttl = config.event_ttl});
   for (const auto& node : config.nodes) {
     if (absl::Status s = store.AddNode(node); !s.ok()) return Fail(std::string(s.message()));
   }

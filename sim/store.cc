@@ -649,7 +649,11 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreateObject(Kind kind, absl::string_vie
     const std::string uid = NextUidLocked();
     metadata["uid"] = uid;
     metadata["resourceVersion"] = absl::StrCat(resource_version_ + 1);
-    metadata["creationTimestamp"] = FormatTimestamp(options_.clock());
+    const absl::Time created = options_.clock();
+    metadata["creationTimestamp"] = FormatTimestamp(created);
+    if (kind == Kind::kEvent) {
+      event_expiry_.push_back({created, std::string(namespace_name), name, uid});
+    }
     auto stored = std::make_shared<StoredObject>();
     stored->kind = kind;
     stored->uid = uid;
@@ -718,6 +722,24 @@ absl::StatusOr<ObjectPtr> ClusterStore::UpdateObject(Kind kind, absl::string_vie
   }
   signal(kind).Notify();
   return published;
+}
+
+int ClusterStore::ExpireEvents() {
+  std::vector<EventExpiry> due;
+  {
+    MutexLock lock(&mu_);
+    const absl::Time cutoff = options_.clock() - options_.event_ttl;
+    while (!event_expiry_.empty() && event_expiry_.front().created <= cutoff) {
+      due.push_back(std::move(event_expiry_.front()));
+      event_expiry_.pop_front();
+    }
+  }
+  int expired = 0;
+  for (const EventExpiry& e : due) {
+    // Already deleted by a client, or replaced by another of that name (another uid): skipped.
+    if (DeleteObject(Kind::kEvent, e.namespace_name, e.name, e.uid).ok()) ++expired;
+  }
+  return expired;
 }
 
 absl::StatusOr<ObjectPtr> ClusterStore::DeleteObject(Kind kind, absl::string_view namespace_name,

@@ -142,6 +142,10 @@ class ClusterStore {
   struct Options {
     int64_t event_window = 10000;
     std::function<absl::Time()> clock = [] { return absl::Now(); };
+    // core/v1 Events older than this are deleted by ExpireEvents (kube-apiserver's --event-ttl,
+    // default 1h: pkg/registry/core/event/storage stores each Event under an etcd lease of that
+    // TTL, so it vanishes, with a DELETED event for watches, when the lease expires).
+    absl::Duration event_ttl = absl::Hours(1);
   };
   explicit ClusterStore(Options options);
 
@@ -235,6 +239,10 @@ class ClusterStore {
   absl::StatusOr<ObjectPtr> UpdateObject(Kind kind, absl::string_view namespace_name,
                                          absl::string_view name, uint64_t expected_rv,
                                          nlohmann::json object);
+  // Deletes the core/v1 Events created at least options.event_ttl before now (a DELETED event
+  // each). Returns how many. The controllers' loop calls it.
+  int ExpireEvents();
+
   // Deletes an object of `kind` (not kPod: DeletePod; not kNode) at once (a DELETED event).
   // NotFound; Aborted (409) when `uid_precondition` is set and differs.
   absl::StatusOr<ObjectPtr> DeleteObject(Kind kind, absl::string_view namespace_name,
@@ -382,6 +390,14 @@ class ClusterStore {
   std::deque<std::pair<Kind, uint64_t>> state_order_ ABSL_GUARDED_BY(mu_);
   KubeletAccounting kubelet_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> rejections_ ABSL_GUARDED_BY(mu_);
+  // The Events in creation order, for ExpireEvents: (created, namespace, name, uid).
+  struct EventExpiry {
+    absl::Time created;
+    std::string namespace_name;
+    std::string name;
+    std::string uid;
+  };
+  std::deque<EventExpiry> event_expiry_ ABSL_GUARDED_BY(mu_);
   int64_t bindings_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

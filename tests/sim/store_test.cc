@@ -594,6 +594,38 @@ TEST_F(StoreTest, EventsSelectableByInvolvedObject) {
       StatusIs(absl::StatusCode::kInvalidArgument, "field label not supported: spec.nodeName"));
 }
 
+// Events expire as kube-apiserver's --event-ttl (1h by default) makes them: each one hour after
+// it was created, with a DELETED event; an Event a client already deleted is skipped.
+TEST_F(StoreTest, EventsExpireAnHourAfterTheyWereCreated) {
+  auto event = [](const std::string& name) {
+    return json{{"apiVersion", "v1"},
+                {"kind", "Event"},
+                {"metadata", {{"name", name}}},
+                {"involvedObject", {{"kind", "Pod"}, {"name", "web"}, {"namespace", "default"}}},
+                {"reason", "Scheduled"},
+                {"type", "Normal"}};
+  };
+  ASSERT_TRUE(store_.CreateObject(Kind::kEvent, "default", event("a")).ok());
+  now_ += absl::Minutes(10);
+  ASSERT_TRUE(store_.CreateObject(Kind::kEvent, "default", event("b")).ok());
+  ASSERT_TRUE(store_.CreateObject(Kind::kEvent, "default", event("c")).ok());
+  ASSERT_TRUE(store_.DeleteObject(Kind::kEvent, "default", "c", "").ok());
+  const uint64_t before = store_.resource_version();
+  now_ += absl::Minutes(49);
+  EXPECT_EQ(store_.ExpireEvents(), 0);  // "a" is 59 minutes old
+  now_ += absl::Minutes(1);
+  EXPECT_EQ(store_.ExpireEvents(), 1);
+  EXPECT_THAT(store_.Get(Kind::kEvent, "default", "a"),
+              StatusIs(absl::StatusCode::kNotFound, "events \"a\" not found"));
+  EXPECT_TRUE(store_.Get(Kind::kEvent, "default", "b").ok());
+  EXPECT_EQ(store_.resource_version(), before + 1);  // one DELETED event
+  now_ += absl::Minutes(10);
+  EXPECT_EQ(store_.ExpireEvents(), 1);  // "b"; "c" was deleted already
+  ObjectFilter filter;
+  filter.kind = Kind::kEvent;
+  EXPECT_TRUE(store_.List(filter, 0, "")->items.empty());
+}
+
 TEST_F(StoreTest, UpdatingAPodToATerminalPhaseFreesTheKubelet) {
   auto pod = store_.CreatePod(PodJson("big", "3"), "default");
   ASSERT_TRUE(pod.ok());

@@ -11,7 +11,12 @@
 # target for fitledger-server: RSS flat within 5% after the warm-up (PASS or MISS).
 #
 #   tests/perf/soak.sh [--minutes 60] [--warmup 5] [--replicas 20] [--period 2] [--sample 10]
-#                      [--filter-cache-size N] [--build-dir DIR] [--no-build] [--out DIR]
+#                      [--filter-cache-size N] [--sim-event-ttl D] [--build-dir DIR] [--no-build]
+#                      [--out DIR]
+#
+# --sim-event-ttl: the sim's eventTtl (default 1h, as kube-apiserver's --event-ttl): the sim keeps
+# every core/v1 Event that long, so its RSS grows for the first hour of churn; a shorter one
+# shows it level off within a short run.
 #
 # Needs the build dir's fitledger-sim, -server, -shim and fitledgerctl (built here, Release, unless
 # --no-build) and kubectl. Everything runs on loopback. Ctrl-C stops it early (the report is
@@ -24,6 +29,7 @@ REPLICAS=20
 PERIOD=2
 SAMPLE=10
 CACHE=""
+EVENT_TTL=""
 BUILD="$ROOT/build"
 NO_BUILD=0
 OUT=""
@@ -35,10 +41,11 @@ while [[ $# -gt 0 ]]; do
     --period) PERIOD="$2"; shift ;;
     --sample) SAMPLE="$2"; shift ;;
     --filter-cache-size) CACHE="$2"; shift ;;
+    --sim-event-ttl) EVENT_TTL="$2"; shift ;;
     --build-dir) BUILD="$(mkdir -p "$2" && cd "$2" && pwd)"; shift ;;
     --no-build) NO_BUILD=1 ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "soak.sh: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
   shift
@@ -67,15 +74,23 @@ if [ -n "$CACHE" ]; then
   grep -q "filterCacheSize: $CACHE\b" "$CONFIG" || { echo "soak.sh: could not set filterCacheSize" >&2; exit 2; }
 fi
 
+# The sim's config: the demo's, with the event TTL if given.
+SIM_CONFIG="$ROOT/config/sim/pair.yaml"
+if [ -n "$EVENT_TTL" ]; then
+  SIM_CONFIG="$OUT/sim.yaml"
+  { cat "$ROOT/config/sim/pair.yaml"; echo "eventTtl: $EVENT_TTL"; } > "$SIM_CONFIG"
+fi
+export FITLEDGER_SERVER_CONFIG="$CONFIG" FITLEDGER_SIM_CONFIG="$SIM_CONFIG"
+
 cleanup() {
   [ -n "${CHURN_PID:-}" ] && kill "$CHURN_PID" 2>/dev/null || true
   wait 2>/dev/null || true
-  FITLEDGER_SERVER_CONFIG="$CONFIG" "$ROOT/scripts/start-embedded" --stop "$RUN" || true
+  "$ROOT/scripts/start-embedded" --stop "$RUN" || true
 }
 trap cleanup EXIT
 trap 'echo "soak: interrupted, reporting what was sampled"; STOP=1' INT TERM
 
-FITLEDGER_SERVER_CONFIG="$CONFIG" "$ROOT/scripts/start-embedded" "$BUILD" "$RUN"
+"$ROOT/scripts/start-embedded" "$BUILD" "$RUN"
 # shellcheck disable=SC1091
 source "$RUN/env"
 mapfile -t PIDS < "$RUN/pids"  # sim, server, server-no-ledger, shim, scheduler, scheduler-no-ledger

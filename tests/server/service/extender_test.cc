@@ -621,8 +621,30 @@ TEST(ExtenderConcurrencyTest, FilterAndPrioritizeAnswerWhile200BindsHang) {
 // The leader fence in the verbs: with a Lease configured, nothing is answered before this pod's
 // scheduler holds it and the pods were re-listed, and a new Bind is refused once it lost it (a
 // deposed leader adds no bind the new one has not listed).
+// A ledger with node w1, a leader fence for pod-a on the Lease kube-system/sched, and an
+// extender behind it, all on the test's clock.
 class ExtenderFenceTest : public ::testing::Test {
  protected:
+  ExtenderFenceTest()
+      : ledger_(AccountingPolicy{}, ScoringStrategy::kLeastAllocated),
+        fence_(
+            {"kube-system", "sched", "pod-a"},
+            [this](std::function<void(const kube::ConsistentPodList&)> done) {
+              relisted_ = std::move(done);
+            },
+            [] {}),
+        extender_(&ledger_, &binder_, Options(&clock_), [] { return true; }, &fence_) {
+    NodeRecord n;
+    n.name = "w1";
+    n.allocatable.milli_cpu = 1000;
+    n.allocatable.pods = 110;
+    ledger_.UpsertNode(n);
+  }
+  static ExtenderOptions Options(const Clock* clock) {
+    ExtenderOptions o;
+    o.clock = clock;
+    return o;
+  }
   // A Lease held by `holder`, renewed now by the test's clock, for `seconds`.
   kube::LeaseRecord Lease(const std::string& holder, int64_t transitions, int seconds = 3600) {
     kube::LeaseRecord l;
@@ -633,83 +655,56 @@ class ExtenderFenceTest : public ::testing::Test {
     l.lease_transitions = transitions;
     return l;
   }
-  ExtenderOptions Options() {
-    ExtenderOptions o;
-    o.clock = &clock_;
-    return o;
-  }
+
   FakeClock clock_;
+  FakeBinder binder_;
+  Ledger ledger_;
+  std::function<void(const kube::ConsistentPodList&)> relisted_;
+  LeaderFence fence_;
+  Extender extender_;
 };
 
 TEST_F(ExtenderFenceTest, VerbsWaitForTheResyncAndABindIsRefusedAfterTheLeaseIsLost) {
-  FakeBinder binder;
-  Ledger ledger(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
-  NodeRecord n;
-  n.name = "w1";
-  n.allocatable.milli_cpu = 1000;
-  n.allocatable.pods = 110;
-  ledger.UpsertNode(n);
-  std::function<void(const kube::ConsistentPodList&)> relisted;
-  LeaderFence fence(
-      {"kube-system", "sched", "pod-a"},
-      [&](std::function<void(const kube::ConsistentPodList&)> done) { relisted = std::move(done); },
-      [] {});
-  Extender extender(
-      &ledger, &binder, Options(), [] { return true; }, &fence);
-  fence.OnLease(Lease("pod-a_1", 1), clock_.Now());
-  binder.AddPod("u1", "p1", "", 100);
-  EXPECT_THAT(extender.Filter(MakePod("u1", "p1", 100), {"w1"}),
+  fence_.OnLease(Lease("pod-a_1", 1), clock_.Now());
+  binder_.AddPod("u1", "p1", "", 100);
+  EXPECT_THAT(extender_.Filter(MakePod("u1", "p1", 100), {"w1"}),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("re-listing the pods")));
-  EXPECT_THAT(extender.Bind({"ns", "p1", "u1", "w1"}),
+  EXPECT_THAT(extender_.Bind({"ns", "p1", "u1", "w1"}),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("re-listing the pods")));
-  ASSERT_TRUE(relisted);
-  relisted(kube::ConsistentPodList{0, "1"});
-  ASSERT_TRUE(extender.Filter(MakePod("u1", "p1", 100), {"w1"}).ok());
-  EXPECT_THAT(extender.Bind({"ns", "p1", "u1", "w1"}), IsOk());
-  EXPECT_EQ(binder.binds(), 1);
+  ASSERT_TRUE(relisted_);
+  relisted_(kube::ConsistentPodList{0, "1"});
+  ASSERT_TRUE(extender_.Filter(MakePod("u1", "p1", 100), {"w1"}).ok());
+  EXPECT_THAT(extender_.Bind({"ns", "p1", "u1", "w1"}), IsOk());
+  EXPECT_EQ(binder_.binds(), 1);
 
-  fence.OnLease(Lease("pod-b_9", 2), clock_.Now());
-  binder.AddPod("u2", "p2", "", 100);
-  EXPECT_THAT(extender.Bind({"ns", "p2", "u2", "w1"}),
+  fence_.OnLease(Lease("pod-b_9", 2), clock_.Now());
+  binder_.AddPod("u2", "p2", "", 100);
+  EXPECT_THAT(extender_.Bind({"ns", "p2", "u2", "w1"}),
               StatusIs(absl::StatusCode::kUnavailable,
                        "this fitledger-server's scheduler (pod-a_*) no longer holds the Lease "
                        "kube-system/sched (holder: pod-b_9); refusing new binds"));
-  EXPECT_EQ(binder.binds(), 1);  // nothing was posted
-  EXPECT_FALSE(ledger.AssumedEntry("u2").has_value());
-  EXPECT_EQ(extender.bind_counters().outcomes["not_leader"], 2u);  // the resync, the lost Lease
+  EXPECT_EQ(binder_.binds(), 1);  // nothing was posted
+  EXPECT_FALSE(ledger_.AssumedEntry("u2").has_value());
+  EXPECT_EQ(extender_.bind_counters().outcomes["not_leader"], 2u);  // the resync, the lost Lease
 }
 
 // The verbs read the Lease's expiry by the extender's clock: a Lease not renewed within its
 // duration stops the verbs, with no wall-clock wait.
 TEST_F(ExtenderFenceTest, AnExpiredLeaseStopsTheVerbs) {
-  FakeBinder binder;
-  Ledger ledger(AccountingPolicy{}, ScoringStrategy::kLeastAllocated);
-  NodeRecord n;
-  n.name = "w1";
-  n.allocatable.milli_cpu = 1000;
-  n.allocatable.pods = 110;
-  ledger.UpsertNode(n);
-  std::function<void(const kube::ConsistentPodList&)> relisted;
-  LeaderFence fence(
-      {"kube-system", "sched", "pod-a"},
-      [&](std::function<void(const kube::ConsistentPodList&)> done) { relisted = std::move(done); },
-      [] {});
-  Extender extender(
-      &ledger, &binder, Options(), [] { return true; }, &fence);
-  fence.OnLease(Lease("pod-a_1", 1, 15), clock_.Now());
-  ASSERT_TRUE(relisted);
-  relisted(kube::ConsistentPodList{0, "1"});
+  fence_.OnLease(Lease("pod-a_1", 1, 15), clock_.Now());
+  ASSERT_TRUE(relisted_);
+  relisted_(kube::ConsistentPodList{0, "1"});
   clock_.Advance(absl::Seconds(14));
-  EXPECT_THAT(extender.Filter(MakePod("u1", "p1", 100), {"w1"}), IsOk());
+  EXPECT_THAT(extender_.Filter(MakePod("u1", "p1", 100), {"w1"}), IsOk());
   clock_.Advance(absl::Seconds(2));
-  EXPECT_THAT(extender.Filter(MakePod("u1", "p1", 100), {"w1"}),
+  EXPECT_THAT(extender_.Filter(MakePod("u1", "p1", 100), {"w1"}),
               StatusIs(absl::StatusCode::kUnavailable,
                        HasSubstr("does not hold the Lease kube-system/sched (it expired at "
                                  "2026-01-01T00:00:15.000Z)")));
-  binder.AddPod("u1", "p1", "", 100);
-  EXPECT_THAT(extender.Bind({"ns", "p1", "u1", "w1"}),
+  binder_.AddPod("u1", "p1", "", 100);
+  EXPECT_THAT(extender_.Bind({"ns", "p1", "u1", "w1"}),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("(it expired at ")));
-  EXPECT_EQ(binder.binds(), 0);
+  EXPECT_EQ(binder_.binds(), 0);
 }
 
 class NoLedgerTest : public ExtenderTest {

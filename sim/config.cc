@@ -133,10 +133,10 @@ absl::StatusOr<NodeSpec> ParseNode(const std::string& path, const YAML::Node& no
 absl::StatusOr<SimConfig> ParseRoot(const YAML::Node& root) {
   SimConfig config;
   if (root.IsNull()) return config;
-  RETURN_IF_ERROR(CheckKeys(
-      "", root,
-      {"nodes", "watchLag", "bookmarkInterval", "eventWindow", "eventTtl", "maxWatchDuration", "kubelet",
-       "generate", "tls", "token", "kubeconfigOut", "threads", "maxBodyBytes", "watchList"}));
+  RETURN_IF_ERROR(CheckKeys("", root,
+                            {"nodes", "watchLag", "bookmarkInterval", "eventWindow", "eventTtl",
+                             "maxWatchDuration", "kubelet", "generate", "tls", "token",
+                             "kubeconfigOut", "threads", "maxBodyBytes", "watchList"}));
   if (const YAML::Node nodes = root["nodes"]; nodes && !nodes.IsNull()) {
     if (!nodes.IsSequence()) return Bad("nodes", nodes, "must be a list");
     std::set<std::string> names;

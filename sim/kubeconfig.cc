@@ -1,6 +1,5 @@
 #include "sim/kubeconfig.h"
 
-
 #include <cstdio>
 
 #include "absl/strings/match.h"

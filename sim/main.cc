@@ -128,8 +128,8 @@ int main(int argc, char** argv) {
               << std::endl;
   }
   if (const std::string out = absl::GetFlag(FLAGS_kubeconfig_out); !out.empty()) {
-    absl::Status s = fitledger::WriteFileAtomically(
-        out, fitledger::sim::KubeconfigYaml(server.url(), config));
+    absl::Status s =
+        fitledger::WriteFileAtomically(out, fitledger::sim::KubeconfigYaml(server.url(), config));
     if (!s.ok()) return Fail(std::string(s.message()));
   }
 

@@ -444,8 +444,9 @@ void SimServer::HandleApi(const httplib::Request& req, httplib::Response& res) {
       ((method == "POST" && route->name.empty()) ||
        (method == "PUT" && !route->name.empty() &&
         (route->subresource.empty() || route->subresource == "status")))) {
-    absl::StatusOr<FieldValidation> validation = ParseFieldValidation(
-        req.get_param_value("fieldValidation"), method == "POST" ? "CreateOptions" : "UpdateOptions");
+    absl::StatusOr<FieldValidation> validation =
+        ParseFieldValidation(req.get_param_value("fieldValidation"),
+                             method == "POST" ? "CreateOptions" : "UpdateOptions");
     if (!validation.ok()) return SendError(res, validation.status());
     const KindInfo& info = InfoOf(*route->kind);
     std::vector<std::string> warnings;
@@ -572,7 +573,8 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
   if (!labels.ok()) return SendError(res, labels.status());
   filter.labels = *std::move(labels);
   const bool table = WantsTable(req.get_header_value("Accept"));
-  absl::StatusOr<TableObject> table_object = ParseIncludeObject(req.get_param_value("includeObject"));
+  absl::StatusOr<TableObject> table_object =
+      ParseIncludeObject(req.get_param_value("includeObject"));
   if (table && !table_object.ok()) return SendError(res, table_object.status());
   const std::string watch_param = req.get_param_value("watch");
   const bool watch = watch_param == "true" || watch_param == "1";

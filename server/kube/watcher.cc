@@ -63,9 +63,8 @@ bool IsKubeletRejection(const Pod& pod, const std::vector<std::string>& schedule
       pod.status_reason != "UnexpectedAdmissionError") {
     return false;
   }
-  return scheduler_names.empty() ||
-         std::find(scheduler_names.begin(), scheduler_names.end(), pod.scheduler_name) !=
-             scheduler_names.end();
+  return scheduler_names.empty() || std::find(scheduler_names.begin(), scheduler_names.end(),
+                                              pod.scheduler_name) != scheduler_names.end();
 }
 
 Watcher::Watcher(ApiClient* client, Ledger* ledger, WatcherOptions options)

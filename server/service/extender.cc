@@ -263,8 +263,8 @@ absl::StatusOr<bool> Extender::SettleEarlierBind(const BindRequest& request,
   // Unbound: move the assumption (one locked step: re-check the fit there). It is counted once,
   // on the new node; if the earlier POST still lands, the API refuses one of the two bindings
   // and the watch moves the count to where the pod really is.
-  absl::Status moved =
-      ledger_->MoveAssumption(request.uid, previous->epoch, request.node, requests, options_.clock->Now());
+  absl::Status moved = ledger_->MoveAssumption(request.uid, previous->epoch, request.node, requests,
+                                               options_.clock->Now());
   if (moved.ok()) {
     Count("moved");
     return true;
@@ -366,7 +366,8 @@ absl::Status Extender::BindAssumed(const BindRequest& request, absl::Time start,
     case kube::BindOutcome::kUnknown: {
       ledger_->MarkBindUnknown(request.uid);
       Count("outcome_unknown");
-      const absl::Duration elapsed = absl::Trunc(options_.clock->Now() - start, absl::Milliseconds(100));
+      const absl::Duration elapsed =
+          absl::Trunc(options_.clock->Now() - start, absl::Milliseconds(100));
       return absl::UnavailableError(
           absl::StrCat("binding outcome unknown after ", absl::FormatDuration(elapsed), " (",
                        result.message, "); fitledger keeps pod ", PodName(request), " assumed on ",

@@ -633,7 +633,8 @@ class ExtenderFenceTest : public ::testing::Test {
               relisted_ = std::move(done);
             },
             [] {}),
-        extender_(&ledger_, &binder_, Options(&clock_), [] { return true; }, &fence_) {
+        extender_(
+            &ledger_, &binder_, Options(&clock_), [] { return true; }, &fence_) {
     NodeRecord n;
     n.name = "w1";
     n.allocatable.milli_cpu = 1000;

@@ -19,6 +19,7 @@
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "common/json.h"
+#include "server/model/k8s_field_numbers.h"
 #include "simdjson.h"
 
 namespace fitledger::sim {
@@ -36,326 +37,18 @@ namespace {
 // localObjectReference of ConfigMap and Secret references). Names, numbers and types are those of
 // k8s.io/api core/v1/generated.proto, k8s.io/apimachinery pkg/apis/meta/v1/generated.proto,
 // pkg/api/resource/generated.proto and pkg/util/intstr/generated.proto (the proto field names are
-// the JSON names); every message reachable from Pod, Node and Status is listed.
+// the JSON names); every message reachable from Pod, Node and Status is listed. The table is
+// generated from those files by sim/tools/gen_k8s_schema.py (issue 50 item 5; ctest
+// k8s_schema_up_to_date checks it against the pinned modules).
 constexpr char kSchema[] =
-    "Pod metadata=1:ObjectMeta spec=2:PodSpec status=3:PodStatus\n"
-    "Node metadata=1:ObjectMeta spec=2:NodeSpec status=3:NodeStatus\n"
-    "Status metadata=1:ListMeta status=2:string message=3:string reason=4:string "
-    "details=5:StatusDetails code=6:int32\n"
-    "ObjectMeta name=1:string generateName=2:string namespace=3:string selfLink=4:string "
-    "uid=5:string resourceVersion=6:string generation=7:int64 creationTimestamp=8:time "
-    "deletionTimestamp=9:time deletionGracePeriodSeconds=10:int64 labels=11:map<string> "
-    "annotations=12:map<string> ownerReferences=13:[]OwnerReference finalizers=14:[]string "
-    "managedFields=17:[]ManagedFieldsEntry\n"
-    "PodSpec volumes=1:[]Volume initContainers=20:[]Container containers=2:[]Container "
-    "ephemeralContainers=34:[]EphemeralContainer restartPolicy=3:string "
-    "terminationGracePeriodSeconds=4:int64 activeDeadlineSeconds=5:int64 dnsPolicy=6:string "
-    "nodeSelector=7:map<string> serviceAccountName=8:string serviceAccount=9:string "
-    "automountServiceAccountToken=21:bool nodeName=10:string hostNetwork=11:bool "
-    "hostPID=12:bool hostIPC=13:bool shareProcessNamespace=27:bool "
-    "securityContext=14:PodSecurityContext imagePullSecrets=15:[]LocalObjectReference "
-    "hostname=16:string subdomain=17:string affinity=18:Affinity schedulerName=19:string "
-    "tolerations=22:[]Toleration hostAliases=23:[]HostAlias priorityClassName=24:string "
-    "priority=25:int32 dnsConfig=26:PodDNSConfig readinessGates=28:[]PodReadinessGate "
-    "runtimeClassName=29:string enableServiceLinks=30:bool preemptionPolicy=31:string "
-    "overhead=32:map<quantity> topologySpreadConstraints=33:[]TopologySpreadConstraint "
-    "setHostnameAsFQDN=35:bool os=36:PodOS hostUsers=37:bool "
-    "schedulingGates=38:[]PodSchedulingGate resourceClaims=39:[]PodResourceClaim "
-    "resources=40:ResourceRequirements hostnameOverride=41:string "
-    "schedulingGroup=43:PodSchedulingGroup evictionResponders=44:[]EvictionResponder\n"
-    "PodStatus observedGeneration=17:int64 phase=1:string conditions=2:[]PodCondition "
-    "message=3:string reason=4:string nominatedNodeName=11:string hostIP=5:string "
-    "hostIPs=16:[]HostIP podIP=6:string podIPs=12:[]PodIP startTime=7:time "
-    "initContainerStatuses=10:[]ContainerStatus containerStatuses=8:[]ContainerStatus "
-    "qosClass=9:string ephemeralContainerStatuses=13:[]ContainerStatus resize=14:string "
-    "resourceClaimStatuses=15:[]PodResourceClaimStatus "
-    "extendedResourceClaimStatus=18:PodExtendedResourceClaimStatus "
-    "allocatedResources=19:map<quantity> resources=20:ResourceRequirements "
-    "nodeAllocatableResourceClaimStatuses=21:[]NodeAllocatableResourceClaimStatus "
-    "volumeHealth=22:[]PodVolumeHealth\n"
-    "NodeSpec podCIDR=1:string podCIDRs=7:[]string providerID=3:string unschedulable=4:bool "
-    "taints=5:[]Taint configSource=6:NodeConfigSource externalID=2:string "
-    "podPreemptionPolicy=8:NodePodPreemptionPolicy\n"
-    "NodeStatus capacity=1:map<quantity> allocatable=2:map<quantity> phase=3:string "
-    "conditions=4:[]NodeCondition addresses=5:[]NodeAddress "
-    "daemonEndpoints=6:NodeDaemonEndpoints nodeInfo=7:NodeSystemInfo images=8:[]ContainerImage "
-    "volumesInUse=9:[]string volumesAttached=10:[]AttachedVolume config=11:NodeConfigStatus "
-    "runtimeHandlers=12:[]NodeRuntimeHandler features=13:NodeFeatures "
-    "declaredFeatures=14:[]string\n"
-    "ListMeta selfLink=1:string resourceVersion=2:string continue=3:string "
-    "remainingItemCount=4:int64 shardInfo=5:ShardInfo\n"
-    "StatusDetails name=1:string group=2:string kind=3:string uid=6:string "
-    "causes=4:[]StatusCause retryAfterSeconds=5:int32\n"
-    "OwnerReference apiVersion=5:string kind=1:string name=3:string uid=4:string "
-    "controller=6:bool blockOwnerDeletion=7:bool\n"
-    "ManagedFieldsEntry manager=1:string operation=2:string apiVersion=3:string time=4:time "
-    "fieldsType=6:string fieldsV1=7:fieldsv1 subresource=8:string\n"
-    "Volume name=1:string volumeSource=2:^VolumeSource\n"
-    "Container name=1:string image=2:string command=3:[]string args=4:[]string "
-    "workingDir=5:string ports=6:[]ContainerPort envFrom=19:[]EnvFromSource env=7:[]EnvVar "
-    "resources=8:ResourceRequirements resizePolicy=23:[]ContainerResizePolicy "
-    "restartPolicy=24:string restartPolicyRules=25:[]ContainerRestartRule "
-    "volumeMounts=9:[]VolumeMount volumeDevices=21:[]VolumeDevice livenessProbe=10:Probe "
-    "readinessProbe=11:Probe startupProbe=22:Probe lifecycle=12:Lifecycle "
-    "terminationMessagePath=13:string terminationMessagePolicy=20:string "
-    "imagePullPolicy=14:string securityContext=15:SecurityContext stdin=16:bool "
-    "stdinOnce=17:bool tty=18:bool\n"
-    "EphemeralContainer ephemeralContainerCommon=1:^EphemeralContainerCommon "
-    "targetContainerName=2:string\n"
-    "PodSecurityContext seLinuxOptions=1:SELinuxOptions "
-    "windowsOptions=8:WindowsSecurityContextOptions runAsUser=2:int64 runAsGroup=6:int64 "
-    "runAsNonRoot=3:bool supplementalGroups=4:[]int64 supplementalGroupsPolicy=12:string "
-    "fsGroup=5:int64 sysctls=7:[]Sysctl fsGroupChangePolicy=9:string "
-    "seccompProfile=10:SeccompProfile appArmorProfile=11:AppArmorProfile "
-    "seLinuxChangePolicy=13:string\n"
-    "LocalObjectReference name=1:string\n"
-    "Affinity nodeAffinity=1:NodeAffinity podAffinity=2:PodAffinity "
-    "podAntiAffinity=3:PodAntiAffinity\n"
-    "Toleration key=1:string operator=2:string value=3:string effect=4:string "
-    "tolerationSeconds=5:int64\n"
-    "HostAlias ip=1:string hostnames=2:[]string\n"
-    "PodDNSConfig nameservers=1:[]string searches=2:[]string options=3:[]PodDNSConfigOption\n"
-    "PodReadinessGate conditionType=1:string\n"
-    "TopologySpreadConstraint maxSkew=1:int32 topologyKey=2:string whenUnsatisfiable=3:string "
-    "labelSelector=4:LabelSelector minDomains=5:int32 nodeAffinityPolicy=6:string "
-    "nodeTaintsPolicy=7:string matchLabelKeys=8:[]string\n"
-    "PodOS name=1:string\n"
-    "PodSchedulingGate name=1:string\n"
-    "PodResourceClaim name=1:string resourceClaimName=3:string "
-    "resourceClaimTemplateName=4:string\n"
-    "ResourceRequirements limits=1:map<quantity> requests=2:map<quantity> "
-    "claims=3:[]ResourceClaim\n"
-    "PodSchedulingGroup podGroupName=1:string\n"
-    "EvictionResponder name=1:string priority=2:int32\n"
-    "PodCondition type=1:string observedGeneration=7:int64 status=2:string "
-    "lastProbeTime=3:time lastTransitionTime=4:time reason=5:string message=6:string\n"
-    "HostIP ip=1:string\n"
-    "PodIP ip=1:string\n"
-    "ContainerStatus name=1:string state=2:ContainerState lastState=3:ContainerState "
-    "ready=4:bool restartCount=5:int32 image=6:string imageID=7:string containerID=8:string "
-    "started=9:bool allocatedResources=10:map<quantity> resources=11:ResourceRequirements "
-    "volumeMounts=12:[]VolumeMountStatus user=13:ContainerUser "
-    "allocatedResourcesStatus=14:[]ResourceStatus stopSignal=15:string\n"
-    "PodResourceClaimStatus name=1:string resourceClaimName=2:string\n"
-    "PodExtendedResourceClaimStatus requestMappings=1:[]ContainerExtendedResourceRequest "
-    "resourceClaimName=2:string\n"
-    "NodeAllocatableResourceClaimStatus resourceClaimName=1:string containers=2:[]string "
-    "mapping=4:[]NodeAllocatableMappedResources overhead=5:[]NodeAllocatableOverheadResources\n"
-    "PodVolumeHealth name=1:string healthConditions=2:[]VolumeHealthCondition "
-    "lastTransitionTime=3:time\n"
-    "Taint key=1:string value=2:string effect=3:string timeAdded=4:time\n"
-    "NodeConfigSource configMap=2:ConfigMapNodeConfigSource\n"
-    "NodePodPreemptionPolicy disableResizePreemption=1:[]string\n"
-    "NodeCondition type=1:string status=2:string lastHeartbeatTime=3:time "
-    "lastTransitionTime=4:time reason=5:string message=6:string\n"
-    "NodeAddress type=1:string address=2:string\n"
-    "NodeDaemonEndpoints kubeletEndpoint=1:DaemonEndpoint\n"
-    "NodeSystemInfo machineID=1:string systemUUID=2:string bootID=3:string "
-    "kernelVersion=4:string osImage=5:string containerRuntimeVersion=6:string "
-    "kubeletVersion=7:string kubeProxyVersion=8:string operatingSystem=9:string "
-    "architecture=10:string swap=11:NodeSwapStatus\n"
-    "ContainerImage names=1:[]string sizeBytes=2:int64\n"
-    "AttachedVolume name=1:string devicePath=2:string\n"
-    "NodeConfigStatus assigned=1:NodeConfigSource active=2:NodeConfigSource "
-    "lastKnownGood=3:NodeConfigSource error=4:string\n"
-    "NodeRuntimeHandler name=1:string features=2:NodeRuntimeHandlerFeatures\n"
-    "NodeFeatures supplementalGroupsPolicy=1:bool\n"
-    "ShardInfo selector=1:string\n"
-    "StatusCause reason=1:string message=2:string field=3:string\n"
-    "VolumeSource hostPath=1:HostPathVolumeSource emptyDir=2:EmptyDirVolumeSource "
-    "gcePersistentDisk=3:GCEPersistentDiskVolumeSource "
-    "awsElasticBlockStore=4:AWSElasticBlockStoreVolumeSource gitRepo=5:GitRepoVolumeSource "
-    "secret=6:SecretVolumeSource nfs=7:NFSVolumeSource iscsi=8:ISCSIVolumeSource "
-    "glusterfs=9:GlusterfsVolumeSource "
-    "persistentVolumeClaim=10:PersistentVolumeClaimVolumeSource rbd=11:RBDVolumeSource "
-    "flexVolume=12:FlexVolumeSource cinder=13:CinderVolumeSource cephfs=14:CephFSVolumeSource "
-    "flocker=15:FlockerVolumeSource downwardAPI=16:DownwardAPIVolumeSource "
-    "fc=17:FCVolumeSource azureFile=18:AzureFileVolumeSource "
-    "configMap=19:ConfigMapVolumeSource vsphereVolume=20:VsphereVirtualDiskVolumeSource "
-    "quobyte=21:QuobyteVolumeSource azureDisk=22:AzureDiskVolumeSource "
-    "photonPersistentDisk=23:PhotonPersistentDiskVolumeSource "
-    "projected=26:ProjectedVolumeSource portworxVolume=24:PortworxVolumeSource "
-    "scaleIO=25:ScaleIOVolumeSource storageos=27:StorageOSVolumeSource csi=28:CSIVolumeSource "
-    "ephemeral=29:EphemeralVolumeSource image=30:ImageVolumeSource\n"
-    "ContainerPort name=1:string hostPort=2:int32 containerPort=3:int32 protocol=4:string "
-    "hostIP=5:string\n"
-    "EnvFromSource prefix=1:string configMapRef=2:ConfigMapEnvSource "
-    "secretRef=3:SecretEnvSource\n"
-    "EnvVar name=1:string value=2:string valueFrom=3:EnvVarSource\n"
-    "ContainerResizePolicy resourceName=1:string restartPolicy=2:string\n"
-    "ContainerRestartRule action=1:string exitCodes=2:ContainerRestartRuleOnExitCodes\n"
-    "VolumeMount name=1:string readOnly=2:bool recursiveReadOnly=7:string mountPath=3:string "
-    "subPath=4:string mountPropagation=5:string subPathExpr=6:string "
-    "bindMountOptions=8:[]string\n"
-    "VolumeDevice name=1:string devicePath=2:string\n"
-    "Probe handler=1:^ProbeHandler initialDelaySeconds=2:int32 timeoutSeconds=3:int32 "
-    "periodSeconds=4:int32 successThreshold=5:int32 failureThreshold=6:int32 "
-    "terminationGracePeriodSeconds=7:int64\n"
-    "Lifecycle postStart=1:LifecycleHandler preStop=2:LifecycleHandler stopSignal=3:string\n"
-    "SecurityContext capabilities=1:Capabilities privileged=2:bool "
-    "seLinuxOptions=3:SELinuxOptions windowsOptions=10:WindowsSecurityContextOptions "
-    "runAsUser=4:int64 runAsGroup=8:int64 runAsNonRoot=5:bool readOnlyRootFilesystem=6:bool "
-    "allowPrivilegeEscalation=7:bool procMount=9:string seccompProfile=11:SeccompProfile "
-    "appArmorProfile=12:AppArmorProfile\n"
-    "EphemeralContainerCommon name=1:string image=2:string command=3:[]string args=4:[]string "
-    "workingDir=5:string ports=6:[]ContainerPort envFrom=19:[]EnvFromSource env=7:[]EnvVar "
-    "resources=8:ResourceRequirements resizePolicy=23:[]ContainerResizePolicy "
-    "restartPolicy=24:string restartPolicyRules=25:[]ContainerRestartRule "
-    "volumeMounts=9:[]VolumeMount volumeDevices=21:[]VolumeDevice livenessProbe=10:Probe "
-    "readinessProbe=11:Probe startupProbe=22:Probe lifecycle=12:Lifecycle "
-    "terminationMessagePath=13:string terminationMessagePolicy=20:string "
-    "imagePullPolicy=14:string securityContext=15:SecurityContext stdin=16:bool "
-    "stdinOnce=17:bool tty=18:bool\n"
-    "SELinuxOptions user=1:string role=2:string type=3:string level=4:string\n"
-    "WindowsSecurityContextOptions gmsaCredentialSpecName=1:string gmsaCredentialSpec=2:string "
-    "runAsUserName=3:string hostProcess=4:bool\n"
-    "Sysctl name=1:string value=2:string\n"
-    "SeccompProfile type=1:string localhostProfile=2:string\n"
-    "AppArmorProfile type=1:string localhostProfile=2:string\n"
-    "NodeAffinity requiredDuringSchedulingIgnoredDuringExecution=1:NodeSelector "
-    "preferredDuringSchedulingIgnoredDuringExecution=2:[]PreferredSchedulingTerm\n"
-    "PodAffinity requiredDuringSchedulingIgnoredDuringExecution=1:[]PodAffinityTerm "
-    "preferredDuringSchedulingIgnoredDuringExecution=2:[]WeightedPodAffinityTerm\n"
-    "PodAntiAffinity requiredDuringSchedulingIgnoredDuringExecution=1:[]PodAffinityTerm "
-    "preferredDuringSchedulingIgnoredDuringExecution=2:[]WeightedPodAffinityTerm\n"
-    "PodDNSConfigOption name=1:string value=2:string\n"
-    "LabelSelector matchLabels=1:map<string> matchExpressions=2:[]LabelSelectorRequirement\n"
-    "ResourceClaim name=1:string request=2:string\n"
-    "ContainerState waiting=1:ContainerStateWaiting running=2:ContainerStateRunning "
-    "terminated=3:ContainerStateTerminated\n"
-    "VolumeMountStatus name=1:string mountPath=2:string readOnly=3:bool "
-    "recursiveReadOnly=4:string volumeStatus=5:VolumeStatus\n"
-    "ContainerUser linux=1:LinuxContainerUser\n"
-    "ResourceStatus name=1:string resources=2:[]ResourceHealth\n"
-    "ContainerExtendedResourceRequest containerName=1:string resourceName=2:string "
-    "requestName=3:string\n"
-    "NodeAllocatableMappedResources name=1:string quantity=2:quantity\n"
-    "NodeAllocatableOverheadResources name=1:string perPod=2:quantity perContainer=3:quantity\n"
-    "VolumeHealthCondition status=1:string reason=2:string message=3:string\n"
-    "ConfigMapNodeConfigSource namespace=1:string name=2:string uid=3:string "
-    "resourceVersion=4:string kubeletConfigKey=5:string\n"
-    "DaemonEndpoint Port=1:int32\n"
-    "NodeSwapStatus capacity=1:int64\n"
-    "NodeRuntimeHandlerFeatures recursiveReadOnlyMounts=1:bool userNamespaces=2:bool\n"
-    "HostPathVolumeSource path=1:string type=2:string\n"
-    "EmptyDirVolumeSource medium=1:string sizeLimit=2:quantity mode=3:int32\n"
-    "GCEPersistentDiskVolumeSource pdName=1:string fsType=2:string partition=3:int32 "
-    "readOnly=4:bool\n"
-    "AWSElasticBlockStoreVolumeSource volumeID=1:string fsType=2:string partition=3:int32 "
-    "readOnly=4:bool\n"
-    "GitRepoVolumeSource repository=1:string revision=2:string directory=3:string\n"
-    "SecretVolumeSource secretName=1:string items=2:[]KeyToPath defaultMode=3:int32 "
-    "optional=4:bool defaultUser=5:int64\n"
-    "NFSVolumeSource server=1:string path=2:string readOnly=3:bool\n"
-    "ISCSIVolumeSource targetPortal=1:string iqn=2:string lun=3:int32 iscsiInterface=4:string "
-    "fsType=5:string readOnly=6:bool portals=7:[]string chapAuthDiscovery=8:bool "
-    "chapAuthSession=11:bool secretRef=10:LocalObjectReference initiatorName=12:string\n"
-    "GlusterfsVolumeSource endpoints=1:string path=2:string readOnly=3:bool\n"
-    "PersistentVolumeClaimVolumeSource claimName=1:string readOnly=2:bool\n"
-    "RBDVolumeSource monitors=1:[]string image=2:string fsType=3:string pool=4:string "
-    "user=5:string keyring=6:string secretRef=7:LocalObjectReference readOnly=8:bool\n"
-    "FlexVolumeSource driver=1:string fsType=2:string secretRef=3:LocalObjectReference "
-    "readOnly=4:bool options=5:map<string>\n"
-    "CinderVolumeSource volumeID=1:string fsType=2:string readOnly=3:bool "
-    "secretRef=4:LocalObjectReference\n"
-    "CephFSVolumeSource monitors=1:[]string path=2:string user=3:string secretFile=4:string "
-    "secretRef=5:LocalObjectReference readOnly=6:bool\n"
-    "FlockerVolumeSource datasetName=1:string datasetUUID=2:string\n"
-    "DownwardAPIVolumeSource items=1:[]DownwardAPIVolumeFile defaultMode=2:int32 "
-    "defaultUser=3:int64\n"
-    "FCVolumeSource targetWWNs=1:[]string lun=2:int32 fsType=3:string readOnly=4:bool "
-    "wwids=5:[]string\n"
-    "AzureFileVolumeSource secretName=1:string shareName=2:string readOnly=3:bool\n"
-    "ConfigMapVolumeSource localObjectReference=1:^LocalObjectReference items=2:[]KeyToPath "
-    "defaultMode=3:int32 optional=4:bool defaultUser=5:int64\n"
-    "VsphereVirtualDiskVolumeSource volumePath=1:string fsType=2:string "
-    "storagePolicyName=3:string storagePolicyID=4:string\n"
-    "QuobyteVolumeSource registry=1:string volume=2:string readOnly=3:bool user=4:string "
-    "group=5:string tenant=6:string\n"
-    "AzureDiskVolumeSource diskName=1:string diskURI=2:string cachingMode=3:string "
-    "fsType=4:string readOnly=5:bool kind=6:string\n"
-    "PhotonPersistentDiskVolumeSource pdID=1:string fsType=2:string\n"
-    "ProjectedVolumeSource sources=1:[]VolumeProjection defaultMode=2:int32 "
-    "defaultUser=3:int64\n"
-    "PortworxVolumeSource volumeID=1:string fsType=2:string readOnly=3:bool\n"
-    "ScaleIOVolumeSource gateway=1:string system=2:string secretRef=3:LocalObjectReference "
-    "sslEnabled=4:bool protectionDomain=5:string storagePool=6:string storageMode=7:string "
-    "volumeName=8:string fsType=9:string readOnly=10:bool\n"
-    "StorageOSVolumeSource volumeName=1:string volumeNamespace=2:string fsType=3:string "
-    "readOnly=4:bool secretRef=5:LocalObjectReference\n"
-    "CSIVolumeSource driver=1:string readOnly=2:bool fsType=3:string "
-    "volumeAttributes=4:map<string> nodePublishSecretRef=5:LocalObjectReference\n"
-    "EphemeralVolumeSource volumeClaimTemplate=1:PersistentVolumeClaimTemplate\n"
-    "ImageVolumeSource reference=1:string pullPolicy=2:string\n"
-    "ConfigMapEnvSource localObjectReference=1:^LocalObjectReference optional=2:bool\n"
-    "SecretEnvSource localObjectReference=1:^LocalObjectReference optional=2:bool\n"
-    "EnvVarSource fieldRef=1:ObjectFieldSelector resourceFieldRef=2:ResourceFieldSelector "
-    "configMapKeyRef=3:ConfigMapKeySelector secretKeyRef=4:SecretKeySelector "
-    "fileKeyRef=5:FileKeySelector\n"
-    "ContainerRestartRuleOnExitCodes operator=1:string values=2:[]int32\n"
-    "ProbeHandler exec=1:ExecAction httpGet=2:HTTPGetAction tcpSocket=3:TCPSocketAction "
-    "grpc=4:GRPCAction\n"
-    "LifecycleHandler exec=1:ExecAction httpGet=2:HTTPGetAction tcpSocket=3:TCPSocketAction "
-    "sleep=4:SleepAction\n"
-    "Capabilities add=1:[]string drop=2:[]string\n"
-    "NodeSelector nodeSelectorTerms=1:[]NodeSelectorTerm\n"
-    "PreferredSchedulingTerm weight=1:int32 preference=2:NodeSelectorTerm\n"
-    "PodAffinityTerm labelSelector=1:LabelSelector namespaces=2:[]string topologyKey=3:string "
-    "namespaceSelector=4:LabelSelector matchLabelKeys=5:[]string mismatchLabelKeys=6:[]string\n"
-    "WeightedPodAffinityTerm weight=1:int32 podAffinityTerm=2:PodAffinityTerm\n"
-    "LabelSelectorRequirement key=1:string operator=2:string values=3:[]string\n"
-    "ContainerStateWaiting reason=1:string message=2:string\n"
-    "ContainerStateRunning startedAt=1:time\n"
-    "ContainerStateTerminated exitCode=1:int32 signal=2:int32 reason=3:string message=4:string "
-    "startedAt=5:time finishedAt=6:time containerID=7:string\n"
-    "VolumeStatus image=1:ImageVolumeStatus\n"
-    "LinuxContainerUser uid=1:int64 gid=2:int64 supplementalGroups=3:[]int64\n"
-    "ResourceHealth resourceID=1:string health=2:string message=6:string\n"
-    "KeyToPath key=1:string path=2:string mode=3:int32 user=4:int64\n"
-    "DownwardAPIVolumeFile path=1:string fieldRef=2:ObjectFieldSelector "
-    "resourceFieldRef=3:ResourceFieldSelector mode=4:int32 user=5:int64\n"
-    "VolumeProjection secret=1:SecretProjection downwardAPI=2:DownwardAPIProjection "
-    "configMap=3:ConfigMapProjection serviceAccountToken=4:ServiceAccountTokenProjection "
-    "clusterTrustBundle=5:ClusterTrustBundleProjection "
-    "podCertificate=6:PodCertificateProjection\n"
-    "PersistentVolumeClaimTemplate metadata=1:ObjectMeta spec=2:PersistentVolumeClaimSpec\n"
-    "ObjectFieldSelector apiVersion=1:string fieldPath=2:string\n"
-    "ResourceFieldSelector containerName=1:string resource=2:string divisor=3:quantity\n"
-    "ConfigMapKeySelector localObjectReference=1:^LocalObjectReference key=2:string "
-    "optional=3:bool\n"
-    "SecretKeySelector localObjectReference=1:^LocalObjectReference key=2:string "
-    "optional=3:bool\n"
-    "FileKeySelector volumeName=1:string path=2:string key=3:string optional=4:bool\n"
-    "ExecAction command=1:[]string\n"
-    "HTTPGetAction path=1:string port=2:intorstring host=3:string scheme=4:string "
-    "httpHeaders=5:[]HTTPHeader protocol=6:string\n"
-    "TCPSocketAction port=1:intorstring host=2:string\n"
-    "GRPCAction port=1:int32 service=2:string mode=3:string\n"
-    "SleepAction seconds=1:int64\n"
-    "NodeSelectorTerm matchExpressions=1:[]NodeSelectorRequirement "
-    "matchFields=2:[]NodeSelectorRequirement\n"
-    "ImageVolumeStatus imageRef=1:string\n"
-    "SecretProjection localObjectReference=1:^LocalObjectReference items=2:[]KeyToPath "
-    "optional=4:bool\n"
-    "DownwardAPIProjection items=1:[]DownwardAPIVolumeFile\n"
-    "ConfigMapProjection localObjectReference=1:^LocalObjectReference items=2:[]KeyToPath "
-    "optional=4:bool\n"
-    "ServiceAccountTokenProjection audience=1:string expirationSeconds=2:int64 path=3:string "
-    "user=4:int64\n"
-    "ClusterTrustBundleProjection name=1:string signerName=2:string "
-    "labelSelector=3:LabelSelector optional=5:bool path=4:string user=6:int64\n"
-    "PodCertificateProjection signerName=1:string keyType=2:string "
-    "maxExpirationSeconds=3:int32 credentialBundlePath=4:string keyPath=5:string "
-    "certificateChainPath=6:string userAnnotations=7:map<string> user=8:int64\n"
-    "PersistentVolumeClaimSpec accessModes=1:[]string selector=4:LabelSelector "
-    "resources=2:VolumeResourceRequirements volumeName=3:string storageClassName=5:string "
-    "volumeMode=6:string dataSource=7:TypedLocalObjectReference "
-    "dataSourceRef=8:TypedObjectReference volumeAttributesClassName=9:string\n"
-    "HTTPHeader name=1:string value=2:string\n"
-    "NodeSelectorRequirement key=1:string operator=2:string values=3:[]string\n"
-    "VolumeResourceRequirements limits=1:map<quantity> requests=2:map<quantity>\n"
-    "TypedLocalObjectReference apiGroup=1:string kind=2:string name=3:string\n"
-    "TypedObjectReference apiGroup=1:string kind=2:string name=3:string namespace=4:string\n";
+#include "sim/k8s_schema.inc"
+    ;
+
+namespace fields = ::fitledger::k8s_fields;
+// A protobuf map<K, V> is a repeated entry message {1 key, 2 value} (the protobuf language
+// specification, "Maps").
+constexpr uint32_t kMapKey = 1;
+constexpr uint32_t kMapValue = 2;
 
 // protobuf.go protoEncodingPrefix.
 constexpr absl::string_view kMagic("k8s\0", 4);
@@ -580,16 +273,16 @@ class SaxEncoder {
   SaxEncoder(const Message* top, std::vector<std::string>* omitted)
       : top_(top), omitted_(omitted) {}
 
-  // After a successful parse: runtime.Unknown {1 typeMeta {1 apiVersion, 2 kind}, 2 raw}, with
-  // contentEncoding and contentType (3, 4) left out.
+  // After a successful parse: runtime.Unknown {typeMeta {apiVersion, kind}, raw}, with
+  // contentEncoding and contentType left out.
   std::string Envelope() {
     std::string type_meta;
-    PutBytes(1, api_version_, &type_meta);
-    PutBytes(2, kind_, &type_meta);
+    PutBytes(fields::TypeMeta::kApiVersion, api_version_, &type_meta);
+    PutBytes(fields::TypeMeta::kKind, kind_, &type_meta);
     std::string out(kMagic);
     out.reserve(kMagic.size() + type_meta.size() + raw_.size() + 16);
-    PutBytes(1, type_meta, &out);
-    PutBytes(2, raw_, &out);
+    PutBytes(fields::Unknown::kTypeMeta, type_meta, &out);
+    PutBytes(fields::Unknown::kRaw, raw_, &out);
     return out;
   }
   const std::string& error() const { return error_; }
@@ -639,18 +332,18 @@ class SaxEncoder {
       case Type::kString:
         sink.Begin(f->number, map_key());
         if (map_key_field_ != nullptr)
-          return MapEntry(sink, [&](std::string* s) { PutBytes(2, v, s); });
+          return MapEntry(sink, [&](std::string* s) { PutBytes(kMapValue, v, s); });
         PutBytes(f->number, v, &sink.bytes);
         return true;
       case Type::kTime: {
         int64_t seconds = 0;
         int64_t nanos = 0;
         if (!ParseRfc3339(v, &seconds, &nanos)) return Omit();
-        // metav1.Time: {1 seconds, 2 nanos} (meta/v1 time_proto.go).
+        // metav1.Time: {seconds, nanos} (meta/v1 time_proto.go).
         std::string t;
-        PutTag(1, 0, &t);
+        PutTag(fields::Time::kSeconds, 0, &t);
         PutVarint(static_cast<uint64_t>(seconds), &t);
-        PutTag(2, 0, &t);
+        PutTag(fields::Time::kNanos, 0, &t);
         PutVarint(static_cast<uint64_t>(nanos), &t);
         sink.Begin(f->number);
         PutBytes(f->number, t, &sink.bytes);
@@ -659,11 +352,11 @@ class SaxEncoder {
       case Type::kQuantity:
         return Quantity(*f, v);
       case Type::kIntOrString: {
-        // intstr.IntOrString: {1 type (1 String), 3 strVal}.
+        // intstr.IntOrString: {type (1 String), strVal}.
         std::string x;
-        PutTag(1, 0, &x);
+        PutTag(fields::IntOrString::kType, 0, &x);
         PutVarint(1, &x);
-        PutBytes(3, v, &x);
+        PutBytes(fields::IntOrString::kStrVal, v, &x);
         sink.Begin(f->number);
         PutBytes(f->number, x, &sink.bytes);
         return true;
@@ -895,7 +588,7 @@ class SaxEncoder {
   bool MapEntry(Sink& sink, Fill&& fill) {
     const Frame& frame = Top();
     std::string entry;
-    PutBytes(1, frame.map_key, &entry);
+    PutBytes(kMapKey, frame.map_key, &entry);
     fill(&entry);
     PutBytes(map_key_field_->number, entry, &sink.bytes);
     return true;
@@ -919,11 +612,11 @@ class SaxEncoder {
       case Type::kQuantity:
         return Quantity(*f, text);
       case Type::kIntOrString: {
-        // intstr.IntOrString: {1 type (0 Int), 2 intVal}.
+        // intstr.IntOrString: {type (0 Int), intVal}.
         std::string x;
-        PutTag(1, 0, &x);
+        PutTag(fields::IntOrString::kType, 0, &x);
         PutVarint(0, &x);
-        PutTag(2, 0, &x);
+        PutTag(fields::IntOrString::kIntVal, 0, &x);
         PutVarint(static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(v))), &x);
         sink.Begin(f->number);
         PutBytes(f->number, x, &sink.bytes);
@@ -935,19 +628,19 @@ class SaxEncoder {
   }
 
   // resource.Quantity: a string, or a bare number, in JSON (quantity.go UnmarshalJSON); message
-  // {1 string} in protobuf (quantity_proto.go).
+  // {string} in protobuf (quantity_proto.go).
   bool Quantity(const Field& f, absl::string_view text) {
     Sink& sink = Target();
     sink.Begin(f.number, map_key());
     if (map_key_field_ != nullptr) {
       return MapEntry(sink, [&](std::string* s) {
         std::string q;
-        PutBytes(1, text, &q);
-        PutBytes(2, q, s);
+        PutBytes(fields::Quantity::kString, text, &q);
+        PutBytes(kMapValue, q, s);
       });
     }
     std::string q;
-    PutBytes(1, text, &q);
+    PutBytes(fields::Quantity::kString, text, &q);
     PutBytes(f.number, q, &sink.bytes);
     return true;
   }
@@ -985,7 +678,7 @@ class SaxEncoder {
         frame.first.pop_back();
         if (!frame.first.empty()) return true;
         std::string raw;
-        PutBytes(1, frame.text, &raw);
+        PutBytes(fields::FieldsV1::kRaw, frame.text, &raw);
         Sink& target = SinkOf(frame.parent, frame.parent_inline);
         target.Begin(frame.number);
         PutBytes(frame.number, raw, &target.bytes);
@@ -1292,8 +985,8 @@ class Decoder {
           uint64_t v = 0;
           absl::string_view b;
           if (!entry.Next(&n, &w, &v, &b)) return Malformed(f.name);
-          if (n == 1 && w == 2) key = std::string(b);
-          if (n == 2) {
+          if (n == kMapKey && w == 2) key = std::string(b);
+          if (n == kMapValue) {
             if (absl::Status s = DecodeValue(f, w, v, b, &value); !s.ok()) return s;
           }
         }
@@ -1352,30 +1045,31 @@ class Decoder {
         if (!t.ok()) return t.status();
         // metav1.Time's JSON has second precision (meta/v1 time.go MarshalJSON, RFC3339).
         *value = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
-                                  absl::FromUnixSeconds(static_cast<int64_t>(t->varints[1])),
+                                  absl::FromUnixSeconds(static_cast<int64_t>(t->varints[fields::Time::kSeconds])),
                                   absl::UTCTimeZone());
         return absl::OkStatus();
       }
       case Type::kQuantity: {
         absl::StatusOr<Small> q = ReadSmall(bytes);
         if (!q.ok()) return q.status();
-        *value = std::string(q->bytes[1]);
+        *value = std::string(q->bytes[fields::Quantity::kString]);
         return absl::OkStatus();
       }
       case Type::kIntOrString: {
         absl::StatusOr<Small> x = ReadSmall(bytes);
         if (!x.ok()) return x.status();
-        if (x->varints[1] == 0) {
-          *value = static_cast<int32_t>(x->varints[2]);
+        if (x->varints[fields::IntOrString::kType] == 0) {
+          *value = static_cast<int32_t>(x->varints[fields::IntOrString::kIntVal]);
         } else {
-          *value = std::string(x->bytes[3]);
+          *value = std::string(x->bytes[fields::IntOrString::kStrVal]);
         }
         return absl::OkStatus();
       }
       case Type::kFieldsV1: {
         absl::StatusOr<Small> raw = ReadSmall(bytes);
         if (!raw.ok()) return raw.status();
-        *value = nlohmann::json::parse(raw->bytes[1], nullptr, /*allow_exceptions=*/false);
+        *value = nlohmann::json::parse(raw->bytes[fields::FieldsV1::kRaw], nullptr,
+                                       /*allow_exceptions=*/false);
         if (value->is_discarded()) return Malformed(absl::StrCat(f.name, ": not JSON"));
         return absl::OkStatus();
       }
@@ -1407,15 +1101,17 @@ absl::StatusOr<nlohmann::json> ProtobufEnvelopeToJson(absl::string_view envelope
   if (!absl::ConsumePrefix(&envelope, kMagic)) return Malformed("no k8s\\0 prefix");
   absl::StatusOr<Small> unknown_message = ReadSmall(envelope);
   if (!unknown_message.ok()) return unknown_message.status();
-  absl::StatusOr<Small> type_meta = ReadSmall(unknown_message->bytes[1]);
+  absl::StatusOr<Small> type_meta = ReadSmall(unknown_message->bytes[fields::Unknown::kTypeMeta]);
   if (!type_meta.ok()) return type_meta.status();
-  const std::string api_version(type_meta->bytes[1]);
-  const std::string kind(type_meta->bytes[2]);
+  const std::string api_version(type_meta->bytes[fields::TypeMeta::kApiVersion]);
+  const std::string kind(type_meta->bytes[fields::TypeMeta::kKind]);
   const Message* m = FindMessage(kind);
   if (m == nullptr) return absl::InvalidArgumentError(absl::StrCat("no schema for kind ", kind));
   nlohmann::json object = nlohmann::json::object();
   Decoder decoder(unknown);
-  if (absl::Status s = decoder.DecodeMessage(unknown_message->bytes[2], *m, &object); !s.ok()) {
+  if (absl::Status s =
+          decoder.DecodeMessage(unknown_message->bytes[fields::Unknown::kRaw], *m, &object);
+      !s.ok()) {
     return s;
   }
   object["kind"] = kind;
@@ -1424,7 +1120,9 @@ absl::StatusOr<nlohmann::json> ProtobufEnvelopeToJson(absl::string_view envelope
 }
 
 void AppendWatchFrame(absl::string_view type, absl::string_view envelope, std::string* out) {
-  // metav1.WatchEvent {1 type, 2 object: runtime.RawExtension {1 raw}}.
+  // metav1.WatchEvent {type, object: runtime.RawExtension {raw}}; every tag is one byte.
+  static_assert(fields::WatchEvent::kType < 16 && fields::WatchEvent::kObject < 16 &&
+                fields::RawExtension::kRaw < 16);
   const size_t raw_extension = 1 + VarintSize(envelope.size()) + envelope.size();
   const size_t event =
       1 + VarintSize(type.size()) + type.size() + 1 + VarintSize(raw_extension) + raw_extension;
@@ -1434,10 +1132,10 @@ void AppendWatchFrame(absl::string_view type, absl::string_view envelope, std::s
   out->push_back(static_cast<char>(length >> 16));
   out->push_back(static_cast<char>(length >> 8));
   out->push_back(static_cast<char>(length));
-  PutBytes(1, type, out);
-  PutTag(2, 2, out);
+  PutBytes(fields::WatchEvent::kType, type, out);
+  PutTag(fields::WatchEvent::kObject, 2, out);
   PutVarint(raw_extension, out);
-  PutBytes(1, envelope, out);
+  PutBytes(fields::RawExtension::kRaw, envelope, out);
 }
 
 bool PrefersProtobuf(absl::string_view accept) {

@@ -12,12 +12,19 @@
 #include "google/protobuf/wire_format_lite.h"
 #include "server/kube/field_path.h"
 #include "server/kube/watch_event.h"
+#include "server/model/k8s_field_numbers.h"
 
 namespace fitledger::kube {
 namespace {
 
 using google::protobuf::internal::WireFormatLite;
 using google::protobuf::io::CodedInputStream;
+namespace fields = ::fitledger::k8s_fields;
+
+// A protobuf map<K, V> is a repeated entry message {1 key, 2 value} (the protobuf language
+// specification, "Maps"); not a Kubernetes fact, so not in k8s_field_numbers.h.
+constexpr int kMapKey = 1;
+constexpr int kMapValue = 2;
 
 // One field of a message as it is on the wire.
 struct Field {
@@ -99,19 +106,19 @@ absl::Status Varint(const Field& f, const Path& at, uint64_t* out) {
   return absl::OkStatus();
 }
 
-// A map<string, resource.Quantity> entry (1: key, 2: Quantity {1: string}) appended to `out`. A
+// A map<string, resource.Quantity> entry (key, Quantity {string}) appended to `out`. A
 // missing value is the zero Quantity, "0", as Go's decoder leaves it.
 absl::Status QuantityEntry(const Field& f, const Path& at, QuantityList* out) {
   absl::string_view entry, key, value, text = "0";
   RETURN_IF_ERROR(Bytes(f, at, &entry));
   RETURN_IF_ERROR(ForEachField(entry, at, [&](const Field& e) -> absl::Status {
-    if (e.number == 1) return Bytes(e, at, &key);
-    if (e.number == 2) return Bytes(e, at, &value);
+    if (e.number == kMapKey) return Bytes(e, at, &key);
+    if (e.number == kMapValue) return Bytes(e, at, &value);
     return absl::OkStatus();
   }));
   const Path field(at, key);
   RETURN_IF_ERROR(ForEachField(value, field, [&](const Field& q) -> absl::Status {
-    return q.number == 1 ? Bytes(q, field, &text) : absl::OkStatus();
+    return q.number == fields::Quantity::kString ? Bytes(q, field, &text) : absl::OkStatus();
   }));
   absl::StatusOr<Quantity> q = Quantity::Parse(absl::StripAsciiWhitespace(text));
   if (!q.ok()) return FieldError(field, q.status().message());
@@ -119,30 +126,34 @@ absl::Status QuantityEntry(const Field& f, const Path& at, QuantityList* out) {
   return absl::OkStatus();
 }
 
-// core/v1 ResourceRequirements: 1 limits, 2 requests (maps of Quantity).
+// core/v1 ResourceRequirements: limits, requests (maps of Quantity).
 absl::Status Resources(absl::string_view message, const Path& at, QuantityList* requests,
                        QuantityList* limits) {
   const Path req(at, "requests"), lim(at, "limits");
   return ForEachField(message, at, [&](const Field& f) -> absl::Status {
-    if (f.number == 2) return QuantityEntry(f, req, requests);
-    if (f.number == 1 && limits != nullptr) return QuantityEntry(f, lim, limits);
+    if (f.number == fields::ResourceRequirements::kRequests) {
+      return QuantityEntry(f, req, requests);
+    }
+    if (f.number == fields::ResourceRequirements::kLimits && limits != nullptr) {
+      return QuantityEntry(f, lim, limits);
+    }
     return absl::OkStatus();
   });
 }
 
-// core/v1 Container: 1 name, 8 resources, 24 restartPolicy.
+// core/v1 Container: name, resources, restartPolicy.
 absl::Status DecodeContainer(const Field& f, const Path& at, Container* c) {
   absl::string_view message;
   RETURN_IF_ERROR(Bytes(f, at, &message));
   return ForEachField(message, at, [&](const Field& m) -> absl::Status {
-    if (m.number == 1) return String(m, Path(at, "name"), &c->name);
-    if (m.number == 24) {
+    if (m.number == fields::Container::kName) return String(m, Path(at, "name"), &c->name);
+    if (m.number == fields::Container::kRestartPolicy) {
       absl::string_view policy;
       RETURN_IF_ERROR(Bytes(m, Path(at, "restartPolicy"), &policy));
       c->restartable = policy == "Always";
       return absl::OkStatus();
     }
-    if (m.number == 8) {
+    if (m.number == fields::Container::kResources) {
       const Path p(at, "resources");
       absl::string_view resources;
       RETURN_IF_ERROR(Bytes(m, p, &resources));
@@ -152,15 +163,17 @@ absl::Status DecodeContainer(const Field& f, const Path& at, Container* c) {
   });
 }
 
-// core/v1 ContainerStatus: 1 name, 10 allocatedResources, 11 resources (present: counted).
+// core/v1 ContainerStatus: name, allocatedResources, resources (present: counted).
 absl::Status DecodeStatus(const Field& f, const Path& at, ContainerStatus* s) {
   absl::string_view message;
   RETURN_IF_ERROR(Bytes(f, at, &message));
   const Path allocated(at, "allocatedResources");
   return ForEachField(message, at, [&](const Field& m) -> absl::Status {
-    if (m.number == 1) return String(m, Path(at, "name"), &s->name);
-    if (m.number == 10) return QuantityEntry(m, allocated, &s->allocated_resources);
-    if (m.number == 11) {
+    if (m.number == fields::ContainerStatus::kName) return String(m, Path(at, "name"), &s->name);
+    if (m.number == fields::ContainerStatus::kAllocatedResources) {
+      return QuantityEntry(m, allocated, &s->allocated_resources);
+    }
+    if (m.number == fields::ContainerStatus::kResources) {
       const Path p(at, "resources");
       absl::string_view resources;
       RETURN_IF_ERROR(Bytes(m, p, &resources));
@@ -183,19 +196,22 @@ absl::Status Unwrap(absl::string_view envelope, absl::string_view kind, absl::st
   bool has_raw = false;
   RETURN_IF_ERROR(
       ForEachField(envelope.substr(kProtobufMagic.size()), at, [&](const Field& f) -> absl::Status {
-        if (f.number == 1) return Bytes(f, Path(at, "typeMeta"), &type_meta);
-        if (f.number == 2) {
+        if (f.number == fields::Unknown::kTypeMeta) {
+          return Bytes(f, Path(at, "typeMeta"), &type_meta);
+        }
+        if (f.number == fields::Unknown::kRaw) {
           has_raw = true;
           return Bytes(f, Path(at, "raw"), object);
         }
-        if (f.number == 3) {
+        if (f.number == fields::Unknown::kContentEncoding) {
           return Bytes(f, Path(at, "contentEncoding"), &encoding);
         }
         return absl::OkStatus();
       }));
   const Path meta(at, "typeMeta");
   RETURN_IF_ERROR(ForEachField(type_meta, meta, [&](const Field& f) -> absl::Status {
-    return f.number == 2 ? Bytes(f, Path(meta, "kind"), &got_kind) : absl::OkStatus();
+    return f.number == fields::TypeMeta::kKind ? Bytes(f, Path(meta, "kind"), &got_kind)
+                                               : absl::OkStatus();
   }));
   if (!encoding.empty()) {
     return FieldError(Path(at, "contentEncoding"),
@@ -210,7 +226,7 @@ absl::Status Unwrap(absl::string_view envelope, absl::string_view kind, absl::st
   return absl::OkStatus();
 }
 
-// An enveloped meta/v1 Status: 3 message, 6 code. False (and `*code` 0) for bytes that are not
+// An enveloped meta/v1 Status: message, code. False (and `*code` 0) for bytes that are not
 // one.
 bool DecodeStatusObject(absl::string_view envelope, int64_t* code, std::string* message) {
   absl::string_view object, kind;
@@ -219,8 +235,8 @@ bool DecodeStatusObject(absl::string_view envelope, int64_t* code, std::string* 
   const Path s("status");
   int64_t read_code = 0;
   absl::Status status = ForEachField(object, s, [&](const Field& f) -> absl::Status {
-    if (f.number == 3) return String(f, s, message);
-    if (f.number == 6 && f.wire_type == WireFormatLite::WIRETYPE_VARINT) {
+    if (f.number == fields::Status::kMessage) return String(f, s, message);
+    if (f.number == fields::Status::kCode && f.wire_type == WireFormatLite::WIRETYPE_VARINT) {
       read_code = static_cast<int32_t>(f.varint);
     }
     return absl::OkStatus();
@@ -234,30 +250,35 @@ bool DecodeStatusObject(absl::string_view envelope, int64_t* code, std::string* 
 }
 
 // meta/v1 ObjectMeta's fields the watch needs when the rest of the object cannot be decoded, and
-// a bookmark's: 1 name, 5 uid, 6 resourceVersion, 12 annotations (k8s.io/initial-events-end).
+// a bookmark's: name, uid, resourceVersion, annotations (k8s.io/initial-events-end).
 struct ObjectKeys {
   std::string name, uid, resource_version;
   bool initial_events_end = false;
 };
 
+static_assert(fields::Pod::kMetadata == fields::Node::kMetadata,
+              "ReadObjectKeys reads a pod's and a node's metadata alike");
 absl::Status ReadObjectKeys(absl::string_view object, ObjectKeys* keys) {
   const Path at("object");
   absl::string_view metadata;
   RETURN_IF_ERROR(ForEachField(object, at, [&](const Field& f) -> absl::Status {
-    return f.number == 1 ? Bytes(f, Path(at, "metadata"), &metadata) : absl::OkStatus();
+    return f.number == fields::Pod::kMetadata ? Bytes(f, Path(at, "metadata"), &metadata)
+                                              : absl::OkStatus();
   }));
   const Path m("metadata");
   return ForEachField(metadata, m, [&](const Field& f) -> absl::Status {
-    if (f.number == 1) return String(f, Path(m, "name"), &keys->name);
-    if (f.number == 5) return String(f, Path(m, "uid"), &keys->uid);
-    if (f.number == 6) return String(f, Path(m, "resourceVersion"), &keys->resource_version);
-    if (f.number == 12) {
+    if (f.number == fields::ObjectMeta::kName) return String(f, Path(m, "name"), &keys->name);
+    if (f.number == fields::ObjectMeta::kUid) return String(f, Path(m, "uid"), &keys->uid);
+    if (f.number == fields::ObjectMeta::kResourceVersion) {
+      return String(f, Path(m, "resourceVersion"), &keys->resource_version);
+    }
+    if (f.number == fields::ObjectMeta::kAnnotations) {
       const Path a(m, "annotations");
       absl::string_view entry, key, value;
       RETURN_IF_ERROR(Bytes(f, a, &entry));
       RETURN_IF_ERROR(ForEachField(entry, a, [&](const Field& e) -> absl::Status {
-        if (e.number == 1) return Bytes(e, a, &key);
-        if (e.number == 2) return Bytes(e, a, &value);
+        if (e.number == kMapKey) return Bytes(e, a, &key);
+        if (e.number == kMapValue) return Bytes(e, a, &value);
         return absl::OkStatus();
       }));
       // apimachinery metav1.InitialEventsAnnotationKey.
@@ -272,27 +293,30 @@ absl::StatusOr<Pod> DecodePodObject(absl::string_view object, std::string* resou
   const Path root("pod");
   RETURN_IF_ERROR(ForEachField(object, root, [&](const Field& f) -> absl::Status {
     absl::string_view message;
-    if (f.number == 1) {  // metadata (meta/v1 ObjectMeta)
+    if (f.number == fields::Pod::kMetadata) {  // meta/v1 ObjectMeta
       const Path p("metadata");
       RETURN_IF_ERROR(Bytes(f, p, &message));
       return ForEachField(message, p, [&](const Field& m) -> absl::Status {
         switch (m.number) {
-          case 1:
+          case fields::ObjectMeta::kName:
             return String(m, Path(p, "name"), &pod.name);
-          case 3:
+          case fields::ObjectMeta::kNamespace:
             return String(m, Path(p, "namespace"), &pod.namespace_name);
-          case 5:
+          case fields::ObjectMeta::kUid:
             return String(m, Path(p, "uid"), &pod.uid);
-          case 6:
+          case fields::ObjectMeta::kResourceVersion:
             return resource_version == nullptr
                        ? absl::OkStatus()
                        : String(m, Path(p, "resourceVersion"), resource_version);
-          case 9: {  // deletionTimestamp (meta/v1 Time: 1 seconds, 2 nanos); JSON's null is zero
+          case fields::ObjectMeta::kDeletionTimestamp: {  // meta/v1 Time; JSON's null is zero
             const Path t(p, "deletionTimestamp");
             absl::string_view time;
             RETURN_IF_ERROR(Bytes(m, t, &time));
             return ForEachField(time, t, [&](const Field& s) -> absl::Status {
-              if ((s.number == 1 || s.number == 2) && s.varint != 0) pod.deleting = true;
+              if ((s.number == fields::Time::kSeconds || s.number == fields::Time::kNanos) &&
+                  s.varint != 0) {
+                pod.deleting = true;
+              }
               return absl::OkStatus();
             });
           }
@@ -301,30 +325,30 @@ absl::StatusOr<Pod> DecodePodObject(absl::string_view object, std::string* resou
         }
       });
     }
-    if (f.number == 2) {  // spec (core/v1 PodSpec)
+    if (f.number == fields::Pod::kSpec) {  // core/v1 PodSpec
       const Path p("spec");
       RETURN_IF_ERROR(Bytes(f, p, &message));
       size_t container = 0, init = 0;
       const Path overhead(p, "overhead"), containers(p, "containers"), inits(p, "initContainers");
       return ForEachField(message, p, [&](const Field& s) -> absl::Status {
         switch (s.number) {
-          case 2: {
+          case fields::PodSpec::kContainers: {
             const Path c(containers, container++);
             pod.containers.emplace_back();
             return DecodeContainer(s, c, &pod.containers.back());
           }
-          case 20: {
+          case fields::PodSpec::kInitContainers: {
             const Path c(inits, init++);
             pod.init_containers.emplace_back();
             return DecodeContainer(s, c, &pod.init_containers.back());
           }
-          case 10:
+          case fields::PodSpec::kNodeName:
             return String(s, Path(p, "nodeName"), &pod.node_name);
-          case 19:
+          case fields::PodSpec::kSchedulerName:
             return String(s, Path(p, "schedulerName"), &pod.scheduler_name);
-          case 32:
+          case fields::PodSpec::kOverhead:
             return QuantityEntry(s, overhead, &pod.overhead);
-          case 40: {  // pod-level resources
+          case fields::PodSpec::kResources: {  // pod-level resources
             const Path r(p, "resources");
             absl::string_view resources;
             RETURN_IF_ERROR(Bytes(s, r, &resources));
@@ -334,7 +358,7 @@ absl::StatusOr<Pod> DecodePodObject(absl::string_view object, std::string* resou
             if (!limits.empty()) pod.pod_limits = std::move(limits);
             return absl::OkStatus();
           }
-          case 25: {  // int32: a negative one is a sign-extended 64-bit varint
+          case fields::PodSpec::kPriority: {  // int32: a negative one is a sign-extended varint
             uint64_t priority = 0;
             RETURN_IF_ERROR(Varint(s, Path(p, "priority"), &priority));
             pod.priority = static_cast<int32_t>(priority);
@@ -345,7 +369,7 @@ absl::StatusOr<Pod> DecodePodObject(absl::string_view object, std::string* resou
         }
       });
     }
-    if (f.number == 3) {  // status (core/v1 PodStatus)
+    if (f.number == fields::Pod::kStatus) {  // core/v1 PodStatus
       const Path p("status");
       RETURN_IF_ERROR(Bytes(f, p, &message));
       size_t status = 0, init = 0, condition = 0;
@@ -355,31 +379,33 @@ absl::StatusOr<Pod> DecodePodObject(absl::string_view object, std::string* resou
       bool resize_condition = false;
       return ForEachField(message, p, [&](const Field& s) -> absl::Status {
         switch (s.number) {
-          case 1:
+          case fields::PodStatus::kPhase:
             return String(s, Path(p, "phase"), &pod.phase);
-          case 4:
+          case fields::PodStatus::kReason:
             return String(s, Path(p, "reason"), &pod.status_reason);
-          case 3:
+          case fields::PodStatus::kMessage:
             return String(s, Path(p, "message"), &pod.status_message);
-          case 8: {
+          case fields::PodStatus::kContainerStatuses: {
             const Path c(statuses, status++);
             pod.container_statuses.emplace_back();
             return DecodeStatus(s, c, &pod.container_statuses.back());
           }
-          case 10: {
+          case fields::PodStatus::kInitContainerStatuses: {
             const Path c(inits, init++);
             pod.init_container_statuses.emplace_back();
             return DecodeStatus(s, c, &pod.init_container_statuses.back());
           }
-          case 14:
+          case fields::PodStatus::kResize:
             return String(s, Path(p, "resize"), &pod.resize);
-          case 2: {  // conditions (PodCondition: 1 type, 5 reason): the first PodResizePending's
+          case fields::PodStatus::kConditions: {  // the first PodResizePending's reason
             const Path c(conditions, condition++);
             absl::string_view cond, type, reason;
             RETURN_IF_ERROR(Bytes(s, c, &cond));
             RETURN_IF_ERROR(ForEachField(cond, c, [&](const Field& k) -> absl::Status {
-              if (k.number == 1) return Bytes(k, Path(c, "type"), &type);
-              if (k.number == 5) return Bytes(k, Path(c, "reason"), &reason);
+              if (k.number == fields::PodCondition::kType) return Bytes(k, Path(c, "type"), &type);
+              if (k.number == fields::PodCondition::kReason) {
+                return Bytes(k, Path(c, "reason"), &reason);
+              }
               return absl::OkStatus();
             }));
             if (!resize_condition && type == "PodResizePending") {
@@ -404,22 +430,26 @@ absl::StatusOr<DecodedNode> DecodeNodeObject(absl::string_view object) {
   const Path root("node");
   RETURN_IF_ERROR(ForEachField(object, root, [&](const Field& f) -> absl::Status {
     absl::string_view message;
-    if (f.number == 1) {
+    if (f.number == fields::Node::kMetadata) {
       const Path p("metadata");
       RETURN_IF_ERROR(Bytes(f, p, &message));
       return ForEachField(message, p, [&](const Field& m) -> absl::Status {
-        if (m.number == 1) return String(m, Path(p, "name"), &out.node.name);
-        if (m.number == 6) return String(m, Path(p, "resourceVersion"), &out.resource_version);
+        if (m.number == fields::ObjectMeta::kName) return String(m, Path(p, "name"), &out.node.name);
+        if (m.number == fields::ObjectMeta::kResourceVersion) {
+          return String(m, Path(p, "resourceVersion"), &out.resource_version);
+        }
         return absl::OkStatus();
       });
     }
-    if (f.number == 3) {  // status (core/v1 NodeStatus): 1 capacity, 2 allocatable
+    if (f.number == fields::Node::kStatus) {  // core/v1 NodeStatus
       const Path p("status");
       RETURN_IF_ERROR(Bytes(f, p, &message));
       const Path cap(p, "capacity"), alloc(p, "allocatable");
       return ForEachField(message, p, [&](const Field& s) -> absl::Status {
-        if (s.number == 1) return QuantityEntry(s, cap, &capacity);
-        if (s.number == 2) return QuantityEntry(s, alloc, &allocatable);
+        if (s.number == fields::NodeStatus::kCapacity) return QuantityEntry(s, cap, &capacity);
+        if (s.number == fields::NodeStatus::kAllocatable) {
+          return QuantityEntry(s, alloc, &allocatable);
+        }
         return absl::OkStatus();
       });
     }
@@ -450,19 +480,20 @@ absl::StatusOr<WatchEvent> DecodeProtobufWatchEvent(bool nodes, absl::string_vie
   auto damaged = [](absl::string_view why) {
     return absl::DataLossError(absl::StrCat("undecodable watch frame: ", why));
   };
-  // meta/v1 WatchEvent (1 type, 2 object: runtime.RawExtension {1 raw}), written by the raw
+  // meta/v1 WatchEvent (type, object: runtime.RawExtension {raw}), written by the raw
   // serializer: no envelope of its own (apimachinery serializer/codec_factory.go, the protobuf
   // StreamSerializer; apiserver endpoints/handlers/watch.go).
   absl::string_view type, extension, raw;
   const Path at("event");
   absl::Status read = ForEachField(frame, at, [&](const Field& f) -> absl::Status {
-    if (f.number == 1) return Bytes(f, Path(at, "type"), &type);
-    if (f.number == 2) return Bytes(f, Path(at, "object"), &extension);
+    if (f.number == fields::WatchEvent::kType) return Bytes(f, Path(at, "type"), &type);
+    if (f.number == fields::WatchEvent::kObject) return Bytes(f, Path(at, "object"), &extension);
     return absl::OkStatus();
   });
   if (read.ok()) {
     read = ForEachField(extension, Path(at, "object"), [&](const Field& f) -> absl::Status {
-      return f.number == 1 ? Bytes(f, Path(at, "object.raw"), &raw) : absl::OkStatus();
+      return f.number == fields::RawExtension::kRaw ? Bytes(f, Path(at, "object.raw"), &raw)
+                                                    : absl::OkStatus();
     });
   }
   if (!read.ok()) return damaged(read.message());

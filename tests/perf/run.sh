@@ -21,6 +21,7 @@
 #
 #   tests/perf/run.sh [--quick] [--rounds N] [--seconds S] [--names gke|eks|aks|mixed]
 #                     [--build-dir DIR] [--out DIR] [--no-build] [--perf] [--wait-for-quiet]
+#                     [--churn RATE]
 #
 # Full: 3 rounds of 8 s runs, 3 syncs, 3 cycles of 6,000 pods (about 10-12 min after the build,
 # estimated from --quick's steps; not yet timed on a quiet machine). --quick: 1 round of 2 s
@@ -28,6 +29,11 @@
 # load average 6-8), not a measurement. --perf: also `perf record` the server and the shim
 # at 8 connections (linux-perf) and print their top entries. --wait-for-quiet: before starting,
 # wait (up to 30 min, polling each minute) for the 1-minute load average to drop below 0.5.
+# --churn RATE (issue 49 item 3): from the warm-up to the end of the rounds, tests/bench/churn_load
+# sends the sim RATE pod updates a second (a merge patch of one annotation on 5,000 of its pods),
+# so the server's watch decodes a MODIFIED event of a whole pod for each while every system,
+# the floor included, is measured; the table then judges the server's p99 at 1 connection
+# against the floor's (<= 2x) and its calls/s at 8 against the floor's (>= 70%) under that churn.
 # Needs: wrk, nginx (apt-get install wrk nginx-light), curl, python3, Go 1.19
 # (/usr/lib/go-1.19/bin/go, apt-get install golang-1.19-go); a Release build dir with the tests
 # (default build-perf, configured and built here unless --no-build). Only the processes this
@@ -48,6 +54,7 @@ NAMES=gke
 PROFILE=0
 WAIT_QUIET=0
 QUICK=0
+CHURN=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) QUICK=1; ROUNDS=1; SECONDS_PER_RUN=2; SYNCS=1; CYCLE_PODS=1000 ;;
@@ -59,11 +66,13 @@ while [[ $# -gt 0 ]]; do
     --no-build) BUILD_TOOLS=0 ;;
     --perf) PROFILE=1 ;;
     --wait-for-quiet) WAIT_QUIET=1 ;;
+    --churn) CHURN="$2"; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
 done
+[[ "$CHURN" =~ ^[0-9]+$ ]] || { echo "--churn: pod updates per second (0: none)" >&2; exit 2; }
 case "$NAMES" in gke|eks|aks|mixed) ;; *) echo "--names: gke, eks, aks or mixed" >&2; exit 2 ;; esac
 GO=/usr/lib/go-1.19/bin/go
 need() { command -v "$1" >/dev/null || { echo "tests/perf/run.sh needs $1 ($2)" >&2; exit 2; }; }
@@ -136,7 +145,7 @@ SIM_BIN="$BUILD/sim/fitledger-sim"
 SERVER_BIN="$BUILD/server/fitledger-server"
 SHIM_BIN="$BUILD/client/shim/fitledger-shim"
 BENCH="$BUILD/tests/bench"
-for bin in "$SIM_BIN" "$SERVER_BIN" "$SHIM_BIN" "$BENCH/cycle_load" "$BENCH/sync_probe" \
+for bin in "$SIM_BIN" "$SERVER_BIN" "$SHIM_BIN" "$BENCH/cycle_load" "$BENCH/churn_load" "$BENCH/sync_probe" \
   "$BENCH/grpc_echo_server"; do
   [[ -x "$bin" ]] || { echo "missing $bin (build the perf_tools target)" >&2; exit 2; }
 done
@@ -146,7 +155,7 @@ log "building the Go baseline"
 
 COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 DIRTY="$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep . >/dev/null && echo true || echo false)"
-record meta "{\"date\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"commit\":\"$COMMIT\",\"dirty\":$DIRTY,\"command\":\"tests/perf/run.sh $(printf '%q ' "${ORIG_ARGS[@]:-}")\",\"rounds\":$ROUNDS,\"seconds\":$SECONDS_PER_RUN,\"quick\":$QUICK,\"names\":\"$NAMES\",\"cpus\":$(nproc),\"cpu_model\":\"$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)\"}"
+record meta "{\"date\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"commit\":\"$COMMIT\",\"dirty\":$DIRTY,\"command\":\"tests/perf/run.sh $(printf '%q ' "${ORIG_ARGS[@]:-}")\",\"rounds\":$ROUNDS,\"seconds\":$SECONDS_PER_RUN,\"quick\":$QUICK,\"names\":\"$NAMES\",\"churn\":$CHURN,\"cpus\":$(nproc),\"cpu_model\":\"$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)\"}"
 record_load start
 
 # --- The sim: 5,000 nodes, 150,000 realistic pods ---
@@ -395,6 +404,20 @@ wrk_run() {  # wrk_run SYSTEM BODY CONNECTIONS ROUND
   fi
 }
 
+# --- The churn (--churn): pod updates in the background of the warm-up and the rounds ---
+server_events() {  # the server's pod and node watch events since it started
+  curl -sS "http://127.0.0.1:$(json_field "$OUT/server-sync-$SYNCS/ready" monitor_port)/metrics" |
+    awk -F' ' '/^fitledger_watch_total[{]kind="events"[}]/ { print $2 }'
+}
+CHURN_PID=""
+if (( CHURN > 0 )); then
+  EVENTS_BEFORE="$(server_events)"
+  "$BENCH/churn_load" --api_port "$SIM_PORT" --rate "$CHURN" --pods 5000 > "$OUT/churn.txt" 2>&1 &
+  CHURN_PID=$!
+  PIDS+=("$CHURN_PID")
+  log "churn: $CHURN pod updates/s (pid $CHURN_PID)"
+fi
+
 # Warm-up: a second of each system and body before the rounds.
 for system in floor server shim hop go; do
   for body in names nodes; do
@@ -418,7 +441,18 @@ for r in $(seq 1 "$ROUNDS"); do
     wrk_run "$system" nodes 1 "$r"
   done
   record_load "round $r"
+  if [[ -n "$CHURN_PID" ]] && ! kill -0 "$CHURN_PID" 2>/dev/null; then
+    echo "churn_load stopped during round $r: $(tail -3 "$OUT/churn.txt")" >&2; exit 1
+  fi
 done
+if [[ -n "$CHURN_PID" ]]; then
+  kill -TERM "$CHURN_PID"
+  wait "$CHURN_PID" || { echo "churn_load failed: $(tail -3 "$OUT/churn.txt")" >&2; exit 1; }
+  line="$(sed -n 's/^CHURN_JSON //p' "$OUT/churn.txt")"
+  events=$(( $(server_events) - EVENTS_BEFORE ))
+  record churn "{\"server_events\":$events,${line#\{}"
+  log "churn: $line; the server saw $events watch events"
+fi
 
 if (( PROFILE )); then
   for system in server shim; do

@@ -171,6 +171,8 @@ for ms in (900, 1200, 950):
     rows.append({"kind": "sync", "name": "s", "api_bytes": 1, "serving_ms": ms,
                  "rss_kib": 100 * 1024, "hwm_kib": 120 * 1024})
 rows.append({"kind": "memory", "rss_kib": 160 * 1024, "hwm_kib": 190 * 1024})
+rows.append({"kind": "churn", "server_events": 1002, "updates": 1000, "seconds": 5.0, "rate": 199.5,
+             "errors": 0, "pods": 5000, "p50_us": 480, "p99_us": 900})
 with open(sys.argv[1], "w") as f:
     for row in rows:
         f.write(json.dumps(row) + "\n")
@@ -198,4 +200,7 @@ expect "| fitledger-shim -> fitledger-server (gRPC, Unix socket) | 2,300 | 21% |
 expect "| 2 | names | server | 5,000 | 250 / 600 | server 20.0 / server 20.0 |"
 expect "at abc1234, 2026-01-01T00:00:00Z"
 expect "that drops it in 812 ms (913,075,369 bytes)"
+expect "| server p99 / floor's p99 at 1 connection, under churn (200 pod updates/s) (issue 49) | <= 2x | 2.00x | PASS |"
+expect "| server calls/s at 8 connections / floor's, under churn (200 pod updates/s) (issue 49) | >= 70% | 60% | **MISS** |"
+expect "Churn: tests/bench/churn_load sent 1,000 pod updates (merge patches of one annotation on 5,000 pods) in 5 s, 199.5/s, 0 errors, PATCH p50 / p99 480 / 900 us; the server saw 1,002 pod watch events meanwhile."
 echo "perf harness smoke: OK"

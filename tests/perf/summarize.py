@@ -208,7 +208,25 @@ def report(results, out_dir):
     hwm = mem.get("hwm_kib")
     target("server peak RSS (VmHWM)", "<= 200 MiB", hwm, hwm is not None and hwm <= 200 * 1024,
            fmt(None if hwm is None else hwm / 1024, 0, " MiB"))
+    churn = results.one("churn")
+    if churn:
+        # Issue 49 item 3: the same runs with the watch delivering pod updates (run.sh --churn),
+        # the floor measured beside the same background.
+        label = f"under churn ({churn['rate']:.0f} pod updates/s)"
+        r = results.ratio("server", "floor", "names", 1, "p99_us")
+        target(f"server p99 / floor's p99 at 1 connection, {label} (issue 49)", "<= 2x", r,
+               r is not None and r <= 2, fmt(r, 2, "x"))
+        r = results.ratio("server", "floor", "names", 8, "rps")
+        target(f"server calls/s at 8 connections / floor's, {label} (issue 49)", ">= 70%", r,
+               r is not None and r >= 0.7, fmt(None if r is None else 100 * r, 0, "%"))
     add("")
+    if churn:
+        add(f"Churn: tests/bench/churn_load sent {churn['updates']:,} pod updates (merge patches "
+            f"of one annotation on {churn['pods']:,} pods) in {churn['seconds']:.0f} s, "
+            f"{churn['rate']:.1f}/s, {churn['errors']} errors, PATCH p50 / p99 "
+            f"{churn['p50_us']:,.0f} / {churn['p99_us']:,.0f} us; the server saw "
+            f"{fmt(churn.get('server_events'))} pod watch events meanwhile.")
+        add("")
     d99 = results.difference("shim", "server", "names", 1, "p99_us")
     shim_go = results.ratio("shim", "go", "names", 8, "rps")
     if d99 is not None or shim_go is not None:

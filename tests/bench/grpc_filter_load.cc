@@ -3,6 +3,10 @@
 //
 //   grpc_filter_load --target 127.0.0.1:PORT --body filter.json --clients 1 --seconds 10
 //
+// `--api callback` makes each call through the stub's callback API (the caller waits for the
+// callback), as fitledger-shim does, instead of the blocking call: which stock client API makes
+// the cheaper hop (issue 49 item 2).
+//
 // `--write_frame FILE` instead writes the request as one gRPC-framed message, h2load's body for
 // the same call, to measure direct gRPC with both clients.
 //
@@ -12,6 +16,8 @@
 // percentiles and the throughput, then one `GRPC_JSON {...}` line for scripts.
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -33,6 +39,7 @@ ABSL_FLAG(std::string, body, "", "ExtenderArgs JSON file (kube-scheduler's Filte
 ABSL_FLAG(int, clients, 1, "concurrent closed-loop clients (one channel each)");
 ABSL_FLAG(double, seconds, 10, "measured duration");
 ABSL_FLAG(double, warmup_seconds, 1, "unmeasured warm-up before the measurement");
+ABSL_FLAG(std::string, api, "sync", "client API: sync (blocking call) or callback (as the shim)");
 ABSL_FLAG(std::string, write_frame, "",
           "write the request as one gRPC length-prefixed message to this file and exit (a body "
           "for h2load -d)");
@@ -94,6 +101,12 @@ int Run() {
     }
     return 0;
   }
+  const std::string api = absl::GetFlag(FLAGS_api);
+  if (api != "sync" && api != "callback") {
+    std::fprintf(stderr, "--api is sync or callback\n");
+    return 2;
+  }
+  const bool callback = api == "callback";
   std::atomic<bool> measuring{false};
   std::atomic<bool> stop{false};
   std::vector<ClientResult> results(static_cast<size_t>(clients));
@@ -108,7 +121,22 @@ int Run() {
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
         v1::ExtenderFilterResult reply;
         const absl::Time start = absl::Now();
-        grpc::Status status = stub->Filter(&context, args, &reply);
+        grpc::Status status;
+        if (callback) {
+          std::mutex mu;
+          std::condition_variable cv;
+          bool done = false;
+          stub->async()->Filter(&context, &args, &reply, [&](grpc::Status s) {
+            std::lock_guard<std::mutex> lock(mu);
+            status = std::move(s);
+            done = true;
+            cv.notify_one();
+          });
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return done; });
+        } else {
+          status = stub->Filter(&context, args, &reply);
+        }
         const int64_t ns = absl::ToInt64Nanoseconds(absl::Now() - start);
         if (!measuring.load(std::memory_order_relaxed)) continue;
         if (!status.ok() || !reply.error().empty()) {
@@ -151,9 +179,10 @@ int Run() {
       (long long)errors, (long long)passing);
   if (!last_error.empty()) std::printf("last error: %s\n", last_error.c_str());
   std::printf(
-      "GRPC_JSON {\"clients\":%d,\"requests\":%zu,\"seconds\":%.3f,\"rps\":%.1f,\"errors\":%lld,"
+      "GRPC_JSON {\"api\":\"%s\",\"clients\":%d,\"requests\":%zu,\"seconds\":%.3f,\"rps\":%.1f,\"errors\":%lld,"
       "\"p50_us\":%lld,\"p90_us\":%lld,\"p99_us\":%lld,\"max_us\":%lld,\"passing\":%lld}\n",
-      clients, all.size(), elapsed, rps, (long long)errors, (long long)us(50), (long long)us(90),
+      api.c_str(), clients, all.size(), elapsed, rps, (long long)errors, (long long)us(50),
+      (long long)us(90),
       (long long)us(99), all.empty() ? 0LL : (long long)(all.back() / 1000), (long long)passing);
   return errors > 0 && all.empty() ? 1 : 0;
 }

@@ -11,11 +11,16 @@
 #   tests/perf/sched.sh [--nodes N] [--init-pods N] [--pods N] [--rounds N]
 #                       [--configs baseline,server,shim,go] [--profile]
 #                       [--build-dir DIR] [--out DIR]
+#   tests/perf/sched.sh --sync [--nodes N] [--init-pods N] [--rounds N] [--build-dir DIR] [--out DIR]
 #
 # --configs: which configurations, in this order each round (server-fb: fitledger-server with
 # filter and bind but no prioritize, the chart's extender.prioritize: false). --profile: round 1
 # of each runs under `perf record -a` (linux-perf); OUT/<config>.txt has the CPU share of each
 # process and the top symbols of kube-scheduler and fitledger.
+#
+# --sync (issue 49 item 4): instead, NODES nodes and INIT_PODS bound pods (default 5,000 and
+# 150,000) in etcd, then fitledger-server started ROUNDS times against kube-apiserver: start to
+# /readyz 200, VmRSS and VmHWM (BenchmarkSyncFromAPIServer).
 #
 # Defaults: 5,000 nodes, 5,000 bound pods, 3,000 measured pods, 3 rounds. Needs Go 1.26 and a
 # build dir with fitledger-server and fitledger-shim (default build, the Release build
@@ -24,13 +29,14 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 NODES=5000
-INIT_PODS=5000
+INIT_PODS=""  # 5,000; 150,000 with --sync
 PODS=3000
 ROUNDS=3
 BUILD="$ROOT/build"
 OUT=""
 CONFIGS=""
 PROFILE=0
+SYNC=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nodes) NODES="$2"; shift ;;
@@ -39,6 +45,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) ROUNDS="$2"; shift ;;
     --configs) CONFIGS="$2"; shift ;;
     --profile) PROFILE=1 ;;
+    --sync) SYNC=1 ;;
     --build-dir) BUILD="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -46,6 +53,9 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
+if [[ -z "$INIT_PODS" ]]; then
+  if (( SYNC )); then INIT_PODS=150000; else INIT_PODS=5000; fi
+fi
 GO="$(command -v go || true)"
 [[ -z "$GO" && -x /usr/local/go/bin/go ]] && GO=/usr/local/go/bin/go
 [[ -n "$GO" ]] || { echo "tests/perf/sched.sh needs Go 1.26 (docs/testing.md)" >&2; exit 2; }
@@ -61,12 +71,24 @@ if [[ ! -x "$BUILD/server/fitledger-server" || ! -x "$BUILD/client/shim/fitledge
     -DFITLEDGER_UPSTREAM_BIN="$UPSTREAM_BIN" >/dev/null
   cmake --build "$BUILD" --target fitledger-server fitledger-shim
 fi
-SERVER="$(find "$BUILD" -name fitledger-server -type f -perm -u+x | head -n 1)"
-SHIM="$(find "$BUILD" -name fitledger-shim -type f -perm -u+x | head -n 1)"
-echo "sched.sh: $NODES nodes, $INIT_PODS bound pods, $PODS measured pods, $ROUNDS rounds; out $OUT"
+# Absolute paths: the harness runs from tests/upstream/suite.
+SERVER="$(realpath "$(find "$BUILD" -name fitledger-server -type f -perm -u+x | head -n 1)")"
+SHIM="$(realpath "$(find "$BUILD" -name fitledger-shim -type f -perm -u+x | head -n 1)")"
 echo "sched.sh: fitledger-server $SERVER, fitledger-shim $SHIM, upstream $UPSTREAM_BIN"
 
 cd "$ROOT/tests/upstream/suite"
+if (( SYNC )); then
+  echo "sched.sh --sync: $NODES nodes, $INIT_PODS bound pods, $ROUNDS starts; out $OUT"
+  env GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
+    FITLEDGER_UPSTREAM_BIN="$UPSTREAM_BIN" FITLEDGER_SERVER="$SERVER" \
+    SYNCPERF_NODES="$NODES" SYNCPERF_PODS="$INIT_PODS" SYNCPERF_ROUNDS="$ROUNDS" \
+    SCHEDPERF_OUT="$OUT/table.md" \
+    "$GO" test -run '^$' -bench '^BenchmarkSyncFromAPIServer$' -benchtime 1x -timeout 3h \
+      ./schedperf | tee "$OUT/run.log"
+  echo "sched.sh: the table is in $OUT/table.md"
+  exit 0
+fi
+echo "sched.sh: $NODES nodes, $INIT_PODS bound pods, $PODS measured pods, $ROUNDS rounds; out $OUT"
 env GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
   FITLEDGER_UPSTREAM_BIN="$UPSTREAM_BIN" FITLEDGER_SERVER="$SERVER" FITLEDGER_SHIM="$SHIM" \
   FITLEDGER_SOURCE_DIR="$ROOT" FITLEDGER_GO="$GO" \

@@ -37,3 +37,27 @@ func TestSchedulingHarness(t *testing.T) {
 		}
 	}
 }
+
+// The sync measurement (tests/perf/sched.sh --sync, issue 49 item 4) works end to end at a small
+// size: every start of fitledger-server serves, and its figures are read. A check that it runs,
+// not a measurement.
+func TestSyncHarness(t *testing.T) {
+	c := schedperf.Start(t)
+	r := schedperf.MeasureSync(t, c, schedperf.SyncOptions{Nodes: 20, Pods: 200, Rounds: 2})
+	if len(r.Results) != 2 {
+		t.Fatalf("%d results, want 2", len(r.Results))
+	}
+	for _, x := range r.Results {
+		if x.ServingMs <= 0 || x.RSSKiB <= 0 || x.HWMKiB < x.RSSKiB || x.ServerCPU < 0 || x.APIServerCPU < 0 {
+			t.Errorf("implausible figures %+v", x)
+		}
+	}
+	if r.PodJSONBytes < 200 || r.APIServerRSSKB <= 0 {
+		t.Errorf("implausible report %+v", r)
+	}
+	text := schedperf.SyncText(r)
+	fmt.Print(text)
+	if !strings.Contains(text, "| median |") {
+		t.Errorf("the table has no median row:\n%s", text)
+	}
+}

@@ -55,3 +55,29 @@ func BenchmarkSchedulingThroughput(b *testing.B) {
 		b.ReportMetric(s.PodsPerSecond, config+"_pods/s")
 	}
 }
+
+// BenchmarkSyncFromAPIServer is issue 49 item 4's sync from the real API server, run by
+// tests/perf/sched.sh --sync: SYNCPERF_NODES nodes and SYNCPERF_PODS bound pods (default 5,000
+// and 150,000) in etcd, then fitledger-server started SYNCPERF_ROUNDS times (default 3); the
+// table goes to stdout and, when set, to SCHEDPERF_OUT.
+func BenchmarkSyncFromAPIServer(b *testing.B) {
+	o := SyncOptions{
+		Nodes:  envInt(b, "SYNCPERF_NODES", 5000),
+		Pods:   envInt(b, "SYNCPERF_PODS", 150000),
+		Rounds: envInt(b, "SYNCPERF_ROUNDS", 3),
+		Log: func(format string, args ...any) {
+			fmt.Printf(format+"\n", args...)
+		},
+	}
+	c := Start(b)
+	report := MeasureSync(b, c, o)
+	text := SyncText(report)
+	fmt.Printf("\n%s", text)
+	if out := os.Getenv("SCHEDPERF_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(text), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(report.MedianServing, "serving_ms")
+	b.ReportMetric(report.MedianRSSKiB/1024, "rss_MiB")
+}

@@ -129,17 +129,7 @@ func Measure(t testing.TB, c *cluster.Cluster, o Options) []Result {
 		}
 	}
 	began := time.Now()
-	names := make([]string, o.Nodes)
-	parallel(t, o.Nodes, o.Creators, func(i int) error {
-		// GKE-style names, as a real cluster's (the webhook's payload carries them).
-		names[i] = fmt.Sprintf("gke-perf-default-pool-%08x-%04d", uint32(i)*2654435761, i)
-		node := kubelet.NodeObject(kubelet.Node{Name: names[i], Allocatable: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("32Gi"),
-			corev1.ResourcePods: resource.MustParse("110")},
-			Labels: map[string]string{"topology.kubernetes.io/zone": fmt.Sprintf("us-central1-%c", 'a'+i%3)}})
-		_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-		return err
-	})
+	names := createNodes(t, c, o.Nodes, o.Creators)
 	o.Log("%d nodes created in %v", o.Nodes, time.Since(began).Round(time.Millisecond))
 	began = time.Now()
 	parallel(t, o.InitPods, o.Creators, func(i int) error {
@@ -162,6 +152,23 @@ func Measure(t testing.TB, c *cluster.Cluster, o Options) []Result {
 		}
 	}
 	return results
+}
+
+// createNodes creates n nodes as scheduler_perf's node-default.yaml (4 cpu, 32Gi, 110 pods) with
+// GKE-style names, as a real cluster's (the webhook's payload carries them), and returns the names.
+func createNodes(t testing.TB, c *cluster.Cluster, n, creators int) []string {
+	t.Helper()
+	names := make([]string, n)
+	parallel(t, n, creators, func(i int) error {
+		names[i] = fmt.Sprintf("gke-perf-default-pool-%08x-%04d", uint32(i)*2654435761, i)
+		node := kubelet.NodeObject(kubelet.Node{Name: names[i], Allocatable: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("32Gi"),
+			corev1.ResourcePods: resource.MustParse("110")},
+			Labels: map[string]string{"topology.kubernetes.io/zone": fmt.Sprintf("us-central1-%c", 'a'+i%3)}})
+		_, err := c.Client.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{})
+		return err
+	})
+	return names
 }
 
 // pod is scheduler_perf's pod-default.yaml: one container asking for 100m cpu and 500Mi.

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Issue 49 in one command: every harness, one after the other (each needs the machine to itself),
+# then every target of every harness with its PASS or MISS, in OUT/targets.md and on stdout:
+#   run.sh             the table against the floor (issue 24), with the split layout's added
+#                      latency (item 2);
+#   run.sh --churn 200 the same under 200 pod updates a second (item 3);
+#   sched.sh           pods/s by the real kube-scheduler with and without each extender (item 1);
+#   sched.sh --sync    fitledger-server's sync of 5,000 nodes and 150,000 pods from kube-apiserver
+#                      (item 4; figures, no target);
+#   scale.sh           1,000 / 5,000 / 15,000 nodes from the sim (item 4);
+#   grpc_hop.sh        which stock gRPC API makes the cheaper hop (item 2; figures);
+#   soak.sh            an hour of churn (item 5), only with --soak (it takes the hour).
+#
+#   tests/perf/all.sh [--out DIR] [--soak]
+#
+# About 75 minutes without --soak on a 2-core machine. Each harness's own output is in
+# OUT/<name>/ (its table.md and log).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+PERF="$ROOT/tests/perf"
+OUT=""
+SOAK=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --out) OUT="$2"; shift ;;
+    --soak) SOAK=1 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+OUT="${OUT:-$(mktemp -d /tmp/fitledger-all.XXXXXX)}"
+mkdir -p "$OUT"
+step() { echo "[$(date +%H:%M:%S)] tests/perf/all.sh: $*" >&2; }
+
+step "run.sh"
+"$PERF/run.sh" --out "$OUT/run" > "$OUT/run.log" 2>&1
+step "run.sh --churn 200"
+"$PERF/run.sh" --no-build --churn 200 --out "$OUT/churn" > "$OUT/churn.log" 2>&1
+step "grpc_hop.sh"
+"$PERF/grpc_hop.sh" --body "$OUT/run/body_names.json" --out "$OUT/hop" > "$OUT/hop.log" 2>&1
+step "scale.sh"
+"$PERF/scale.sh" --no-build --out "$OUT/scale" > "$OUT/scale.log" 2>&1
+step "sched.sh"
+"$PERF/sched.sh" --out "$OUT/sched" > "$OUT/sched.log" 2>&1
+step "sched.sh --sync"
+"$PERF/sched.sh" --sync --out "$OUT/sync" > "$OUT/sync.log" 2>&1
+if (( SOAK )); then
+  step "soak.sh (an hour)"
+  "$PERF/soak.sh" --out "$OUT/soak" > "$OUT/soak.log" 2>&1
+fi
+
+{
+  echo "# Issue 49's targets, $(git -C "$ROOT" rev-parse --short HEAD) ($(date -u +%Y-%m-%dT%H:%MZ))"
+  for part in run churn scale sched soak; do
+    table="$OUT/$part/table.md"
+    [[ "$part" == soak ]] && table="$OUT/soak.log"
+    [[ -f "$table" ]] || continue
+    echo
+    echo "## $part"
+    grep -E 'PASS|MISS' "$table" || echo "(no targets found in $table)"
+  done
+  for part in hop sync; do
+    [[ -f "$OUT/$part/table.md" ]] || continue
+    echo
+    echo "## $part (figures, no target)"
+    cat "$OUT/$part/table.md"
+  done
+} | tee "$OUT/targets.md"

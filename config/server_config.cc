@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "config/yaml_fields.h"
-#include "server/model/resources.h"
+#include "model/resources.h"
 
 namespace fitledger::config {
 

@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file.h"
 #include "common/status_macros.h"
-#include "server/model/quantity.h"
+#include "model/quantity.h"
 #include "sim/pod_requests.h"
 #include "yaml-cpp/yaml.h"
 

@@ -19,7 +19,7 @@
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "common/json.h"
-#include "server/model/k8s_field_numbers.h"
+#include "model/k8s_field_numbers.h"
 #include "simdjson.h"
 
 namespace fitledger::sim {
@@ -1044,9 +1044,10 @@ class Decoder {
         absl::StatusOr<Small> t = ReadSmall(bytes);
         if (!t.ok()) return t.status();
         // metav1.Time's JSON has second precision (meta/v1 time.go MarshalJSON, RFC3339).
-        *value = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
-                                  absl::FromUnixSeconds(static_cast<int64_t>(t->varints[fields::Time::kSeconds])),
-                                  absl::UTCTimeZone());
+        *value = absl::FormatTime(
+            "%Y-%m-%dT%H:%M:%SZ",
+            absl::FromUnixSeconds(static_cast<int64_t>(t->varints[fields::Time::kSeconds])),
+            absl::UTCTimeZone());
         return absl::OkStatus();
       }
       case Type::kQuantity: {

@@ -1,6 +1,6 @@
 // A Kubernetes resource quantity as the simulated kubelet reads it: the sim's own reading of
 // apimachinery pkg/api/resource (quantity.go ParseQuantity / parseQuantityString, suffix.go,
-// Quantity.Value / MilliValue), independent of fitledger's (server/model/quantity.h), so that
+// Quantity.Value / MilliValue), independent of fitledger's (model/quantity.h), so that
 // the sim's kubelet does not judge pods with the code it is meant to check.
 #ifndef FITLEDGER_SIM_RESOURCE_QUANTITY_H_
 #define FITLEDGER_SIM_RESOURCE_QUANTITY_H_

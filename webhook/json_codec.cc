@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "common/status_macros.h"
-#include "server/model/quantity.h"
+#include "model/quantity.h"
 #include "simdjson.h"
 
 namespace fitledger::webhook {

@@ -13,10 +13,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/mutex.h"
+#include "model/quantity.h"
 #include "nlohmann/json.hpp"
 #include "server/kube/api_client.h"
 #include "server/kube/connection.h"
-#include "server/model/quantity.h"
 
 namespace fitledger::ctl {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/model/pod.h"
+#include "model/pod.h"
 
 namespace fitledger::kube {
 

@@ -8,8 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/pod.h"
 #include "server/ledger/ledger.h"
-#include "server/model/pod.h"
 #include "simdjson.h"
 
 namespace fitledger::kube {

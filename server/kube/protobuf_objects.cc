@@ -10,9 +10,9 @@
 #include "common/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
+#include "model/k8s_field_numbers.h"
 #include "server/kube/field_path.h"
 #include "server/kube/watch_event.h"
-#include "server/model/k8s_field_numbers.h"
 
 namespace fitledger::kube {
 namespace {
@@ -434,7 +434,9 @@ absl::StatusOr<DecodedNode> DecodeNodeObject(absl::string_view object) {
       const Path p("metadata");
       RETURN_IF_ERROR(Bytes(f, p, &message));
       return ForEachField(message, p, [&](const Field& m) -> absl::Status {
-        if (m.number == fields::ObjectMeta::kName) return String(m, Path(p, "name"), &out.node.name);
+        if (m.number == fields::ObjectMeta::kName) {
+          return String(m, Path(p, "name"), &out.node.name);
+        }
         if (m.number == fields::ObjectMeta::kResourceVersion) {
           return String(m, Path(p, "resourceVersion"), &out.resource_version);
         }

@@ -18,8 +18,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/pod.h"
 #include "server/kube/objects.h"
-#include "server/model/pod.h"
 
 namespace fitledger::kube {
 

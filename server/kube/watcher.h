@@ -18,9 +18,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
+#include "model/pod.h"
 #include "server/kube/watch_event.h"
 #include "server/ledger/ledger.h"
-#include "server/model/pod.h"
 
 namespace fitledger::kube {
 

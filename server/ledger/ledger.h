@@ -21,7 +21,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/mutex.h"
-#include "server/model/resources.h"
+#include "model/resources.h"
 
 namespace fitledger {
 

@@ -6,8 +6,8 @@
 #include "absl/status/statusor.h"
 #include "fitledger/v1/extender.pb.h"
 #include "fitledger/v1/introspection.pb.h"
-#include "server/model/pod.h"
-#include "server/model/resources.h"
+#include "model/pod.h"
+#include "model/resources.h"
 
 namespace fitledger {
 

@@ -15,9 +15,9 @@
 #include "absl/types/span.h"
 #include "common/clock.h"
 #include "common/mutex.h"
+#include "model/pod.h"
 #include "server/kube/binder.h"
 #include "server/ledger/ledger.h"
-#include "server/model/pod.h"
 #include "server/service/leader_fence.h"
 
 namespace fitledger {

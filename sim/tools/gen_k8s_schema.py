@@ -6,7 +6,7 @@ fitledger that speak the API server's protobuf encoding (issue 50 item 5):
   sim/k8s_schema.inc              fitledger-sim's encoder and decoder (sim/protobuf.cc): every
                                   message reachable from Pod, Node and Status, one a line,
                                   "Name field=number:type ..." (the format is described there);
-  server/model/k8s_field_numbers.h the fields either side reads or writes by number in its own
+  model/k8s_field_numbers.h the fields either side reads or writes by number in its own
                                   code (server/kube/protobuf_objects.cc, the envelope and the
                                   special values of sim/protobuf.cc), as constants.
 
@@ -26,7 +26,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMA_OUT = os.path.join(ROOT, "sim", "k8s_schema.inc")
-NUMBERS_OUT = os.path.join(ROOT, "server", "model", "k8s_field_numbers.h")
+NUMBERS_OUT = os.path.join(ROOT, "model", "k8s_field_numbers.h")
 
 CORE = "k8s.io.api.core.v1"
 META = "k8s.io.apimachinery.pkg.apis.meta.v1"
@@ -222,8 +222,8 @@ def render_numbers(messages, version):
            "// The protobuf field numbers fitledger-server's watch decoder "
            "(server/kube/protobuf_objects.cc) and",
            "// fitledger-sim's envelope and special values (sim/protobuf.cc) use by name.",
-           "#ifndef FITLEDGER_SERVER_MODEL_K8S_FIELD_NUMBERS_H_",
-           "#define FITLEDGER_SERVER_MODEL_K8S_FIELD_NUMBERS_H_", "",
+           "#ifndef FITLEDGER_MODEL_K8S_FIELD_NUMBERS_H_",
+           "#define FITLEDGER_MODEL_K8S_FIELD_NUMBERS_H_", "",
            "namespace fitledger::k8s_fields {", ""]
     for message, wanted in NAMED_FIELDS:
         if message not in messages:
@@ -239,7 +239,7 @@ def render_numbers(messages, version):
         out.append(f"}}  // namespace {short(message)}")
         out.append("")
     out += ["}  // namespace fitledger::k8s_fields", "",
-            "#endif  // FITLEDGER_SERVER_MODEL_K8S_FIELD_NUMBERS_H_", ""]
+            "#endif  // FITLEDGER_MODEL_K8S_FIELD_NUMBERS_H_", ""]
     return "\n".join(out)
 
 
@@ -252,7 +252,7 @@ def main():
     mode.add_argument("--check", action="store_true")
     ap.add_argument("--schema", default=SCHEMA_OUT, help="the schema file (default: sim/k8s_schema.inc)")
     ap.add_argument("--numbers", default=NUMBERS_OUT,
-                    help="the constants (default: server/model/k8s_field_numbers.h)")
+                    help="the constants (default: model/k8s_field_numbers.h)")
     a = ap.parse_args()
     dirs = {"api": a.api_dir, "apimachinery": a.apimachinery_dir}
     version = os.path.basename(a.api_dir.rstrip("/")).split("@")[-1]

@@ -6,8 +6,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "model/pod.h"
 #include "server/kube/objects.h"
-#include "server/model/pod.h"
 
 namespace fitledger::testing {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "model/resources.h"
 #include "nlohmann/json.hpp"
-#include "server/model/resources.h"
 #include "tests/e2e/harness.h"
 
 namespace fitledger::testing {

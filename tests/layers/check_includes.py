@@ -3,7 +3,7 @@
 
 The layers, lowest first (docs/how-it-works.md, "Layers"):
   0 common      common/
-  1 model       server/model/ (quantities, resource names and lists, the pod, pod requests),
+  1 model       model/ (quantities, resource names and lists, the pod, pod requests),
                 proto/ (the wire messages, compiled from proto/fitledger)
   2 base        config/; server/ledger/; the API client and the object decoders in server/kube/
   3 reflector   server/kube/watcher, server/kube/lease_watcher
@@ -29,7 +29,7 @@ LAYER_NAMES = ["common", "model", "base", "reflector", "extender", "adapters", "
 
 RULES = [  # (path prefix, layer); the longest matching prefix wins
     ("common/", 0),
-    ("server/model/", 1),
+    ("model/", 1),
     ("proto/", 1),
     ("fitledger/v1/", 1),  # generated proto headers, as included
     ("health/", 1),
@@ -57,7 +57,7 @@ SIM_MAY_USE = 1  # sim/ includes nothing above the model layer
 KNOWN = {
 }
 
-SOURCE_DIRS = ["common", "server", "config", "webhook", "client", "sim", "proto"]
+SOURCE_DIRS = ["common", "model", "server", "config", "webhook", "client", "sim", "proto"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -103,15 +103,15 @@ def violations(root):
 def self_test():
     import tempfile
     cases = {  # file -> (its text, the violations expected from it)
-        "common/a.h": ('#include "server/model/pod.h"\n', {("common/a.h", "server/model/pod.h")}),
-        "server/model/pod.h": ('#include "common/a.h"\n', set()),
+        "common/a.h": ('#include "model/pod.h"\n', {("common/a.h", "model/pod.h")}),
+        "model/pod.h": ('#include "common/a.h"\n', set()),
         "server/kube/objects.cc": ('#include "server/kube/watcher.h"\n',
                                    {("server/kube/objects.cc", "server/kube/watcher.h")}),
         "server/kube/watcher.h": ('#include "server/ledger/ledger.h"\n', set()),
         "server/service/extender.h": ('#include "webhook/backend.h"\n',
                                       {("server/service/extender.h", "webhook/backend.h")}),
         "webhook/backend.h": ('#include "server/service/extender.h"\n', set()),
-        "sim/store.cc": ('#include "sim/kubelet.h"\n#include "server/model/quantity.h"\n'
+        "sim/store.cc": ('#include "sim/kubelet.h"\n#include "model/quantity.h"\n'
                          '#include "server/ledger/ledger.h"\n',
                          {("sim/store.cc", "server/ledger/ledger.h")}),
     }

@@ -16,8 +16,8 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/pod.h"
 #include "server/ledger/ledger.h"
-#include "server/model/pod.h"
 
 namespace fitledger {
 namespace {

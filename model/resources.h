@@ -1,6 +1,6 @@
 // Resource names and per-pod / per-node resource amounts in the units the scheduler compares.
-#ifndef FITLEDGER_SERVER_MODEL_RESOURCES_H_
-#define FITLEDGER_SERVER_MODEL_RESOURCES_H_
+#ifndef FITLEDGER_MODEL_RESOURCES_H_
+#define FITLEDGER_MODEL_RESOURCES_H_
 
 #include <cstdint>
 #include <string>
@@ -79,4 +79,4 @@ std::string ToString(const Resources& r);
 
 }  // namespace fitledger
 
-#endif  // FITLEDGER_SERVER_MODEL_RESOURCES_H_
+#endif  // FITLEDGER_MODEL_RESOURCES_H_

@@ -1,4 +1,4 @@
-#include "server/model/pod.h"
+#include "model/pod.h"
 
 #include <string>
 #include <vector>

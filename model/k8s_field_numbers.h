@@ -3,8 +3,8 @@
 // k8s_schema_up_to_date checks it).
 // The protobuf field numbers fitledger-server's watch decoder (server/kube/protobuf_objects.cc) and
 // fitledger-sim's envelope and special values (sim/protobuf.cc) use by name.
-#ifndef FITLEDGER_SERVER_MODEL_K8S_FIELD_NUMBERS_H_
-#define FITLEDGER_SERVER_MODEL_K8S_FIELD_NUMBERS_H_
+#ifndef FITLEDGER_MODEL_K8S_FIELD_NUMBERS_H_
+#define FITLEDGER_MODEL_K8S_FIELD_NUMBERS_H_
 
 namespace fitledger::k8s_fields {
 
@@ -140,4 +140,4 @@ inline constexpr int kAllocatable = 2;
 
 }  // namespace fitledger::k8s_fields
 
-#endif  // FITLEDGER_SERVER_MODEL_K8S_FIELD_NUMBERS_H_
+#endif  // FITLEDGER_MODEL_K8S_FIELD_NUMBERS_H_

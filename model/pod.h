@@ -1,7 +1,7 @@
 // The part of a Kubernetes Pod that fitledger reads, and its resource requests as
 // NodeResourcesFit computes them (k8s.io/component-helpers/resource PodRequests).
-#ifndef FITLEDGER_SERVER_MODEL_POD_H_
-#define FITLEDGER_SERVER_MODEL_POD_H_
+#ifndef FITLEDGER_MODEL_POD_H_
+#define FITLEDGER_MODEL_POD_H_
 
 #include <cstdint>
 #include <optional>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/model/quantity.h"
-#include "server/model/resources.h"
+#include "model/quantity.h"
+#include "model/resources.h"
 
 namespace fitledger {
 
@@ -105,4 +105,4 @@ absl::StatusOr<Resources> PodRequests(const Pod& pod, RequestBasis basis);
 
 }  // namespace fitledger
 
-#endif  // FITLEDGER_SERVER_MODEL_POD_H_
+#endif  // FITLEDGER_MODEL_POD_H_

@@ -1,6 +1,6 @@
 // Kubernetes resource quantities (apimachinery's resource.Quantity), parsed exactly.
-#ifndef FITLEDGER_SERVER_MODEL_QUANTITY_H_
-#define FITLEDGER_SERVER_MODEL_QUANTITY_H_
+#ifndef FITLEDGER_MODEL_QUANTITY_H_
+#define FITLEDGER_MODEL_QUANTITY_H_
 
 #include <cstdint>
 #include <string>
@@ -64,4 +64,4 @@ class Quantity {
 
 }  // namespace fitledger
 
-#endif  // FITLEDGER_SERVER_MODEL_QUANTITY_H_
+#endif  // FITLEDGER_MODEL_QUANTITY_H_

@@ -1,4 +1,4 @@
-#include "server/model/quantity.h"
+#include "model/quantity.h"
 
 #include <limits>
 

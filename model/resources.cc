@@ -1,4 +1,4 @@
-#include "server/model/resources.h"
+#include "model/resources.h"
 
 #include <algorithm>
 

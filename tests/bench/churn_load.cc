@@ -10,10 +10,9 @@
 // is sent at once, so the average holds). Runs `--seconds`, or until SIGTERM / SIGINT when 0,
 // then prints one line: CHURN_JSON {"updates":N,"seconds":S,"rate":R,"errors":E,"p50_us":...,
 // "p99_us":...}. Exits non-zero when any PATCH failed.
-#include <csignal>
-
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -80,8 +79,9 @@ int main(int argc, char** argv) {
     auto api = Client(port);
     auto res = api->Get(absl::StrCat("/api/v1/pods?limit=", absl::GetFlag(FLAGS_pods)));
     if (!res || res->status != 200) {
-      std::fprintf(stderr, "churn_load: listing pods failed: %s\n",
-                   res ? res->body.substr(0, 200).c_str() : httplib::to_string(res.error()).c_str());
+      std::fprintf(
+          stderr, "churn_load: listing pods failed: %s\n",
+          res ? res->body.substr(0, 200).c_str() : httplib::to_string(res.error()).c_str());
       return 1;
     }
     auto list = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
@@ -118,8 +118,8 @@ int main(int argc, char** argv) {
         }
         if (g_stop.load()) break;
         const PodRef& pod = pods[n % pods.size()];
-        const std::string patch =
-            absl::StrCat(R"({"metadata":{"annotations":{"churn.fitledger.test/seq":")", n, R"("}}})");
+        const std::string patch = absl::StrCat(
+            R"({"metadata":{"annotations":{"churn.fitledger.test/seq":")", n, R"("}}})");
         const absl::Time sent = absl::Now();
         auto res = api->Patch(pod.path, patch, "application/merge-patch+json");
         out.latencies_us.push_back(absl::ToDoubleMicroseconds(absl::Now() - sent));
@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
   for (const auto& r : results) {
     all.insert(all.end(), r.latencies_us.begin(), r.latencies_us.end());
     errors += r.errors;
-    if (r.errors > 0) std::fprintf(stderr, "churn_load: a PATCH failed: %s\n", r.first_error.c_str());
+    if (r.errors > 0)
+      std::fprintf(stderr, "churn_load: a PATCH failed: %s\n", r.first_error.c_str());
   }
   std::sort(all.begin(), all.end());
   auto pct = [&](double p) {
@@ -149,7 +150,7 @@ int main(int argc, char** argv) {
   std::printf(
       "CHURN_JSON {\"updates\":%zu,\"seconds\":%.2f,\"rate\":%.1f,\"errors\":%ld,\"pods\":%zu,"
       "\"p50_us\":%.0f,\"p99_us\":%.0f}\n",
-      all.size(), elapsed, elapsed > 0 ? all.size() / elapsed : 0.0, errors, pods.size(),
-      pct(0.50), pct(0.99));
+      all.size(), elapsed, elapsed > 0 ? all.size() / elapsed : 0.0, errors, pods.size(), pct(0.50),
+      pct(0.99));
   return errors == 0 ? 0 : 1;
 }

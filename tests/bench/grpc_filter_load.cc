@@ -17,9 +17,9 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -179,11 +179,13 @@ int Run() {
       (long long)errors, (long long)passing);
   if (!last_error.empty()) std::printf("last error: %s\n", last_error.c_str());
   std::printf(
-      "GRPC_JSON {\"api\":\"%s\",\"clients\":%d,\"requests\":%zu,\"seconds\":%.3f,\"rps\":%.1f,\"errors\":%lld,"
+      "GRPC_JSON "
+      "{\"api\":\"%s\",\"clients\":%d,\"requests\":%zu,\"seconds\":%.3f,\"rps\":%.1f,\"errors\":%"
+      "lld,"
       "\"p50_us\":%lld,\"p90_us\":%lld,\"p99_us\":%lld,\"max_us\":%lld,\"passing\":%lld}\n",
       api.c_str(), clients, all.size(), elapsed, rps, (long long)errors, (long long)us(50),
-      (long long)us(90),
-      (long long)us(99), all.empty() ? 0LL : (long long)(all.back() / 1000), (long long)passing);
+      (long long)us(90), (long long)us(99), all.empty() ? 0LL : (long long)(all.back() / 1000),
+      (long long)passing);
   return errors > 0 && all.empty() ? 1 : 0;
 }
 

@@ -14,15 +14,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
+#include "server/kube/api_transport.h"
 #include "server/kube/connection.h"
 #include "server/kube/exec_credential.h"
 
 namespace fitledger::kube {
-
-struct HttpResponse {
-  long code = 0;
-  std::string body;
-};
 
 // Percent-encodes `s` for a URL query value (RFC 3986 unreserved characters stay as they are).
 std::string UrlEncode(absl::string_view s);
@@ -35,16 +31,6 @@ struct ApiClientOptions {
   size_t max_idle_connections = 16;
 };
 
-// What follows each line ApiClient::Stream hands on (see Stream).
-inline constexpr size_t kStreamLinePadding = 64;
-
-// How a Stream's 200 body is split, by its Content-Type: newline-delimited JSON events, or,
-// for `application/vnd.kubernetes.protobuf;stream=watch`, frames of a 4-byte big-endian length
-// and that many bytes (apimachinery util/framer NewLengthDelimitedFrameWriter).
-enum class StreamFormat { kJsonLines, kProtobufFrames };
-// Kubernetes' protobuf media type (apimachinery runtime.ContentTypeProtobuf).
-inline constexpr char kProtobufMediaType[] = "application/vnd.kubernetes.protobuf";
-
 // Speaks to the API server as `connection` says: TLS (CA, tls-server-name, insecure), a proxy,
 // and credentials: a token, a token file re-read on every request, a client certificate, or an
 // exec plugin's (ExecCredentialSource: cached until it expires; on a 401 the plugin runs again and
@@ -54,7 +40,7 @@ inline constexpr char kProtobufMediaType[] = "application/vnd.kubernetes.protobu
 // closes its connections on a certificate rotation.
 //
 // Thread-safe: concurrent calls use separate pooled curl handles (connections are reused).
-class ApiClient {
+class ApiClient final : public ApiTransport {
  public:
   explicit ApiClient(Connection connection, ApiClientOptions options = {});
   ~ApiClient();
@@ -67,7 +53,7 @@ class ApiClient {
   // answer within `timeout`), Unknown (the connection broke after the request may have been
   // sent). Messages never contain credentials.
   absl::StatusOr<HttpResponse> Request(absl::string_view method, const std::string& path,
-                                       const std::string& body, absl::Duration timeout);
+                                       const std::string& body, absl::Duration timeout) override;
 
   // A streaming GET (a watch). Calls `on_line` with each complete newline-delimited line of a
   // 200 response; stops when it returns false, when `*cancel` becomes true, when the exec
@@ -88,13 +74,13 @@ class ApiClient {
                               const std::atomic<bool>* cancel, absl::Duration max_duration,
                               size_t max_line_bytes, std::string* error_body,
                               absl::string_view accept = "application/json",
-                              StreamFormat* format = nullptr);
+                              StreamFormat* format = nullptr) override;
 
   // Ends every Stream running with `cancel` (whose *cancel the caller has set) at once, by shutting
   // its connection down. Without this a stream notices *cancel within about a second (libcurl's
   // progress callback). Never touches another request's connection: a GetStreamed with `cancel`
   // notices it by the progress callback only (its connection is pooled). Thread-safe.
-  void InterruptStreams(const std::atomic<bool>* cancel);
+  void InterruptStreams(const std::atomic<bool>* cancel) override;
 
   // A GET whose 200 body is handed to `on_bytes` in fragments as it arrives (for a LIST too big
   // to hold twice); stops when it returns false (Cancelled) or `*cancel` becomes true. Returns
@@ -103,7 +89,7 @@ class ApiClient {
   absl::StatusOr<long> GetStreamed(const std::string& path,
                                    const std::function<bool(absl::string_view bytes)>& on_bytes,
                                    const std::atomic<bool>* cancel, absl::Duration timeout,
-                                   std::string* error_body);
+                                   std::string* error_body) override;
 
   const Connection& connection() const { return connection_; }
   // The exec plugin's credential source; null unless the connection uses one.

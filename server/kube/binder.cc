@@ -25,7 +25,7 @@ std::string StatusMessage(const std::string& body) {
 
 }  // namespace
 
-ApiBinder::ApiBinder(ApiClient* client, absl::Duration timeout)
+ApiBinder::ApiBinder(ApiTransport* client, absl::Duration timeout)
     : client_(client), timeout_(timeout) {}
 
 absl::Duration ApiBinder::TimeoutFor(absl::Time deadline) const {

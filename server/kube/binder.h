@@ -11,7 +11,7 @@
 
 namespace fitledger::kube {
 
-class ApiClient;
+class ApiTransport;
 
 enum class BindOutcome {
   kBound,           // 201: bound now
@@ -54,7 +54,7 @@ class ApiBinder : public Binder {
  public:
   // `client` must outlive this. `timeout` caps each request (the binding POST, a GET); the
   // caller's deadline can only shorten it.
-  ApiBinder(ApiClient* client, absl::Duration timeout);
+  ApiBinder(ApiTransport* client, absl::Duration timeout);
   BindResult Bind(const std::string& namespace_name, const std::string& name,
                   const std::string& uid, const std::string& node, absl::Time deadline) override;
   absl::StatusOr<Pod> GetPod(const std::string& namespace_name, const std::string& name,
@@ -64,7 +64,7 @@ class ApiBinder : public Binder {
   // min(timeout_, deadline - now); zero or less when the deadline has passed.
   absl::Duration TimeoutFor(absl::Time deadline) const;
 
-  ApiClient* const client_;
+  ApiTransport* const client_;
   const absl::Duration timeout_;
 };
 

@@ -87,7 +87,7 @@ absl::StatusOr<LeaseRecord> ParseLease(absl::string_view text) {
   return FromJson(lease);
 }
 
-LeaseWatcher::LeaseWatcher(ApiClient* client, LeaseWatcherOptions options, OnChange on_change)
+LeaseWatcher::LeaseWatcher(ApiTransport* client, LeaseWatcherOptions options, OnChange on_change)
     : client_(client), options_(std::move(options)), on_change_(std::move(on_change)) {}
 
 LeaseWatcher::~LeaseWatcher() { Stop(); }

@@ -17,7 +17,7 @@
 
 namespace fitledger::kube {
 
-class ApiClient;
+class ApiTransport;
 
 // A Lease's spec as leader election reads it (client-go
 // tools/leaderelection/resourcelock/leaselock.go, LeaseSpecToLeaderElectionRecord: an absent
@@ -66,7 +66,7 @@ class LeaseWatcher {
  public:
   using OnChange = std::function<void(const std::optional<LeaseRecord>& lease)>;
   // `client` must outlive this.
-  LeaseWatcher(ApiClient* client, LeaseWatcherOptions options, OnChange on_change);
+  LeaseWatcher(ApiTransport* client, LeaseWatcherOptions options, OnChange on_change);
   ~LeaseWatcher();
   LeaseWatcher(const LeaseWatcher&) = delete;
   LeaseWatcher& operator=(const LeaseWatcher&) = delete;
@@ -91,7 +91,7 @@ class LeaseWatcher {
   bool WaitOrStop(absl::Duration d);
 
   // Constant after construction.
-  ApiClient* const client_;
+  ApiTransport* const client_;
   const LeaseWatcherOptions options_;
   const OnChange on_change_;
 

@@ -6,7 +6,7 @@ The layers, lowest first (docs/how-it-works.md, "Layers"):
   1 model       model/ (quantities, resource names and lists, the pod, pod requests),
                 proto/ (the wire messages, compiled from proto/fitledger)
   2 base        config/; server/ledger/; the API client and the object decoders in server/kube/
-  3 reflector   server/kube/watcher, server/kube/lease_watcher
+  3 reflector   server/kube/reflector, rejection_detector, watcher, lease_watcher
   4 extender    server/service/ extender, reconciler, leader_fence
   5 adapters    webhook/; server/service/ convert, extender_backend, grpc_services, rpc_metrics,
                 message_pool; client/shim/grpc_backend
@@ -36,6 +36,8 @@ RULES = [  # (path prefix, layer); the longest matching prefix wins
     ("config/", 2),
     ("server/ledger/", 2),
     ("server/kube/", 2),
+    ("server/kube/reflector", 3),
+    ("server/kube/rejection_detector", 3),
     ("server/kube/watcher", 3),
     ("server/kube/lease_watcher", 3),
     ("server/service/", 4),

@@ -511,8 +511,8 @@ absl::Status Reflector::Watch(Cursor* cursor) {
 
 absl::StatusOr<long> Reflector::StreamEvents(
     const std::string& path, Cursor* cursor,
-    const std::function<bool(StreamFormat, absl::string_view)>& initial_line,
-    const bool* initial, bool* gone, std::string* error, std::string* error_body) {
+    const std::function<bool(StreamFormat, absl::string_view)>& initial_line, const bool* initial,
+    bool* gone, std::string* error, std::string* error_body) {
   StreamFormat format = StreamFormat::kJsonLines;
   bool counted = false;
   absl::StatusOr<long> code = api_->Stream(

@@ -190,8 +190,8 @@ class Reflector {
   // (ResourceExhausted) asks the cursor for a paged LIST.
   absl::StatusOr<long> StreamEvents(
       const std::string& path, Cursor* cursor,
-      const std::function<bool(StreamFormat, absl::string_view)>& initial_line,
-      const bool* initial, bool* gone, std::string* error, std::string* error_body);
+      const std::function<bool(StreamFormat, absl::string_view)>& initial_line, const bool* initial,
+      bool* gone, std::string* error, std::string* error_body);
   // One event after the state; false stops the stream (ERROR event, damaged line).
   bool ApplyEvent(StreamFormat format, std::string_view line, std::string* resource_version,
                   bool* gone, std::string* error);

@@ -4,7 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "config/yaml_fields.h"
+#include "common/yaml_fields.h"
 
 namespace fitledger::config {
 

@@ -11,9 +11,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace fitledger::config {
+namespace fitledger {
+class Fields;  // common/yaml_fields.h
+}  // namespace fitledger
 
-class Fields;
+namespace fitledger::config {
 
 // A parsed "HOST:PORT" ("127.0.0.1:8888", "[::1]:0", "0.0.0.0:8082"). Port 0 picks a free port.
 struct HostPort {

@@ -6,7 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "config/yaml_fields.h"
+#include "common/yaml_fields.h"
 #include "model/resources.h"
 
 namespace fitledger::config {

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
-#include "config/yaml_fields.h"
+#include "common/yaml_fields.h"
 
 namespace fitledger::config {
 

@@ -22,6 +22,7 @@ import sys
 SIM = "sim"
 LAYERS = {
     "fitledger_common": 0,
+    "fitledger_yaml": 0,
     "fitledger_model": 1,
     "fitledger_proto_messages": 1,
     # The gRPC stubs: their headers are layer 1 to the include check, but linking them brings

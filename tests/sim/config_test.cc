@@ -99,18 +99,18 @@ TEST(SimConfigTest, DeviceErrors) {
 }
 
 TEST(SimConfigTest, ErrorsNameTheKeyAndLine) {
-  EXPECT_THAT(
-      ParseSimConfig("watchlag: 2s\n"),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("watchlag (line 1): unknown key")));
-  EXPECT_THAT(
-      ParseSimConfig("nodes:\n- name: a\n  allocatable: {cpu: 4x}\n"),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nodes[0].allocatable.cpu (line 3)")));
+  EXPECT_THAT(ParseSimConfig("watchlag: 2s\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("sim config:1: unknown key watchlag")));
+  EXPECT_THAT(ParseSimConfig("nodes:\n- name: a\n  allocatable: {cpu: 4x}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("sim config:3: key nodes[0].allocatable.cpu")));
   EXPECT_THAT(ParseSimConfig("watchLag: soon\n"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is not a duration")));
   EXPECT_THAT(ParseSimConfig("nodes:\n- name: a\n- name: a\n"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("duplicate node name")));
   EXPECT_THAT(ParseSimConfig("nodes: [\n"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("YAML error")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("invalid YAML")));
   EXPECT_THAT(LoadSimConfigFile("/nonexistent.yaml"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("nonexistent")));
 }
@@ -140,24 +140,27 @@ generate:
 }
 
 TEST(SimConfigTest, GenerateRealisticErrors) {
-  EXPECT_THAT(ParseSimConfig("generate: {nodeNames: gcp}\n"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("generate.nodeNames (line 1): must be one of: prefix, gke")));
+  EXPECT_THAT(
+      ParseSimConfig("generate: {nodeNames: gcp}\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("sim config:1: key generate.nodeNames: must be one of: prefix, gke")));
   EXPECT_THAT(
       ParseSimConfig("generate: {nodeNames: gke, nodePrefix: n-}\n"),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("generate.nodePrefix (line 1): applies only to nodeNames: prefix")));
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("sim config:1: key generate.nodePrefix: applies only to nodeNames: prefix")));
   EXPECT_THAT(ParseSimConfig("generate: {objects: heavy}\n"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("basic or realistic")));
   EXPECT_THAT(
       ParseSimConfig("generate: {fullNodes: {fraction: 1.5, free: {cpu: 1}}}\n"),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("generate.fullNodes.fraction (line 1): must be a number in [0, 1]")));
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("sim config:1: key generate.fullNodes.fraction: must be a number in [0, 1]")));
   EXPECT_THAT(ParseSimConfig("generate: {fullNodes: {fraction: 0.5}}\n"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs fraction and free")));
   EXPECT_THAT(ParseSimConfig("generate: {fullNodes: {fraction: 0.5, free: {cpu: 1x}}}\n"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("generate.fullNodes.free.cpu (line 1)")));
+                       HasSubstr("sim config:1: key generate.fullNodes.free.cpu: quantity")));
   EXPECT_THAT(
       ParseSimConfig("generate: {fullNodes: {fraction: 0.5, free: {pods: 1}}}\n"),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pods cannot be filled by one pod")));

@@ -1,4 +1,4 @@
-#include "config/yaml_fields.h"
+#include "common/yaml_fields.h"
 
 #include <fstream>
 #include <set>
@@ -9,7 +9,7 @@
 #include "common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
-namespace fitledger::config {
+namespace fitledger {
 
 struct Fields::Impl {
   const YAML::Node& node;
@@ -88,6 +88,49 @@ absl::Status Fields::Int(absl::string_view key, int64_t* out, int64_t min, int64
   }
   if (v < min || v > max) return Error(key, absl::StrCat("must be between ", min, " and ", max));
   *out = v;
+  return absl::OkStatus();
+}
+
+absl::Status Fields::Double(absl::string_view key, double* out, double min, double max) {
+  impl_->seen.insert(std::string(key));
+  YAML::Node child;
+  if (!Lookup(impl_->node, key, &child)) return absl::OkStatus();
+  double v = 0;
+  if (!child.IsScalar() || !absl::SimpleAtod(child.Scalar(), &v) || !(v >= min && v <= max)) {
+    return Error(key, absl::StrCat("must be a number in [", min, ", ", max, "]"));
+  }
+  *out = v;
+  return absl::OkStatus();
+}
+
+bool Fields::Has(absl::string_view key) const {
+  YAML::Node child;
+  return Lookup(impl_->node, key, &child);
+}
+
+absl::Status Fields::StringMap(absl::string_view key,
+                               std::vector<std::pair<std::string, std::string>>* out,
+                               const EntryCheck& check) {
+  impl_->seen.insert(std::string(key));
+  YAML::Node child;
+  if (!Lookup(impl_->node, key, &child)) return absl::OkStatus();
+  if (!child.IsMap()) return Error(key, "must be a mapping");
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (const auto& entry : child) {
+    const std::string name = entry.first.Scalar();
+    const int line = entry.first.Mark().line + 1;
+    auto fail = [&](absl::string_view message) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          impl_->file, ":", line, ": key ", Join(impl_->path, key), ".", name, ": ", message));
+    };
+    if (!entry.second.IsScalar()) return fail("must be a scalar");
+    std::string value = entry.second.Scalar();
+    if (check) {
+      if (absl::Status judged = check(name, value); !judged.ok()) return fail(judged.message());
+    }
+    entries.emplace_back(name, std::move(value));
+  }
+  *out = std::move(entries);
   return absl::OkStatus();
 }
 
@@ -193,4 +236,4 @@ absl::Status LoadYamlFile(const std::string& file, const std::function<absl::Sta
   return LoadYamlString(buffer.str(), file, fn);
 }
 
-}  // namespace fitledger::config
+}  // namespace fitledger

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "model/filter_result.h"
 
 namespace fitledger::v1 {
 class Pod;
@@ -25,19 +26,6 @@ class ExtenderPreemptionResult;
 }  // namespace fitledger::v1
 
 namespace fitledger::webhook {
-
-// Filter's answer. Nodes are named by their position among the candidates the call was given;
-// a candidate in none of the lists is treated as failed without a reason.
-// The reasons are views: into `texts`, into static text, or into what the backend keeps alive
-// until `done` returns (the webhook encodes the reply before it returns). A copy's views still
-// point into the source's `texts`: move an answer, do not copy one that has texts.
-struct FilterAnswer {
-  absl::Status status;  // not OK: the call failed (the lists are then ignored)
-  std::vector<size_t> passing;
-  std::vector<std::pair<size_t, absl::string_view>> failed;        // position, reasons
-  std::vector<std::pair<size_t, absl::string_view>> unresolvable;  // preemption cannot help
-  std::deque<std::string> texts;  // reasons' text, if the views need a home (moves keep them)
-};
 
 // Prioritize's answer: scores 0..10 by candidate position (candidates not listed get none).
 struct PrioritizeAnswer {
@@ -61,7 +49,8 @@ struct BindArgs {
 // The arguments are read only until the method returns; the answers name candidates by position.
 class Backend {
  public:
-  using FilterDone = absl::AnyInvocable<void(FilterAnswer answer)>;
+  // Filter's answer: the result, or why the call failed (the error codes below).
+  using FilterDone = absl::AnyInvocable<void(absl::StatusOr<FilterResult> answer)>;
   using PrioritizeDone = absl::AnyInvocable<void(PrioritizeAnswer answer)>;
   using StatusDone = absl::AnyInvocable<void(absl::Status status)>;
   using PreemptDone = absl::AnyInvocable<void(absl::StatusOr<v1::ExtenderPreemptionResult>)>;

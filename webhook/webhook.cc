@@ -284,10 +284,10 @@ void Webhook::Filter(const HttpCall& call) const {
   s.plain = t.decoder.node_names_plain();
   s.OwnNamesOutside(body);
   SetPodKey(args->pod(), &s.pod);
-  backend_->Filter(args->pod(), s.names, [this, call, &s](FilterAnswer answer) {
+  backend_->Filter(args->pod(), s.names, [this, call, &s](absl::StatusOr<FilterResult> answer) {
     HttpReply& reply = call.reply();
-    if (!answer.status.ok()) {
-      BackendFailure(Verb::kFilter, answer.status, s.pod, reply);
+    if (!answer.ok()) {
+      BackendFailure(Verb::kFilter, answer.status(), s.pod, reply);
       s.Trim();
       return call.Finish();
     }
@@ -296,7 +296,7 @@ void Webhook::Filter(const HttpCall& call) const {
     s.passing_nodes.clear();
     const size_t n = s.names.size();
     bool dropped = false;
-    for (size_t i : answer.passing) {
+    for (size_t i : answer->fits) {
       if (i >= n) {
         dropped = true;
         continue;
@@ -304,14 +304,14 @@ void Webhook::Filter(const HttpCall& call) const {
       view.node_names.push_back(s.names[i]);
       if (s.with_nodes) s.passing_nodes.push_back(s.raw_nodes[i]);
     }
-    for (const auto& [i, why] : answer.failed) {
+    for (const auto& [i, why] : answer->failed) {
       if (i < n) {
         view.failed_nodes.emplace_back(s.names[i], why);
       } else {
         dropped = true;
       }
     }
-    for (const auto& [i, why] : answer.unresolvable) {
+    for (const auto& [i, why] : answer->unresolvable) {
       if (i < n) {
         view.failed_and_unresolvable_nodes.emplace_back(s.names[i], why);
       } else {

@@ -178,15 +178,15 @@ void GrpcBackend::Filter(const v1::Pod& pod, absl::Span<const absl::string_view>
       &call->context, &call->messages->request, &call->messages->response,
       [this, call](grpc::Status status) {
         std::unique_ptr<FilterCall> owned(call);
-        webhook::FilterAnswer answer;
         if (!status.ok()) {
-          answer.status = CallFailure(target_, call->context, status, options_.timeout);
-          return call->done(std::move(answer));
+          return call->done(CallFailure(target_, call->context, status, options_.timeout));
         }
         const v1::ExtenderFilterResult& r = call->messages->response;
+        if (!r.error().empty()) return call->done(absl::InternalError(r.error()));
+        FilterResult answer;
         CandidateIndex index(call->messages->request.node_names());
         int dropped = 0;
-        answer.passing = index.InOrder(r.node_names(), &dropped);
+        answer.fits = index.InOrder(r.node_names(), &dropped);
         for (const auto& [name, why] : r.failed_nodes()) {
           if (const size_t* i = index.Find(name)) {
             answer.failed.emplace_back(*i, why);
@@ -205,7 +205,6 @@ void GrpcBackend::Filter(const v1::Pod& pod, absl::Span<const absl::string_view>
           LogWarn("shim: fitledger-server answered nodes that were not candidates; dropped",
                   {{"verb", "filter"}, {"dropped", absl::StrCat(dropped)}});
         }
-        if (!r.error().empty()) answer.status = absl::InternalError(r.error());
         call->done(std::move(answer));
       });
 }

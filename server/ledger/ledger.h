@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/mutex.h"
+#include "model/filter_result.h"
 #include "model/resources.h"
 
 namespace fitledger {
@@ -89,19 +90,6 @@ struct FitResult {
   // failing nodes per call: FilterResult keeps each distinct text once). A reason never
   // contains ", ".
   std::string reasons;
-};
-
-struct FilterResult {
-  std::vector<size_t> fits;  // indices into the candidate names
-  // Index, reasons joined by ", " (FitResult::reasons): views into `texts` (or into static
-  // text), each distinct text stored once. A call answers hundreds of failing nodes with a
-  // handful of distinct texts; a string per node was an allocation and a free per node.
-  std::vector<std::pair<size_t, absl::string_view>> failed;
-  std::vector<std::pair<size_t, absl::string_view>> unresolvable;
-  // The views' text. A deque: moving the result (or this member) moves no string, so the
-  // views stay valid wherever the result goes. A copy's views still point into the source's
-  // texts: move a result, do not copy it.
-  std::deque<std::string> texts;
 };
 
 enum class AssumeOutcome {

@@ -36,20 +36,11 @@ ExtenderBackend::ExtenderBackend(Extender* extender, WorkerPool* bind_pool, RpcM
 void ExtenderBackend::Filter(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
                              FilterDone done) {
   RpcScope scope(metrics_, "Filter");
-  webhook::FilterAnswer answer;
   absl::StatusOr<Pod> p = PodArg(pod);
   absl::StatusOr<FilterResult> result =
       p.ok() ? extender_->Filter(*p, candidates) : absl::StatusOr<FilterResult>(p.status());
-  if (result.ok()) {
-    answer.passing = std::move(result->fits);
-    answer.failed = std::move(result->failed);
-    answer.unresolvable = std::move(result->unresolvable);
-    answer.texts = std::move(result->texts);
-  } else {
-    answer.status = result.status();
-  }
-  scope.Done(answer.status);
-  done(std::move(answer));
+  scope.Done(result.status());
+  done(std::move(result));
 }
 
 void ExtenderBackend::Prioritize(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,

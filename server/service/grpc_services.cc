@@ -70,31 +70,32 @@ grpc::ServerUnaryReactor* ExtenderService::Filter(grpc::CallbackServerContext* c
                                                   v1::ExtenderFilterResult* result) {
   grpc::ServerUnaryReactor* reactor = Reactor(context);
   std::vector<absl::string_view> names = CandidateNames(*args);
-  backend_->Filter(args->pod(), names, [reactor, args, result](webhook::FilterAnswer answer) {
-    if (!answer.status.ok()) return reactor->Finish(ToGrpcStatus(answer.status));
-    // `args` lives until Finish: the names are read from it again here.
-    const std::vector<absl::string_view> names = CandidateNames(*args);
-    const size_t n = names.size();
-    result->mutable_node_names()->Reserve(static_cast<int>(answer.passing.size()));
-    for (size_t i : answer.passing) {
-      if (i >= n) continue;
-      result->add_node_names(names[i].data(), names[i].size());
-      if (args->has_nodes()) {
-        *result->mutable_nodes()->add_items() = args->nodes().items(static_cast<int>(i));
-      }
-    }
-    if (args->has_nodes()) result->mutable_nodes();  // present, even if empty
-    for (const auto& [i, why] : answer.failed) {
-      if (i < n) (*result->mutable_failed_nodes())[std::string(names[i])] = std::string(why);
-    }
-    for (const auto& [i, why] : answer.unresolvable) {
-      if (i < n) {
-        (*result->mutable_failed_and_unresolvable_nodes())[std::string(names[i])] =
-            std::string(why);
-      }
-    }
-    reactor->Finish(grpc::Status::OK);
-  });
+  backend_->Filter(
+      args->pod(), names, [reactor, args, result](absl::StatusOr<FilterResult> answer) {
+        if (!answer.ok()) return reactor->Finish(ToGrpcStatus(answer.status()));
+        // `args` lives until Finish: the names are read from it again here.
+        const std::vector<absl::string_view> names = CandidateNames(*args);
+        const size_t n = names.size();
+        result->mutable_node_names()->Reserve(static_cast<int>(answer->fits.size()));
+        for (size_t i : answer->fits) {
+          if (i >= n) continue;
+          result->add_node_names(names[i].data(), names[i].size());
+          if (args->has_nodes()) {
+            *result->mutable_nodes()->add_items() = args->nodes().items(static_cast<int>(i));
+          }
+        }
+        if (args->has_nodes()) result->mutable_nodes();  // present, even if empty
+        for (const auto& [i, why] : answer->failed) {
+          if (i < n) (*result->mutable_failed_nodes())[std::string(names[i])] = std::string(why);
+        }
+        for (const auto& [i, why] : answer->unresolvable) {
+          if (i < n) {
+            (*result->mutable_failed_and_unresolvable_nodes())[std::string(names[i])] =
+                std::string(why);
+          }
+        }
+        reactor->Finish(grpc::Status::OK);
+      });
   return reactor;
 }
 

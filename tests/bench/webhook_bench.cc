@@ -142,9 +142,9 @@ class PassingBackend final : public Backend {
  public:
   void Filter(const v1::Pod&, absl::Span<const absl::string_view> candidates,
               FilterDone done) override {
-    FilterAnswer answer;
-    answer.passing.reserve(candidates.size());
-    for (size_t i = 0; i < candidates.size(); ++i) answer.passing.push_back(i);
+    FilterResult answer;
+    answer.fits.reserve(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) answer.fits.push_back(i);
     done(std::move(answer));
   }
   void Prioritize(const v1::Pod&, absl::Span<const absl::string_view>,

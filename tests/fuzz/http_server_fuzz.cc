@@ -42,12 +42,12 @@ class FakeBackend final : public wh::Backend {
  public:
   void Filter(const fitledger::v1::Pod& pod, absl::Span<const absl::string_view> candidates,
               FilterDone done) override {
-    wh::FilterAnswer answer;
+    fitledger::FilterResult answer;
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (i == 0) {
         answer.failed.emplace_back(i, "Insufficient cpu");
       } else {
-        answer.passing.push_back(i);
+        answer.fits.push_back(i);
       }
     }
     Answer(pod.metadata().name().size() % 2 == 1,

@@ -31,11 +31,18 @@ class FakeBackend final : public Backend {
 
   void Filter(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
               FilterDone done) override {
-    FilterAnswer answer = filter_answer;
-    if (echo_pod_in_failures) {
+    absl::StatusOr<FilterResult> answer = FilterResult();
+    if (!filter_status.ok()) {
+      answer = filter_status;
+    } else {
+      answer->fits = filter_fits;
+      answer->failed = filter_failed;
+      answer->unresolvable = filter_unresolvable;
+    }
+    if (echo_pod_in_failures && answer.ok()) {
       // Every candidate fails with the pod's name: which request an answer belongs to is visible.
-      const std::string& name = answer.texts.emplace_back(pod.metadata().name());
-      for (size_t i = 0; i < candidates.size(); ++i) answer.failed.emplace_back(i, name);
+      const std::string& name = answer->texts.emplace_back(pod.metadata().name());
+      for (size_t i = 0; i < candidates.size(); ++i) answer->failed.emplace_back(i, name);
     }
     Run([answer = std::move(answer), done = std::move(done)]() mutable {
       done(std::move(answer));
@@ -86,7 +93,11 @@ class FakeBackend final : public Backend {
     if (thread_.joinable()) thread_.join();
   }
 
-  FilterAnswer filter_answer;
+  // Filter's answer: filter_status if not OK, else these (views into static text).
+  absl::Status filter_status;
+  std::vector<size_t> filter_fits;
+  std::vector<std::pair<size_t, absl::string_view>> filter_failed;
+  std::vector<std::pair<size_t, absl::string_view>> filter_unresolvable;
   bool echo_pod_in_failures = false;
   PrioritizeAnswer prioritize_answer;
   absl::Status bind_status;
@@ -145,9 +156,9 @@ constexpr char kArgs[] =
     R"({"Pod":{"metadata":{"name":"p","namespace":"ns"}},"NodeNames":["w0","w1","w\u0032","w3"]})";
 
 TEST_P(WebhookTest, FilterAnswersByPositionAndDropsPositionsOutOfRange) {
-  backend_.filter_answer.passing = {1, 2, 7};
-  backend_.filter_answer.failed = {{0, "Insufficient cpu"}, {9, "nowhere"}};
-  backend_.filter_answer.unresolvable = {{3, "Insufficient example.com/gpu"}};
+  backend_.filter_fits = {1, 2, 7};
+  backend_.filter_failed = {{0, "Insufficient cpu"}, {9, "nowhere"}};
+  backend_.filter_unresolvable = {{3, "Insufficient example.com/gpu"}};
   httplib::Result r = Post("/filter", kArgs);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
@@ -157,7 +168,7 @@ TEST_P(WebhookTest, FilterAnswersByPositionAndDropsPositionsOutOfRange) {
 }
 
 TEST_P(WebhookTest, FailuresHaveEachVerbsStatusCode) {
-  backend_.filter_answer.status = absl::UnavailableError("not synced");
+  backend_.filter_status = absl::UnavailableError("not synced");
   httplib::Result r = Post("/filter", kArgs);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);  // ExtenderFilterResult carries the Error

@@ -3,10 +3,12 @@
 #include <curl/curl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <sstream>
 
@@ -112,6 +114,68 @@ class ApiClient::StreamSockets {
 
 namespace {
 
+// A gzip body of one or more members, decoded as it arrives. kube-apiserver (1.37,
+// WatchListCompression) compresses a WatchList answer when the client accepts gzip, and closes
+// its gzip writer at each flush, so the body is a series of gzip members
+// (apiserver/pkg/endpoints/handlers/watch.go, perFlushGzipWriter); RFC 1952 allows that, Go's
+// gzip.Reader reads it, and libcurl (7.88) fails at the second member with CURLE_WRITE_ERROR.
+class GzipMembers {
+ public:
+  GzipMembers() {
+    // 16 + MAX_WBITS: a gzip header and trailer, not zlib's.
+    ok_ = inflateInit2(&z_, 16 + MAX_WBITS) == Z_OK;
+  }
+  ~GzipMembers() {
+    if (ok_) inflateEnd(&z_);
+  }
+  GzipMembers(const GzipMembers&) = delete;
+  GzipMembers& operator=(const GzipMembers&) = delete;
+
+  // Decodes `len` bytes, handing what they decode to on_bytes in pieces of up to kOut bytes.
+  // Returns false, with the reason in *error, on a damaged body or when on_bytes returns false
+  // (*error empty).
+  template <typename F>
+  bool Feed(const char* data, size_t len, F&& on_bytes, std::string* error) {
+    if (!ok_) {
+      *error = "gzip: cannot initialize zlib";
+      return false;
+    }
+    z_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
+    z_.avail_in = static_cast<uInt>(len);
+    out_.resize(kOut);
+    for (;;) {
+      if (member_ended_) {
+        if (z_.avail_in == 0) return true;
+        inflateReset(&z_);  // the next member
+        member_ended_ = false;
+      }
+      z_.next_out = reinterpret_cast<Bytef*>(out_.data());
+      z_.avail_out = kOut;
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      const size_t produced = kOut - z_.avail_out;
+      if (produced > 0 && !on_bytes(out_.data(), produced)) return false;
+      if (rc == Z_STREAM_END) {
+        member_ended_ = true;
+        continue;
+      }
+      if (rc == Z_BUF_ERROR || (rc == Z_OK && z_.avail_in == 0 && z_.avail_out != 0)) {
+        return true;  // all input used: the rest of the member comes in the next bytes
+      }
+      if (rc != Z_OK) {
+        *error = absl::StrCat("gzip: ", z_.msg != nullptr ? z_.msg : "damaged data");
+        return false;
+      }
+    }
+  }
+
+ private:
+  static constexpr uInt kOut = 256 << 10;
+  z_stream z_{};
+  bool ok_ = false;
+  bool member_ended_ = false;
+  std::string out_;
+};
+
 struct StreamState {
   const std::function<bool(absl::string_view)>* on_line;
   const std::atomic<bool>* cancel;
@@ -131,6 +195,13 @@ struct StreamState {
   bool format_known = false;
   bool frames = false;  // StreamFormat::kProtobufFrames
   StreamFormat* format = nullptr;
+  // Stream: the body's Content-Encoding, known at its first bytes. libcurl's decoding is off
+  // for streams: a WatchList answer is gzip as one member per flush (see GzipMembers). (A
+  // LIST's gzip is one member: GetStreamed leaves it to libcurl.)
+  bool decode_here = false;
+  bool encoding_known = false;
+  std::unique_ptr<GzipMembers> gzip = nullptr;
+  std::string encoding_error = {};  // why the body could not be decoded
 };
 
 // A protobuf watch body (see StreamFormat): each frame's bytes go to `on_line`. A frame cut by
@@ -185,9 +256,9 @@ size_t FrameWrite(StreamState* state, const char* data, size_t len) {
   return len;
 }
 
-size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
-  auto* state = static_cast<StreamState*>(user);
-  size_t len = size * n;
+// The decoded body's bytes: the body of a 200 split into lines or frames (or handed to
+// on_bytes), any other status's kept as error_body. Returns len, or 0 to abort the transfer.
+size_t ConsumeBody(StreamState* state, char* data, size_t len) {
   long code = 0;
   curl_easy_getinfo(state->curl, CURLINFO_RESPONSE_CODE, &code);
   if (code != 200) {
@@ -257,6 +328,32 @@ size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
     return 0;  // aborts the transfer
   }
   return len;
+}
+
+size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
+  auto* state = static_cast<StreamState*>(user);
+  const size_t len = size * n;
+  if (state->decode_here && !state->encoding_known) {
+    state->encoding_known = true;
+    curl_header* header = nullptr;
+    std::string encoding;
+    if (curl_easy_header(state->curl, "Content-Encoding", 0, CURLH_HEADER, -1, &header) ==
+        CURLHE_OK) {
+      encoding = absl::AsciiStrToLower(absl::StripAsciiWhitespace(header->value));
+    }
+    if (encoding == "gzip") {
+      state->gzip = std::make_unique<GzipMembers>();
+    } else if (!encoding.empty() && encoding != "identity") {
+      state->encoding_error = absl::StrCat("unsupported Content-Encoding \"", encoding, "\"");
+      return 0;  // aborts the transfer
+    }
+  }
+  if (state->gzip == nullptr) return ConsumeBody(state, data, len);
+  const bool fed = state->gzip->Feed(
+      data, len,
+      [state](char* bytes, size_t count) { return ConsumeBody(state, bytes, count) == count; },
+      &state->encoding_error);
+  return fed ? len : 0;
 }
 
 int StreamProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
@@ -574,7 +671,11 @@ absl::StatusOr<long> ApiClient::Stream(const std::string& path,
     CURL* curl = curl_easy_init();  // a watch holds its connection: not pooled
     if (curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
     auto [headers, connect_to] = Configure(curl, path, *auth, accept);
+    // The body is decoded here (StreamWrite), gzip being the one encoding asked for.
+    curl_easy_setopt(curl, CURLOPT_HTTP_CONTENT_DECODING, 0L);
+    if (!connection_.disable_compression) curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "gzip");
     StreamState state{&on_line, cancel, max_line_bytes, {}, error_body, curl};
+    state.decode_here = true;
     state.format = format;
     if (exec_ != nullptr) {
       state.exec = exec_.get();
@@ -597,12 +698,20 @@ absl::StatusOr<long> ApiClient::Stream(const std::string& path,
       return absl::ResourceExhaustedError(absl::StrCat("kubernetes API: a watch line exceeds ",
                                                        max_line_bytes, " bytes; stream aborted"));
     }
+    if (!state.encoding_error.empty()) {
+      return absl::UnavailableError(
+          absl::StrCat("kubernetes API: a stream's body: ", state.encoding_error));
+    }
     // Cancelled (InterruptStreams may have cut the connection before the progress callback saw
     // the flag): the caller asked for the end, whatever the transfer reported.
     if (state.stopped || (cancel != nullptr && cancel->load())) return code;
     // A stream that ends (even by timeout) after a 200 is a normal end of a watch.
     if (rc != CURLE_OK && !(code == 200 && rc == CURLE_OPERATION_TIMEDOUT)) {
-      if (code == 200 && rc != CURLE_COULDNT_CONNECT) return code;  // dropped mid-stream: resume
+      if (code == 200 && rc != CURLE_COULDNT_CONNECT) {  // dropped mid-stream: resume
+        LogWarn("kubernetes API: a stream broke",
+                {{"path", path}, {"error", std::string(TransportError(rc, error).message())}});
+        return code;
+      }
       return TransportError(rc, error);
     }
     if (code == 401 && attempt == 0 && RefreshAfterUnauthorized(*auth)) {

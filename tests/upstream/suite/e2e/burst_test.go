@@ -74,6 +74,7 @@ func TestBurstTwoSchedulers(t *testing.T) {
 		})
 		counted = want
 		tc.deleteAllPods(t)
+		tc.waitCountsNoPod(t, srv.MonitorURL)
 		report("(a) two kube-schedulers, %d pods on %d one-CPU slots, watch lag %v, %s: %v", burst, nodes*cpuPerNode, lag, mode, c)
 		return c
 	}

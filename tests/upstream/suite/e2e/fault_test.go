@@ -68,8 +68,6 @@ func TestFaultsRestartAPIServerAndEtcd(t *testing.T) {
 				metricSum(t, srv.MonitorURL, "fitledger_synced") == 1
 		})
 		tc.deleteAllPods(t)
-		tc.WaitFor("fitledger to count no pod", 60*time.Second, func() bool {
-			return metricSum(t, srv.MonitorURL, "fitledger_counted_pods") == 0
-		})
+		tc.waitCountsNoPod(t, srv.MonitorURL)
 	}
 }

@@ -196,6 +196,18 @@ func (tc *testCluster) deleteAllPods(t *testing.T) {
 	})
 }
 
+// waitCountsNoPod waits until fitledger-server (its monitor URL) counts no pod: its watch has
+// shown every deletion. kube-scheduler's watch may show a deletion before fitledger's does; a
+// pod fitledger rejects in between for the room it frees is retried only at the next cluster
+// event (kube-scheduler puts "Extender" among its unschedulable plugins, issue 122019), and an
+// idle test cluster may have none for minutes.
+func (tc *testCluster) waitCountsNoPod(t *testing.T, monitorURL string) {
+	t.Helper()
+	tc.WaitFor("fitledger to count no pod", 60*time.Second, func() bool {
+		return metricSum(t, monitorURL, "fitledger_counted_pods") == 0
+	})
+}
+
 // metricSum sums the samples of a metric whose label text contains every one of labels.
 func metricSum(t *testing.T, monitorURL, name string, labels ...string) float64 {
 	resp, err := http.Get(monitorURL + "/metrics")

@@ -75,6 +75,7 @@ func TestKubeSchedulerCallsFitledger(t *testing.T) {
 			// 3. Preemption: a high-priority pod that needs a GPU; kube-scheduler asks the
 			// extender's preempt verb which low-priority victims stand, deletes them and binds.
 			tc.deleteAllPods(t)
+			tc.waitCountsNoPod(t, srv.MonitorURL)
 			pods = nil
 			for i := 0; i < 6; i++ {
 				pods = append(pods, makePod(podSpec{name: fmt.Sprintf("low-%d", i), scheduler: schedulerName, cpu: "900m", priority: "low"}))

@@ -44,8 +44,15 @@ func TestSchedulingHarness(t *testing.T) {
 func TestSyncHarness(t *testing.T) {
 	c := schedperf.Start(t)
 	r := schedperf.MeasureSync(t, c, schedperf.SyncOptions{Nodes: 20, Pods: 200, Rounds: 2})
-	if len(r.Results) != 2 {
-		t.Fatalf("%d results, want 2", len(r.Results))
+	if len(r.Results) != 4 {
+		t.Fatalf("%d results, want 4 (2 rounds, gzip and plain)", len(r.Results))
+	}
+	encodings := map[string]int{}
+	for _, x := range r.Results {
+		encodings[x.Encoding]++
+	}
+	if encodings[schedperf.EncodingGzip] != 2 || encodings[schedperf.EncodingPlain] != 2 {
+		t.Errorf("starts by encoding %v, want 2 gzip and 2 plain", encodings)
 	}
 	for _, x := range r.Results {
 		if x.ServingMs <= 0 || x.RSSKiB <= 0 || x.HWMKiB < x.RSSKiB || x.ServerCPU < 0 || x.APIServerCPU < 0 {

@@ -27,9 +27,18 @@ type SyncOptions struct {
 	Log                 func(format string, args ...any)
 }
 
+// The two ways a round starts fitledger-server: its streams accept gzip (the default, as
+// client-go's: kube-apiserver 1.37 then compresses each WatchList, WatchListCompression), or the
+// kubeconfig sets disable-compression and nothing is compressed.
+const (
+	EncodingGzip  = "gzip"
+	EncodingPlain = "plain"
+)
+
 // SyncResult is one start of fitledger-server.
 type SyncResult struct {
-	Round int
+	Round    int
+	Encoding string // EncodingGzip or EncodingPlain
 	// Start to /readyz answering 200 (the first list or WatchList of nodes and pods done), polled
 	// every 5 ms.
 	ServingMs float64
@@ -42,19 +51,24 @@ type SyncResult struct {
 
 // SyncReport is the whole measurement.
 type SyncReport struct {
-	Nodes, Pods    int
-	PodJSONBytes   int     // one pod as the API server returns it (JSON, managedFields included)
-	CreateSeconds  float64 // creating the nodes and pods
-	Results        []SyncResult
-	MedianServing  float64
-	MedianRSSKiB   float64
-	MedianHWMKiB   float64
-	APIServerRSSKB int64 // kube-apiserver's VmRSS after the pods were created
+	Nodes, Pods   int
+	PodJSONBytes  int     // one pod as the API server returns it (JSON, managedFields included)
+	CreateSeconds float64 // creating the nodes and pods
+	Results       []SyncResult
+	MedianServing float64 // of the gzip starts (the default), as the RSS medians
+	MedianRSSKiB  float64
+	MedianHWMKiB  float64
+	// The disable-compression starts: start to serving, and kube-apiserver's CPU seconds, with
+	// the gzip starts' for comparison.
+	MedianServingPlain      float64
+	MedianAPIServerCPU      float64
+	MedianAPIServerCPUPlain float64
+	APIServerRSSKB          int64 // kube-apiserver's VmRSS after the pods were created
 }
 
 // MeasureSync creates the nodes and the bound pods (scheduler_perf's pod-default: 100m, 500Mi),
-// then starts fitledger-server Rounds times, one after the other, each time measuring start to
-// serving and its memory, and stopping it.
+// then starts fitledger-server Rounds times in each encoding (gzip, then plain, in each round),
+// one after the other, each time measuring start to serving and its memory, and stopping it.
 func MeasureSync(t testing.TB, c *cluster.Cluster, o SyncOptions) SyncReport {
 	t.Helper()
 	if o.Creators == 0 {
@@ -89,25 +103,60 @@ func MeasureSync(t testing.TB, c *cluster.Cluster, o SyncOptions) SyncReport {
 	report.PodJSONBytes = len(raw)
 	report.APIServerRSSKB = procStatusKiB(c.APIServer.Pid(), "VmRSS:")
 
-	for round := 1; round <= o.Rounds; round++ {
-		r := startAndMeasure(t, c, round)
-		o.Log("sync %d: serving %.0f ms after start; VmRSS %d MiB at serving, %d MiB 2 s later; VmHWM %d MiB; CPU s fitledger-server %.2f, kube-apiserver %.2f, etcd %.2f",
-			round, r.ServingMs, r.RSSAtServingKiB/1024, r.RSSKiB/1024, r.HWMKiB/1024, r.ServerCPU, r.APIServerCPU, r.EtcdCPU)
+	plainKubeconfig := writePlainKubeconfig(t, c)
+	for i := 0; i < 2*o.Rounds; i++ {
+		round, encoding, kubeconfig := i/2+1, EncodingGzip, c.Kubeconfig
+		if i%2 == 1 {
+			encoding, kubeconfig = EncodingPlain, plainKubeconfig
+		}
+		r := startAndMeasure(t, c, round, encoding, kubeconfig)
+		o.Log("sync %d (%s): serving %.0f ms after start; VmRSS %d MiB at serving, %d MiB 2 s later; VmHWM %d MiB; CPU s fitledger-server %.2f, kube-apiserver %.2f, etcd %.2f",
+			round, encoding, r.ServingMs, r.RSSAtServingKiB/1024, r.RSSKiB/1024, r.HWMKiB/1024, r.ServerCPU, r.APIServerCPU, r.EtcdCPU)
 		report.Results = append(report.Results, r)
 	}
-	var serving, rss, hwm []float64
+	var serving, rss, hwm, api, servingPlain, apiPlain []float64
 	for _, r := range report.Results {
+		if r.Encoding == EncodingPlain {
+			servingPlain = append(servingPlain, r.ServingMs)
+			apiPlain = append(apiPlain, r.APIServerCPU)
+			continue
+		}
 		serving = append(serving, r.ServingMs)
 		rss = append(rss, float64(r.RSSKiB))
 		hwm = append(hwm, float64(r.HWMKiB))
+		api = append(api, r.APIServerCPU)
 	}
 	report.MedianServing, report.MedianRSSKiB, report.MedianHWMKiB = median(serving), median(rss), median(hwm)
+	report.MedianServingPlain, report.MedianAPIServerCPU, report.MedianAPIServerCPUPlain =
+		median(servingPlain), median(api), median(apiPlain)
 	return report
 }
 
-func startAndMeasure(t testing.TB, c *cluster.Cluster, round int) SyncResult {
+// writePlainKubeconfig writes a copy of the cluster's kubeconfig whose cluster sets
+// disable-compression (client-go's field: the client asks for no gzip).
+func writePlainKubeconfig(t testing.TB, c *cluster.Cluster) string {
 	t.Helper()
-	name := fmt.Sprintf("fitledger-server-sync-%d", round)
+	b, err := os.ReadFile(c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	const anchor = "\n    server: "
+	at := strings.Index(text, anchor)
+	if at < 0 {
+		t.Fatalf("%s has no cluster server line", c.Kubeconfig)
+	}
+	text = text[:at] + "\n    disable-compression: true" + text[at:]
+	p := c.Path("plain.kubeconfig")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func startAndMeasure(t testing.TB, c *cluster.Cluster, round int, encoding, kubeconfig string) SyncResult {
+	t.Helper()
+	name := fmt.Sprintf("fitledger-server-sync-%d-%s", round, encoding)
 	dir := c.Path(name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -118,7 +167,7 @@ func startAndMeasure(t testing.TB, c *cluster.Cluster, round int) SyncResult {
 	for attempt := 1; ; attempt++ {
 		port := cluster.FreePort(t)
 		config := fmt.Sprintf("kubeconfig: %q\ngrpc:\n  listen: [\"unix://%s\"]\nmonitor: {listen: \"127.0.0.1:%d\"}\n"+
-			"webhook: {listen: \"127.0.0.1:0\"}\nlog: {level: warn}\n", c.Kubeconfig, filepath.Join(dir, "server.sock"), port)
+			"webhook: {listen: \"127.0.0.1:0\"}\nlog: {level: warn}\n", kubeconfig, filepath.Join(dir, "server.sock"), port)
 		if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +196,7 @@ func startAndMeasure(t testing.TB, c *cluster.Cluster, round int) SyncResult {
 			}
 			t.Fatalf("%s never served; its log ends:\n%s", name, tail)
 		}
-		r := SyncResult{Round: round, ServingMs: float64(servingAt.Sub(start).Microseconds()) / 1e3}
+		r := SyncResult{Round: round, Encoding: encoding, ServingMs: float64(servingAt.Sub(start).Microseconds()) / 1e3}
 		r.RSSAtServingKiB = procStatusKiB(p.Pid(), "VmRSS:")
 		r.ServerCPU = procCPUSeconds(p.Pid())
 		r.APIServerCPU = procCPUSeconds(c.APIServer.Pid()) - apiBefore
@@ -204,13 +253,14 @@ func SyncText(r SyncReport) string {
 	fmt.Fprintf(&b, "fitledger-server's initial sync from kube-apiserver v1.37.2 and etcd: %d nodes, %d bound pods "+
 		"(%d bytes each as JSON), created in %.0f s; kube-apiserver's VmRSS then %d MiB.\n\n",
 		r.Nodes, r.Pods, r.PodJSONBytes, r.CreateSeconds, r.APIServerRSSKB/1024)
-	b.WriteString("| round | start -> /readyz 200 ms | VmRSS at serving MiB | VmRSS 2 s later MiB | VmHWM MiB | CPU s to serving: fitledger-server / kube-apiserver / etcd |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| round | streams | start -> /readyz 200 ms | VmRSS at serving MiB | VmRSS 2 s later MiB | VmHWM MiB | CPU s to serving: fitledger-server / kube-apiserver / etcd |\n|---|---|---|---|---|---|---|\n")
 	rs := append([]SyncResult(nil), r.Results...)
-	sort.Slice(rs, func(i, j int) bool { return rs[i].Round < rs[j].Round })
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i].Round < rs[j].Round })
 	for _, x := range rs {
-		fmt.Fprintf(&b, "| %d | %.0f | %d | %d | %d | %.2f / %.2f / %.2f |\n", x.Round, x.ServingMs, x.RSSAtServingKiB/1024,
+		fmt.Fprintf(&b, "| %d | %s | %.0f | %d | %d | %d | %.2f / %.2f / %.2f |\n", x.Round, x.Encoding, x.ServingMs, x.RSSAtServingKiB/1024,
 			x.RSSKiB/1024, x.HWMKiB/1024, x.ServerCPU, x.APIServerCPU, x.EtcdCPU)
 	}
-	fmt.Fprintf(&b, "| median | %.0f | | %.0f | %.0f | |\n", r.MedianServing, r.MedianRSSKiB/1024, r.MedianHWMKiB/1024)
+	fmt.Fprintf(&b, "| median | gzip | %.0f | | %.0f | %.0f | kube-apiserver %.2f |\n", r.MedianServing, r.MedianRSSKiB/1024, r.MedianHWMKiB/1024, r.MedianAPIServerCPU)
+	fmt.Fprintf(&b, "| median | plain | %.0f | | | | kube-apiserver %.2f |\n", r.MedianServingPlain, r.MedianAPIServerCPUPlain)
 	return b.String()
 }

@@ -143,6 +143,7 @@ absl::Status ReadRoot(Fields& root, SimConfig* config) {
     return root.Error("bookmarkInterval", "must be positive");
   }
   RETURN_IF_ERROR(root.Bool("watchList", &config->watch_list));
+  RETURN_IF_ERROR(root.Bool("watchListCompression", &config->watch_list_compression));
   RETURN_IF_ERROR(root.Duration("maxWatchDuration", &config->max_watch_duration));
   RETURN_IF_ERROR(
       root.Int("eventWindow", &config->event_window, 1, std::numeric_limits<int64_t>::max()));

@@ -47,6 +47,7 @@ struct WatchStream {
   bool started = false;
   bool sent_columns = false;
   std::string stats_key;  // the request's line in /sim/requests
+  bool gzip = false;      // each write is one gzip member (SimConfig::watch_list_compression)
 };
 
 // What a step reads of the sim, once per step.

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -12,6 +13,9 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -297,6 +301,122 @@ TEST_F(SimApiTest, WatchListStreamsTheStateThenTheEndBookmarkThenChanges) {
   // sendInitialEvents needs resourceVersionMatch=NotOlderThan.
   ExpectStatus(Call(*client_, "GET", "/api/v1/pods?watch=true&sendInitialEvents=true"), 422,
                "Invalid");
+}
+
+// A whole HTTP/1.1 response read off a raw socket (Connection: close): the head, lower-cased,
+// and the body with its chunked framing removed. Raw so that nothing decodes a Content-Encoding.
+struct RawResponse {
+  std::string head;
+  std::string body;
+};
+
+RawResponse RawGet(int port, const std::string& path, const std::string& accept_encoding) {
+  RawResponse out;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    ADD_FAILURE() << "connect: " << strerror(errno);
+    return out;
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+                   accept_encoding.empty() ? "" : "Accept-Encoding: ", accept_encoding,
+                   accept_encoding.empty() ? "" : "\r\n", "Connection: close\r\n\r\n");
+  (void)!write(fd, request.data(), request.size());
+  std::string raw;
+  char buf[65536];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) raw.append(buf, n);
+  close(fd);
+  const size_t end = raw.find("\r\n\r\n");
+  if (end == std::string::npos) {
+    ADD_FAILURE() << "no HTTP head in: " << raw.substr(0, 200);
+    return out;
+  }
+  out.head = absl::AsciiStrToLower(raw.substr(0, end));
+  for (size_t at = end + 4; at < raw.size();) {  // chunks: "hex\r\n" data "\r\n"
+    const size_t eol = raw.find("\r\n", at);
+    size_t size = 0;
+    if (eol == std::string::npos || !absl::SimpleHexAtoi(raw.substr(at, eol - at), &size) ||
+        size == 0) {
+      break;
+    }
+    out.body.append(raw, eol + 2, size);
+    at = eol + 2 + size + 2;
+  }
+  return out;
+}
+
+// The gzip members of `body`, each decoded; fails the test on damaged data.
+std::vector<std::string> GzipMembers(const std::string& body) {
+  std::vector<std::string> members;
+  size_t at = 0;
+  while (at < body.size()) {
+    z_stream z{};
+    EXPECT_EQ(inflateInit2(&z, 16 + MAX_WBITS), Z_OK);
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(body.data() + at));
+    z.avail_in = static_cast<uInt>(body.size() - at);
+    std::string member;
+    int rc = Z_OK;
+    while (rc == Z_OK) {
+      char out[16384];
+      z.next_out = reinterpret_cast<Bytef*>(out);
+      z.avail_out = sizeof(out);
+      rc = inflate(&z, Z_NO_FLUSH);
+      member.append(out, sizeof(out) - z.avail_out);
+    }
+    inflateEnd(&z);
+    if (rc != Z_STREAM_END) {
+      ADD_FAILURE() << "a damaged gzip member at byte " << at << ": " << rc;
+      break;
+    }
+    at = body.size() - z.avail_in;
+    members.push_back(std::move(member));
+  }
+  return members;
+}
+
+// watchListCompression (kube-apiserver 1.37's WatchListCompression): a WatchList whose
+// Accept-Encoding names gzip comes as gzip members, the state's first; a plain watch, a
+// WatchList that does not ask, or one whose token is "gzip;q=1", comes uncompressed
+// (responsewriters/compression.go ContentEncodingSupported).
+TEST_F(SimApiTest, WatchListCompressionAnswersGzipMembersToClientsThatAskForGzip) {
+  StartSim(absl::StrCat(kPair, "watchListCompression: true\nbookmarkInterval: 200ms\n"));
+  ASSERT_EQ(Create("a").status, 201);
+  const std::string watch_list =
+      "/api/v1/namespaces/default/pods?watch=true&sendInitialEvents=true&"
+      "resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1";
+  // The state, its end bookmark, then the periodic bookmarks until the timeout: each write
+  // after the state is a member of its own.
+  RawResponse gz = RawGet(sim_->port(), watch_list, "deflate, gzip");
+  EXPECT_THAT(gz.head, ::testing::HasSubstr("\r\ncontent-encoding: gzip"));
+  std::vector<std::string> members = GzipMembers(gz.body);
+  ASSERT_GE(members.size(), 2u);
+  std::vector<json> events;
+  for (const std::string& member : members) {
+    for (absl::string_view line : absl::StrSplit(member, '\n', absl::SkipEmpty())) {
+      events.push_back(json::parse(line));
+    }
+  }
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events[0]["type"], "ADDED");
+  EXPECT_EQ(events[0]["object"]["metadata"]["name"], "a");
+  EXPECT_EQ(events[1]["type"], "BOOKMARK");
+  EXPECT_EQ(events[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+  for (size_t i = 2; i < events.size(); ++i) EXPECT_EQ(events[i]["type"], "BOOKMARK");
+  for (const std::string& accept : {std::string(), std::string("gzip;q=1")}) {
+    RawResponse plain = RawGet(sim_->port(), watch_list, accept);
+    EXPECT_THAT(plain.head, ::testing::Not(::testing::HasSubstr("content-encoding")));
+    EXPECT_TRUE(absl::StartsWith(plain.body, "{\"type\":\"ADDED\"")) << plain.body;
+  }
+  RawResponse watch = RawGet(
+      sim_->port(), "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1&resourceVersion=0",
+      "gzip");
+  EXPECT_THAT(watch.head, ::testing::Not(::testing::HasSubstr("content-encoding")));
+  EXPECT_TRUE(absl::StartsWith(watch.body, "{\"type\":\"ADDED\"")) << watch.body;
 }
 
 // One event of a protobuf watch stream: a metav1.WatchEvent's type and its object's raw bytes.

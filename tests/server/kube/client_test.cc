@@ -150,7 +150,8 @@ TEST(ClientTest, TheKubeconfigTheSimWritesWorks) {
 class WatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<SimProcess>> sim = SimProcess::Start(kNodes);
+    absl::StatusOr<std::unique_ptr<SimProcess>> sim =
+        SimProcess::Start(absl::StrCat(kNodes, sim_config_));
     ASSERT_TRUE(sim.ok()) << sim.status();
     sim_ = *std::move(sim);
     absl::StatusOr<Connection> c = LoadKubeconfig(sim_->kubeconfig_path());
@@ -229,7 +230,8 @@ class WatcherTest : public ::testing::Test {
     return -1;
   }
 
-  bool protobuf_ = true;  // WatcherOptions::protobuf, the default
+  bool protobuf_ = true;    // WatcherOptions::protobuf, the default
+  std::string sim_config_;  // appended to the sim's config
   std::unique_ptr<SimProcess> sim_;
   std::unique_ptr<ApiClient> client_;
   Ledger ledger_{AccountingPolicy{}, ScoringStrategy::kLeastAllocated};
@@ -264,6 +266,32 @@ class WatcherJsonTest : public WatcherTest {
  protected:
   WatcherJsonTest() { protobuf_ = false; }
 };
+
+// The sim compressing WatchLists as kube-apiserver 1.37 does (gzip members, see
+// SimApiTest.WatchListCompressionAnswersGzipMembersToClientsThatAskForGzip): states, events
+// after them, and new states after a 410 arrive, and no stream restarts.
+class WatcherGzipTest : public WatcherTest {
+ protected:
+  WatcherGzipTest() { sim_config_ = "watchListCompression: true\n"; }
+};
+
+TEST_F(WatcherGzipTest, WatchListsOfGzipMembersCarryTheStateAndTheChanges) {
+  for (int i = 0; i < 3; ++i) CreateBound("pre-" + std::to_string(i), "100m");
+  watcher_->Start();
+  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
+  EXPECT_EQ(ConfirmedCpu(), 300);
+  CreateBound("live", "250m");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 550; }));
+  Delete("pre-0");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 450; }));
+  EXPECT_EQ(watcher_->stats().watch_lists, 3u);
+  EXPECT_EQ(watcher_->stats().watch_restarts, 0u);
+  ForceNewStates();
+  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().watch_lists >= 6; }));
+  CreateBound("after", "50m");
+  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 500; }));
+  EXPECT_EQ(watcher_->stats().decode_errors, 0u);
+}
 
 TEST_F(WatcherJsonTest, ReadsTheStateThenWatchesInJson) {
   for (int i = 0; i < 3; ++i) CreateBound("pre-" + std::to_string(i), "100m");

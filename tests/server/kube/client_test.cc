@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -230,6 +231,26 @@ class WatcherTest : public ::testing::Test {
     return -1;
   }
 
+  // A round every encoding must pass: a state of 3 pods, a pod added and one deleted after it,
+  // new states (a 410 on every stream), a pod added after those; no decode error. `on_first`
+  // runs once the first state and its changes are counted, on the first streams.
+  void RunStatesAndChanges(const std::function<void()>& on_first) {
+    for (int i = 0; i < 3; ++i) CreateBound("pre-" + std::to_string(i), "100m");
+    watcher_->Start();
+    ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
+    EXPECT_EQ(ConfirmedCpu(), 300);
+    CreateBound("live", "250m");
+    EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 550; }));
+    Delete("pre-0");
+    EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 450; }));
+    on_first();
+    ForceNewStates();
+    EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().watch_lists >= 6; }));
+    CreateBound("after", "50m");
+    EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 500; }));
+    EXPECT_EQ(watcher_->stats().decode_errors, 0u);
+  }
+
   bool protobuf_ = true;    // WatcherOptions::protobuf, the default
   std::string sim_config_;  // appended to the sim's config
   std::unique_ptr<SimProcess> sim_;
@@ -276,41 +297,19 @@ class WatcherGzipTest : public WatcherTest {
 };
 
 TEST_F(WatcherGzipTest, WatchListsOfGzipMembersCarryTheStateAndTheChanges) {
-  for (int i = 0; i < 3; ++i) CreateBound("pre-" + std::to_string(i), "100m");
-  watcher_->Start();
-  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
-  EXPECT_EQ(ConfirmedCpu(), 300);
-  CreateBound("live", "250m");
-  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 550; }));
-  Delete("pre-0");
-  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 450; }));
-  EXPECT_EQ(watcher_->stats().watch_lists, 3u);
-  EXPECT_EQ(watcher_->stats().watch_restarts, 0u);
-  ForceNewStates();
-  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().watch_lists >= 6; }));
-  CreateBound("after", "50m");
-  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 500; }));
-  EXPECT_EQ(watcher_->stats().decode_errors, 0u);
+  RunStatesAndChanges([&] {
+    EXPECT_EQ(watcher_->stats().watch_lists, 3u);
+    EXPECT_EQ(watcher_->stats().watch_restarts, 0u);
+  });
 }
 
 TEST_F(WatcherJsonTest, ReadsTheStateThenWatchesInJson) {
-  for (int i = 0; i < 3; ++i) CreateBound("pre-" + std::to_string(i), "100m");
-  watcher_->Start();
-  ASSERT_TRUE(WaitUntil([&] { return watcher_->synced(); }));
-  EXPECT_EQ(ConfirmedCpu(), 300);
-  CreateBound("live", "250m");
-  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 550; }));
-  Delete("pre-0");
-  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 450; }));
-  EXPECT_EQ(watcher_->stats().streams_json, 3u);
+  RunStatesAndChanges([&] {
+    EXPECT_EQ(watcher_->stats().streams_json, 3u);
+    EXPECT_EQ(watcher_->stats().streams_protobuf, 0u);
+  });
+  // The new states after the 410 came in JSON too.
   EXPECT_EQ(watcher_->stats().streams_protobuf, 0u);
-  // After a 410 the new states come in JSON too.
-  ForceNewStates();
-  EXPECT_TRUE(WaitUntil([&] { return watcher_->stats().watch_lists >= 6; }));
-  CreateBound("after", "50m");
-  EXPECT_TRUE(WaitUntil([&] { return ConfirmedCpu() == 500; }));
-  EXPECT_EQ(watcher_->stats().streams_protobuf, 0u);
-  EXPECT_EQ(watcher_->stats().decode_errors, 0u);
 }
 
 TEST_F(WatcherTest, ResumesAfterADroppedWatchWithoutLosingOrRepeatingEvents) {

@@ -116,20 +116,23 @@ void Reflector::Run() {
     backoff = std::min(backoff * 2, options_.max_backoff);
     return WaitOrStop(d);
   };
-  // After a watch stream ended: back off on errors, and on streams that end at once repeatedly.
+  Cursor cursor;
+  // After a watch stream ended: back off on errors, and on a stream that ended within a second
+  // carrying nothing (client-go reflector.go watchHandler: "very short watch ... no items
+  // received"). One that carried events resumes at once from its last resourceVersion: a
+  // stream cut after its first event (as the gzip members once did) costs no backoff of lag.
   auto after_stream = [&](const absl::Status& status, absl::Time started) {
     {
       MutexLock lock(&mu_);
       ++stats_.watch_restarts;
     }
     if (!status.ok()) return fail_wait(status);
-    if (absl::Now() - started < absl::Seconds(1)) {
+    if (absl::Now() - started < absl::Seconds(1) && cursor.stream_items == 0) {
       return fail_wait(absl::UnavailableError("watch ended immediately"));
     }
     backoff = options_.initial_backoff;
     return false;
   };
-  Cursor cursor;
   while (!stop_) {
     const absl::Time started = absl::Now();
     if (ConsistentListPending()) {
@@ -515,10 +518,12 @@ absl::StatusOr<long> Reflector::StreamEvents(
     bool* gone, std::string* error, std::string* error_body) {
   StreamFormat format = StreamFormat::kJsonLines;
   bool counted = false;
+  cursor->stream_items = 0;
   absl::StatusOr<long> code = api_->Stream(
       path,
       [&](absl::string_view line) {
         if (!counted) CountStream(format, &counted);
+        ++cursor->stream_items;
         if (initial != nullptr && *initial) return initial_line(format, line);
         bool go_on = ApplyEvent(format, std::string_view(line.data(), line.size()),
                                 &cursor->resource_version, gone, error);

@@ -167,7 +167,8 @@ class Reflector {
     bool need_state = true;  // the next request reads a whole state (start, 410, overflow)
     // The last state read at `resource_version` was refused (410 / too large): read at "".
     bool version_unavailable = false;
-    bool list_only = false;  // read the next state by a paged LIST, not a WatchList
+    bool list_only = false;     // read the next state by a paged LIST, not a WatchList
+    uint64_t stream_items = 0;  // lines (events, bookmarks) the last watch stream carried
   };
   bool Cancelled() const { return interrupt_.load(); }
   void Run();

@@ -572,6 +572,29 @@ TEST(ReflectorTest, ServerErrorsAreRetriedWithBackoff) {
   EXPECT_TRUE(IsWatch(paths[3]));
 }
 
+// A watch that ends within a second after carrying events (a stream cut after its first event)
+// resumes at once from its last resourceVersion; only an empty one backs off (client-go's "very
+// short watch"). The backoff here is an hour: a backoff would leave "c" unseen at the deadline.
+TEST(ReflectorTest, AStreamThatEndsAfterEventsResumesWithoutBackoff) {
+  ScriptedApi api;
+  RecordingSink sink;
+  api.Push(ListReply({"a"}, "10"));
+  api.Push(StreamReply({Event("ADDED", "b", "11")}, /*hold=*/false));
+  api.Push(StreamReply({Event("ADDED", "c", "12")}));
+  ReflectorOptions options = Options(/*watch_list=*/false);
+  options.initial_backoff = absl::Hours(1);
+  options.max_backoff = absl::Hours(1);
+  Reflector reflector(&api, &sink, options);
+  reflector.Start();
+  ASSERT_TRUE(sink.WaitForPods({"a", "b", "c"}));
+  const std::vector<std::string> paths = api.WaitForRequests(3);
+  ASSERT_GE(paths.size(), 3u);
+  EXPECT_TRUE(IsWatch(paths[2]));
+  EXPECT_THAT(paths[2], HasSubstr("resourceVersion=11&"));
+  reflector.Stop();
+  EXPECT_EQ(reflector.stats().watch_restarts, 1u);
+}
+
 TEST(ReflectorTest, StopEndsAHeldWatchAndAWaitingRequest) {
   ScriptedApi api;
   RecordingSink sink;

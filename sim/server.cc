@@ -881,9 +881,12 @@ bool SimServer::WatchStep(WatchState& state, httplib::DataSink& sink) {
   return sim::WatchStep(
       state, sink, feed,
       [&](const std::string& text) {
-        CountBytes(state.stats_key, text.size());
-        if (!state.gzip) return sink.write(text.data(), text.size());
+        if (!state.gzip) {
+          CountBytes(state.stats_key, text.size());
+          return sink.write(text.data(), text.size());
+        }
         const std::string member = GzipMemberOf(text);
+        CountBytes(state.stats_key, member.size());  // the bytes on the wire
         return !member.empty() && sink.write(member.data(), member.size());
       },
       [&] { return Gate(state.epoch); });

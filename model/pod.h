@@ -25,6 +25,8 @@ struct Container {
   bool restartable = false;
   QuantityList requests;
   QuantityList limits;
+
+  bool operator==(const Container&) const = default;
 };
 
 // status.containerStatuses[] / initContainerStatuses[]: what the kubelet has allocated and
@@ -36,6 +38,8 @@ struct ContainerStatus {
   // AggregateContainerRequests: `found && cs.Resources != nil`).
   bool has_resources = false;
   QuantityList status_requests;  // .resources.requests
+
+  bool operator==(const ContainerStatus&) const = default;
 };
 
 struct Pod {
@@ -65,6 +69,8 @@ struct Pod {
 
   // Succeeded or Failed: the pod no longer holds resources on its node.
   bool IsTerminal() const { return phase == "Succeeded" || phase == "Failed"; }
+
+  bool operator==(const Pod&) const = default;
 };
 
 // True when the kubelet marked the pod's in-place resize infeasible: condition PodResizePending

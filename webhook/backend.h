@@ -1,4 +1,5 @@
-// The extender behind the webhook: kube-scheduler's four verbs, answered through completions.
+// The extender behind the webhook: kube-scheduler's four verbs on the model's types
+// (model/extender_args.h), answered through completions.
 // fitledger-server implements it in process (server/service/extender_backend.h), fitledger-shim
 // over gRPC (client/shim/grpc_backend.h). The webhook decodes the JSON, calls a Backend, and
 // encodes its answer; a Backend never sees JSON or HTTP.
@@ -17,13 +18,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "model/extender_args.h"
 #include "model/filter_result.h"
-
-namespace fitledger::v1 {
-class Pod;
-class ExtenderPreemptionArgs;
-class ExtenderPreemptionResult;
-}  // namespace fitledger::v1
+#include "model/pod.h"
 
 namespace fitledger::webhook {
 
@@ -31,13 +28,6 @@ namespace fitledger::webhook {
 struct PrioritizeAnswer {
   absl::Status status;
   std::vector<std::pair<size_t, int64_t>> scores;
-};
-
-struct BindArgs {
-  std::string pod_namespace;
-  std::string pod_name;
-  std::string pod_uid;
-  std::string node;
 };
 
 // Error codes, for every verb: InvalidArgument (a bad pod or request), FailedPrecondition (it no
@@ -53,19 +43,20 @@ class Backend {
   using FilterDone = absl::AnyInvocable<void(absl::StatusOr<FilterResult> answer)>;
   using PrioritizeDone = absl::AnyInvocable<void(PrioritizeAnswer answer)>;
   using StatusDone = absl::AnyInvocable<void(absl::Status status)>;
-  using PreemptDone = absl::AnyInvocable<void(absl::StatusOr<v1::ExtenderPreemptionResult>)>;
+  // Preempt's answer: the victims the extender agrees to, by node (NodeNameToMetaVictims).
+  using PreemptDone = absl::AnyInvocable<void(absl::StatusOr<NodeVictims> answer)>;
 
   virtual ~Backend() = default;
 
   // Which of `candidates` (kube-scheduler's NodeNames, or the names of its Nodes) fit `pod`.
-  virtual void Filter(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+  virtual void Filter(const Pod& pod, absl::Span<const absl::string_view> candidates,
                       FilterDone done) = 0;
-  virtual void Prioritize(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+  virtual void Prioritize(const Pod& pod, absl::Span<const absl::string_view> candidates,
                           PrioritizeDone done) = 0;
   // Binds the pod; OK when it is bound to args.node. May take seconds (the binding POST): a
   // Backend must not hold the calling thread for it.
   virtual void Bind(const BindArgs& args, StatusDone done) = 0;
-  virtual void Preempt(const v1::ExtenderPreemptionArgs& args, PreemptDone done) = 0;
+  virtual void Preempt(const PreemptArgs& args, PreemptDone done) = 0;
   // OK when the extender can answer the verbs; Unavailable with the reason otherwise.
   virtual void CheckReady(StatusDone done) = 0;
 };

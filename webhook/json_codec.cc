@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "common/status_macros.h"
-#include "model/quantity.h"
+#include "model/objects_json.h"
 #include "simdjson.h"
 
 namespace fitledger::webhook {
@@ -132,8 +132,8 @@ absl::Status ForEachElement(ond::value& v, const Path& p, absl::string_view what
   return absl::OkStatus();
 }
 
-// A message-typed field: fn(value, path) runs only when the value is an object, so the caller
-// creates the sub-message (mutable_x()) only then. null leaves the field absent.
+// An object-typed field: fn(value, path) runs only when the value is an object; null leaves the
+// field absent (as Go leaves a nil pointer).
 template <typename Fn>
 absl::Status Message(ond::value& v, const Path& p, Fn&& fn) {
   json_type t{};
@@ -187,11 +187,6 @@ absl::Status Strings(ond::value& v, const Path& p, Add add) {
   });
 }
 
-absl::Status StringList(ond::value& v, const Path& p,
-                        google::protobuf::RepeatedPtrField<std::string>* out) {
-  return Strings(v, p, [out](std::string_view s) { out->Add()->assign(s.data(), s.size()); });
-}
-
 bool IsJsonBlank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 // An array of plain strings (no escapes, no control characters: node names always are) read
@@ -227,7 +222,7 @@ bool PlainStringViews(const char* p, const char* end, std::vector<absl::string_v
 // As StringList, as views: an array of plain strings (every list of node names) read in place,
 // each a view into the body itself; any other array element by element by simdjson, each string
 // consumed (unescaped into the decoder's buffer, its view pointing there), so a malformed array
-// fails exactly as StringList fails. `end`: the end of the text simdjson reads.
+// fails as an element-by-element read fails. `end`: the end of the text simdjson reads.
 // `*plain` becomes false when the array is read element by element.
 absl::Status StringViews(ond::value& v, const Path& p, const char* end,
                          std::vector<absl::string_view>* out, bool* plain) {
@@ -236,191 +231,15 @@ absl::Status StringViews(ond::value& v, const Path& p, const char* end,
   return Strings(v, p, [out](std::string_view s) { out->emplace_back(s.data(), s.size()); });
 }
 
-using StringMap = google::protobuf::Map<std::string, std::string>;
-
-absl::Status StringMapField(ond::value& v, const Path& p, StringMap* out) {
-  return ForEachMember(v, p, "an object of strings or null",
-                       [&](std::string_view key, ond::value& e, const Path& fp) {
-                         const Path kp{fp.parent, key, -1, true};
-                         std::string& slot = (*out)[std::string(key)];
-                         slot.clear();
-                         return String(e, kp, &slot);
-                       });
-}
-
-// A Kubernetes ResourceList: name -> quantity. Kubernetes accepts a string (trimmed) or a bare
-// number; the value must parse as a quantity.
-absl::Status ResourceList(ond::value& v, const Path& p, StringMap* out) {
-  return ForEachMember(
-      v, p, "an object of quantities or null",
-      [&](std::string_view key, ond::value& e, const Path& fp) {
-        const Path kp{fp.parent, key, -1, true};
-        json_type t{};
-        RETURN_IF_ERROR(TypeOf(e, kp, &t));
-        std::string_view text;
-        if (t == json_type::string) {
-          JSON_OK(e.get_string().get(text), kp);
-        } else if (t == json_type::number) {
-          text = e.raw_json_token();
-        } else {
-          return TypeError(kp, "a quantity string", t);
-        }
-        const absl::string_view trimmed = absl::StripAsciiWhitespace(A(text));
-        if (auto q = Quantity::Parse(trimmed); !q.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(Render(kp), ": ", q.status().message()));
-        }
-        (*out)[std::string(key)].assign(trimmed.data(), trimmed.size());
-        return absl::OkStatus();
-      });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Kubernetes objects: exact camelCase keys.
-
-absl::Status ReadObjectMeta(ond::value& v, const Path& p, v1::ObjectMeta* out) {
-  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
-    if (key == "name") return String(e, fp, out->mutable_name());
-    if (key == "namespace") return String(e, fp, out->mutable_namespace_());
-    if (key == "uid") return String(e, fp, out->mutable_uid());
-    if (key == "deletionTimestamp") return String(e, fp, out->mutable_deletion_timestamp());
-    if (key == "resourceVersion") return String(e, fp, out->mutable_resource_version());
-    if (key == "labels") return StringMapField(e, fp, out->mutable_labels());
-    return absl::OkStatus();
-  });
-}
-
-absl::Status ReadResources(ond::value& v, const Path& p, v1::ResourceRequirements* out) {
-  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
-    if (key == "requests") return ResourceList(e, fp, out->mutable_requests());
-    if (key == "limits") return ResourceList(e, fp, out->mutable_limits());
-    return absl::OkStatus();
-  });
-}
-
-absl::Status ReadContainer(ond::value& v, const Path& p, v1::Container* out) {
-  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
-    if (key == "name") return String(e, fp, out->mutable_name());
-    if (key == "restartPolicy") return String(e, fp, out->mutable_restart_policy());
-    if (key == "resources") {
-      return Message(e, fp, [&](ond::value& m, const Path& mp) {
-        return ReadResources(m, mp, out->mutable_resources());
-      });
-    }
-    return absl::OkStatus();
-  });
-}
-
-absl::Status Containers(ond::value& v, const Path& p,
-                        google::protobuf::RepeatedPtrField<v1::Container>* out) {
-  return ForEachElement(v, p, "an array of containers or null", [&](ond::value& e, const Path& ep) {
-    return ReadContainer(e, ep, out->Add());
-  });
-}
-
-absl::Status ReadPodSpec(ond::value& v, const Path& p, v1::PodSpec* out) {
-  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
-    if (key == "containers") return Containers(e, fp, out->mutable_containers());
-    if (key == "initContainers") return Containers(e, fp, out->mutable_init_containers());
-    if (key == "overhead") return ResourceList(e, fp, out->mutable_overhead());
-    if (key == "resources") {
-      return Message(e, fp, [&](ond::value& m, const Path& mp) {
-        return ReadResources(m, mp, out->mutable_resources());
-      });
-    }
-    if (key == "nodeName") return String(e, fp, out->mutable_node_name());
-    if (key == "schedulerName") return String(e, fp, out->mutable_scheduler_name());
-    if (key == "priority") {
-      int64_t priority = 0;
-      RETURN_IF_ERROR(Int64(e, fp, &priority));
-      if (priority < INT32_MIN || priority > INT32_MAX) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(Render(fp), ": ", priority, " is out of the int32 range"));
-      }
-      out->set_priority(static_cast<int32_t>(priority));
-    }
-    return absl::OkStatus();
-  });
-}
-
-absl::Status ContainerStatuses(ond::value& v, const Path& p,
-                               google::protobuf::RepeatedPtrField<v1::ContainerStatus>* out) {
-  return ForEachElement(
-      v, p, "an array of container statuses or null", [&](ond::value& e, const Path& ep) {
-        v1::ContainerStatus* status = out->Add();
-        return ForEachMember(e, ep, "an object",
-                             [&](std::string_view key, ond::value& f, const Path& fp) {
-                               if (key == "name") return String(f, fp, status->mutable_name());
-                               if (key == "allocatedResources") {
-                                 return ResourceList(f, fp, status->mutable_allocated_resources());
-                               }
-                               if (key == "resources") {
-                                 return Message(f, fp, [&](ond::value& m, const Path& mp) {
-                                   return ReadResources(m, mp, status->mutable_resources());
-                                 });
-                               }
-                               return absl::OkStatus();
-                             });
-      });
-}
-
-absl::Status ReadPodStatus(ond::value& v, const Path& p, v1::PodStatus* out) {
-  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
-    if (key == "phase") return String(e, fp, out->mutable_phase());
-    if (key == "reason") return String(e, fp, out->mutable_reason());
-    if (key == "message") return String(e, fp, out->mutable_message());
-    if (key == "containerStatuses") {
-      return ContainerStatuses(e, fp, out->mutable_container_statuses());
-    }
-    if (key == "initContainerStatuses") {
-      return ContainerStatuses(e, fp, out->mutable_init_container_statuses());
-    }
-    return absl::OkStatus();
-  });
-}
-
-absl::Status ReadPod(ond::value& v, const Path& p, v1::Pod* out) {
-  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
-    if (key == "metadata") {
-      return Message(e, fp, [&](ond::value& m, const Path& mp) {
-        return ReadObjectMeta(m, mp, out->mutable_metadata());
-      });
-    }
-    if (key == "spec") {
-      return Message(e, fp, [&](ond::value& m, const Path& mp) {
-        return ReadPodSpec(m, mp, out->mutable_spec());
-      });
-    }
-    if (key == "status") {
-      return Message(e, fp, [&](ond::value& m, const Path& mp) {
-        return ReadPodStatus(m, mp, out->mutable_status());
-      });
-    }
-    return absl::OkStatus();
-  });
-}
-
-absl::Status ReadNode(ond::value& v, const Path& p, v1::Node* out) {
-  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
-    if (key == "metadata") {
-      return Message(e, fp, [&](ond::value& m, const Path& mp) {
-        return ReadObjectMeta(m, mp, out->mutable_metadata());
-      });
-    }
-    if (key == "status") {
-      return Message(e, fp, [&](ond::value& m, const Path& mp) {
-        v1::NodeStatus* status = out->mutable_status();
-        return ForEachMember(m, mp, "an object",
-                             [&](std::string_view k, ond::value& f, const Path& sp) {
-                               if (k == "capacity")
-                                 return ResourceList(f, sp, status->mutable_capacity());
-                               if (k == "allocatable")
-                                 return ResourceList(f, sp, status->mutable_allocatable());
-                               return absl::OkStatus();
-                             });
-      });
-    }
-    return absl::OkStatus();
-  });
+// The pod of a request, by the model's decoder (model/objects_json.h: the one that reads the
+// API server's pods); its errors name the field under `p` ("Pod: field spec.containers[0]...").
+absl::Status ReadPod(ond::value& v, const Path& p, Pod* out) {
+  absl::StatusOr<Pod> pod = DecodePod(v, nullptr);
+  if (!pod.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(Render(p), ": ", pod.status().message()));
+  }
+  *out = *std::move(pod);
+  return absl::OkStatus();
 }
 
 // Trims JSON whitespace at the end of `s`.
@@ -447,104 +266,79 @@ absl::Status ReadNodeName(ond::value& v, const Path& p, std::string_view* name) 
       });
 }
 
-// With `names` (not null), each item's name goes there and `out` gets no items (see
-// DecodeExtenderArgs).
-absl::Status ReadNodeList(ond::document& doc, ond::value& v, const Path& p, v1::NodeList* out,
+// Nodes: each item's name to `names` and its exact text to `raw_nodes` (if not null); the rest of
+// each item is skipped unread, and the list's metadata too.
+absl::Status ReadNodeList(ond::document& doc, ond::value& v, const Path& p,
                           std::vector<absl::string_view>* raw_nodes,
                           std::vector<absl::string_view>* names) {
   return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
-    if (key == "metadata") {
-      return Message(e, fp, [&](ond::value& m, const Path& mp) {
-        v1::ListMeta* meta = out->mutable_metadata();
-        return ForEachMember(m, mp, "an object",
-                             [&](std::string_view k, ond::value& f, const Path& kp) {
-                               if (k == "resourceVersion")
-                                 return String(f, kp, meta->mutable_resource_version());
-                               if (k == "continue") return String(f, kp, meta->mutable_continue_());
-                               return absl::OkStatus();
-                             });
-      });
-    }
-    if (key == "items") {
-      return ForEachElement(
-          e, fp, "an array of nodes or null", [&](ond::value& item, const Path& ip) {
-            json_type t{};
-            RETURN_IF_ERROR(TypeOf(item, ip, &t));
-            if (t != json_type::object) return TypeError(ip, "a node object", t);
-            const char* start = item.raw_json_token().data();
-            if (names != nullptr) {
-              std::string_view name;
-              RETURN_IF_ERROR(ReadNodeName(item, ip, &name));
-              names->push_back(A(name));
-            } else {
-              RETURN_IF_ERROR(ReadNode(item, ip, out->add_items()));
-            }
-            // The node object is consumed: the iterator sits on the ',' or ']' after it.
-            const char* end = nullptr;
-            JSON_OK(doc.current_location().get(end), ip);
-            if (raw_nodes != nullptr) {
-              raw_nodes->push_back(
-                  TrimRight(absl::string_view(start, static_cast<size_t>(end - start))));
-            }
-            return absl::OkStatus();
-          });
-    }
-    return absl::OkStatus();
+    if (key != "items") return absl::OkStatus();
+    return ForEachElement(
+        e, fp, "an array of nodes or null", [&](ond::value& item, const Path& ip) {
+          json_type t{};
+          RETURN_IF_ERROR(TypeOf(item, ip, &t));
+          if (t != json_type::object) return TypeError(ip, "a node object", t);
+          const char* start = item.raw_json_token().data();
+          std::string_view name;
+          RETURN_IF_ERROR(ReadNodeName(item, ip, &name));
+          names->push_back(A(name));
+          // The node object is consumed: the iterator sits on the ',' or ']' after it.
+          const char* end = nullptr;
+          JSON_OK(doc.current_location().get(end), ip);
+          if (raw_nodes != nullptr) {
+            raw_nodes->push_back(
+                TrimRight(absl::string_view(start, static_cast<size_t>(end - start))));
+          }
+          return absl::OkStatus();
+        });
   });
 }
 
-absl::Status ReadVictims(ond::value& v, const Path& p, v1::Victims* out) {
+// One node's Victims or MetaVictims ({"Pods": [...], "NumPDBViolations": n}): the pods' UIDs,
+// from full pods (`full`, their metadata.uid) or from MetaPods ({"UID": ...}).
+absl::Status ReadVictims(ond::value& v, const Path& p, bool full, Victims* out) {
   return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
     if (absl::EqualsIgnoreCase(A(key), "Pods")) {
-      return ForEachElement(
-          e, fp, "an array of pods or null",
-          [&](ond::value& pod, const Path& ep) { return ReadPod(pod, ep, out->add_pods()); });
-    }
-    if (absl::EqualsIgnoreCase(A(key), "NumPDBViolations")) {
-      int64_t n = 0;
-      RETURN_IF_ERROR(Int64(e, fp, &n));
-      out->set_num_pdb_violations(n);
-    }
-    return absl::OkStatus();
-  });
-}
-
-absl::Status ReadMetaVictims(ond::value& v, const Path& p, v1::MetaVictims* out) {
-  return ForEachMember(v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
-    if (absl::EqualsIgnoreCase(A(key), "Pods")) {
+      if (full) {
+        return ForEachElement(
+            e, fp, "an array of pods or null", [&](ond::value& m, const Path& ep) {
+              Pod pod;
+              RETURN_IF_ERROR(Message(
+                  m, ep, [&](ond::value& o, const Path& op) { return ReadPod(o, op, &pod); }));
+              out->pod_uids.push_back(std::move(pod.uid));
+              return absl::OkStatus();
+            });
+      }
       return ForEachElement(
           e, fp, "an array of {\"UID\": ...} or null", [&](ond::value& pod, const Path& ep) {
-            v1::MetaPod* meta_pod = out->add_pods();
+            std::string& uid = out->pod_uids.emplace_back();
             return ForEachMember(pod, ep, "an object",
                                  [&](std::string_view k, ond::value& f, const Path& kp) {
                                    if (absl::EqualsIgnoreCase(A(k), "UID")) {
-                                     return String(f, kp, meta_pod->mutable_uid());
+                                     return String(f, kp, &uid);
                                    }
                                    return absl::OkStatus();
                                  });
           });
     }
     if (absl::EqualsIgnoreCase(A(key), "NumPDBViolations")) {
-      int64_t n = 0;
-      RETURN_IF_ERROR(Int64(e, fp, &n));
-      out->set_num_pdb_violations(n);
+      return Int64(e, fp, &out->num_pdb_violations);
     }
     return absl::OkStatus();
   });
 }
 
-template <typename V, typename Fn>
-absl::Status VictimsMap(ond::value& v, const Path& p, google::protobuf::Map<std::string, V>* out,
-                        Fn&& read) {
+// NodeNameToVictims or NodeNameToMetaVictims: node name -> Victims (null: no victims).
+absl::Status VictimsMap(ond::value& v, const Path& p, bool full, NodeVictims* out) {
   return ForEachMember(v, p, "an object or null",
                        [&](std::string_view key, ond::value& e, const Path& fp) {
                          const Path kp{fp.parent, key, -1, true};
                          json_type t{};
                          RETURN_IF_ERROR(TypeOf(e, kp, &t));
-                         V& slot = (*out)[std::string(key)];
-                         slot.Clear();
+                         Victims& slot = (*out)[std::string(key)];
+                         slot = Victims();
                          if (t == json_type::null) return absl::OkStatus();
-                         return read(e, kp, &slot);
+                         return ReadVictims(e, kp, full, &slot);
                        });
 }
 
@@ -558,6 +352,7 @@ struct JsonDecoder::Impl {
   // The end of the text being parsed (the body, or its padded copy).
   const char* end = nullptr;
   bool node_names_plain = false;  // node_names_plain()
+  bool nodes_given = false;       // nodes_given()
 
   // Starts parsing `body` and runs fn(doc, root) on the root value, which must be an object.
   template <typename Fn>
@@ -597,37 +392,34 @@ struct JsonDecoder::Impl {
 JsonDecoder::JsonDecoder() : impl_(std::make_unique<Impl>()) {}
 JsonDecoder::~JsonDecoder() = default;
 
-absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::ExtenderArgs* out,
-                                             std::vector<absl::string_view>* raw_nodes,
-                                             std::vector<absl::string_view>* node_names) {
+absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, Pod* pod,
+                                             std::vector<absl::string_view>* node_names,
+                                             std::vector<absl::string_view>* raw_nodes) {
+  *pod = Pod();
+  node_names->clear();
   if (raw_nodes != nullptr) raw_nodes->clear();
-  if (node_names != nullptr) node_names->clear();
-  impl_->node_names_plain = node_names != nullptr;
-  bool nodes_named = false;  // node_names holds Nodes' names (NodeNames are then ignored)
+  impl_->node_names_plain = true;
+  impl_->nodes_given = false;  // node_names then holds Nodes' names (NodeNames are ignored)
   return impl_->Parse(body, [&](ond::document& doc, ond::value& v, const Path& p) {
     return ForEachMember(
         v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
           if (absl::EqualsIgnoreCase(A(key), "Pod")) {
-            return Message(e, fp, [&](ond::value& m, const Path& mp) {
-              return ReadPod(m, mp, out->mutable_pod());
-            });
+            return Message(e, fp,
+                           [&](ond::value& m, const Path& mp) { return ReadPod(m, mp, pod); });
           }
           if (absl::EqualsIgnoreCase(A(key), "Nodes")) {
             return Message(e, fp, [&](ond::value& m, const Path& mp) {
-              if (node_names != nullptr && !nodes_named) {
+              if (!impl_->nodes_given) {
                 node_names->clear();  // Nodes win over NodeNames, wherever they are
                 impl_->node_names_plain = false;
-                nodes_named = true;
+                impl_->nodes_given = true;
               }
-              return ReadNodeList(doc, m, mp, out->mutable_nodes(), raw_nodes, node_names);
+              return ReadNodeList(doc, m, mp, raw_nodes, node_names);
             });
           }
           if (absl::EqualsIgnoreCase(A(key), "NodeNames")) {
-            if (nodes_named) return absl::OkStatus();
-            if (node_names != nullptr) {
-              return StringViews(e, fp, impl_->end, node_names, &impl_->node_names_plain);
-            }
-            return StringList(e, fp, out->mutable_node_names());
+            if (impl_->nodes_given) return absl::OkStatus();
+            return StringViews(e, fp, impl_->end, node_names, &impl_->node_names_plain);
           }
           return absl::OkStatus();
         });
@@ -636,67 +428,57 @@ absl::Status JsonDecoder::DecodeExtenderArgs(const std::string& body, v1::Extend
 
 bool JsonDecoder::node_names_plain() const { return impl_->node_names_plain; }
 
-absl::Status JsonDecoder::DecodeBindingArgs(const std::string& body, v1::ExtenderBindingArgs* out) {
+bool JsonDecoder::nodes_given() const { return impl_->nodes_given; }
+
+absl::Status JsonDecoder::DecodeBindingArgs(const std::string& body, BindArgs* out) {
+  *out = BindArgs();
   return impl_->Parse(body, [&](ond::document&, ond::value& v, const Path& p) {
     return ForEachMember(v, p, "an object",
                          [&](std::string_view key, ond::value& e, const Path& fp) {
-                           if (absl::EqualsIgnoreCase(A(key), "PodName"))
-                             return String(e, fp, out->mutable_pod_name());
-                           if (absl::EqualsIgnoreCase(A(key), "PodNamespace")) {
-                             return String(e, fp, out->mutable_pod_namespace());
+                           if (absl::EqualsIgnoreCase(A(key), "PodName")) {
+                             return String(e, fp, &out->pod_name);
                            }
-                           if (absl::EqualsIgnoreCase(A(key), "PodUID"))
-                             return String(e, fp, out->mutable_pod_uid());
-                           if (absl::EqualsIgnoreCase(A(key), "Node"))
-                             return String(e, fp, out->mutable_node());
+                           if (absl::EqualsIgnoreCase(A(key), "PodNamespace")) {
+                             return String(e, fp, &out->pod_namespace);
+                           }
+                           if (absl::EqualsIgnoreCase(A(key), "PodUID")) {
+                             return String(e, fp, &out->pod_uid);
+                           }
+                           if (absl::EqualsIgnoreCase(A(key), "Node")) {
+                             return String(e, fp, &out->node);
+                           }
                            return absl::OkStatus();
                          });
   });
 }
 
-absl::Status JsonDecoder::DecodePreemptionArgs(const std::string& body,
-                                               v1::ExtenderPreemptionArgs* out) {
-  return impl_->Parse(body, [&](ond::document&, ond::value& v, const Path& p) {
+absl::Status JsonDecoder::DecodePreemptionArgs(const std::string& body, PreemptArgs* out) {
+  *out = PreemptArgs();
+  NodeVictims full;  // NodeNameToVictims, used when NodeNameToMetaVictims names no node
+  RETURN_IF_ERROR(impl_->Parse(body, [&](ond::document&, ond::value& v, const Path& p) {
     return ForEachMember(
         v, p, "an object", [&](std::string_view key, ond::value& e, const Path& fp) {
           if (absl::EqualsIgnoreCase(A(key), "Pod")) {
-            return Message(e, fp, [&](ond::value& m, const Path& mp) {
-              return ReadPod(m, mp, out->mutable_pod());
-            });
+            return Message(
+                e, fp, [&](ond::value& m, const Path& mp) { return ReadPod(m, mp, &out->pod); });
           }
           if (absl::EqualsIgnoreCase(A(key), "NodeNameToVictims")) {
-            return VictimsMap(e, fp, out->mutable_node_name_to_victims(),
-                              [](ond::value& m, const Path& mp, v1::Victims* victims) {
-                                return ReadVictims(m, mp, victims);
-                              });
+            return VictimsMap(e, fp, /*full=*/true, &full);
           }
           if (absl::EqualsIgnoreCase(A(key), "NodeNameToMetaVictims")) {
-            return VictimsMap(e, fp, out->mutable_node_name_to_meta_victims(),
-                              [](ond::value& m, const Path& mp, v1::MetaVictims* victims) {
-                                return ReadMetaVictims(m, mp, victims);
-                              });
+            return VictimsMap(e, fp, /*full=*/false, &out->victims);
           }
           return absl::OkStatus();
         });
-  });
+  }));
+  if (out->victims.empty()) out->victims = std::move(full);
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------------------------
 // Encoding.
 
 namespace {
-
-// Map entries sorted by key, as Go's encoding/json writes maps.
-template <typename V>
-std::vector<const typename google::protobuf::Map<std::string, V>::value_type*> Sorted(
-    const google::protobuf::Map<std::string, V>& map) {
-  std::vector<const typename google::protobuf::Map<std::string, V>::value_type*> entries;
-  entries.reserve(map.size());
-  for (const auto& entry : map) entries.push_back(&entry);
-  std::sort(entries.begin(), entries.end(),
-            [](const auto* a, const auto* b) { return a->first < b->first; });
-  return entries;
-}
 
 // The 8 bytes of `s` from `at` as a big-endian integer, zeros past its end.
 uint64_t WordAt(absl::string_view s, size_t at) {
@@ -797,11 +579,6 @@ void AppendFailuresAndError(const FilterResultView& result, std::string* out, bo
   out->push_back('}');
 }
 
-void AssignEntries(const StringMap& map, FilterResultView::Entries* out) {
-  out->clear();
-  for (const auto& [key, value] : map) out->emplace_back(key, value);
-}
-
 }  // namespace
 
 void FilterResultView::Clear() {
@@ -809,13 +586,6 @@ void FilterResultView::Clear() {
   failed_nodes.clear();
   failed_and_unresolvable_nodes.clear();
   error = {};
-}
-
-void FilterResultView::Assign(const v1::ExtenderFilterResult& result) {
-  node_names.assign(result.node_names().begin(), result.node_names().end());
-  AssignEntries(result.failed_nodes(), &failed_nodes);
-  AssignEntries(result.failed_and_unresolvable_nodes(), &failed_and_unresolvable_nodes);
-  error = result.error();
 }
 
 void EncodeFilterResult(const FilterResultView& result, std::string* out, bool names_plain) {
@@ -849,12 +619,6 @@ void EncodeFilterResult(const FilterResultView& result, std::string* out, bool n
   AppendFailuresAndError(result, out, names_plain);
 }
 
-void EncodeFilterResult(const v1::ExtenderFilterResult& result, std::string* out) {
-  FilterResultView view;
-  view.Assign(result);
-  EncodeFilterResult(view, out);
-}
-
 void EncodeFilterResultWithNodes(const FilterResultView& result,
                                  absl::Span<const absl::string_view> nodes, std::string* out) {
   size_t estimate = 64 + FailuresAndErrorSize(result);
@@ -871,13 +635,6 @@ void EncodeFilterResultWithNodes(const FilterResultView& result,
   AppendFailuresAndError(result, out, /*names_plain=*/false);
 }
 
-void EncodeFilterResultWithNodes(const v1::ExtenderFilterResult& result,
-                                 absl::Span<const absl::string_view> nodes, std::string* out) {
-  FilterResultView view;
-  view.Assign(result);
-  EncodeFilterResultWithNodes(view, nodes, out);
-}
-
 void EncodeHostPriorityList(const HostPriorityView& list, std::string* out) {
   out->push_back('[');
   bool first = true;
@@ -891,36 +648,29 @@ void EncodeHostPriorityList(const HostPriorityView& list, std::string* out) {
   out->push_back(']');
 }
 
-void EncodeHostPriorityList(const v1::HostPriorityList& list, std::string* out) {
-  HostPriorityView view;
-  view.reserve(list.items_size());
-  for (const v1::HostPriority& item : list.items()) view.emplace_back(item.host(), item.score());
-  EncodeHostPriorityList(view, out);
-}
-
 void EncodeError(absl::string_view error, std::string* out) {
   out->append("{\"Error\":");
   AppendJsonString(error, out);
   out->push_back('}');
 }
 
-void EncodePreemptionResult(const v1::ExtenderPreemptionResult& result, std::string* out) {
+void EncodePreemptionResult(const NodeVictims& result, std::string* out) {
   out->append("{\"NodeNameToMetaVictims\":{");
   bool first = true;
-  for (const auto* entry : Sorted(result.node_name_to_meta_victims())) {
+  for (const auto& [node, victims] : result) {  // a std::map: sorted by key, as Go writes maps
     if (!first) out->push_back(',');
     first = false;
-    AppendJsonString(entry->first, out);
+    AppendJsonString(node, out);
     out->append(":{\"Pods\":[");
     bool first_pod = true;
-    for (const v1::MetaPod& pod : entry->second.pods()) {
+    for (const std::string& uid : victims.pod_uids) {
       if (!first_pod) out->push_back(',');
       first_pod = false;
       out->append("{\"UID\":");
-      AppendJsonString(pod.uid(), out);
+      AppendJsonString(uid, out);
       out->push_back('}');
     }
-    absl::StrAppend(out, "],\"NumPDBViolations\":", entry->second.num_pdb_violations(), "}");
+    absl::StrAppend(out, "],\"NumPDBViolations\":", victims.num_pdb_violations, "}");
   }
   out->append("}}");
 }

@@ -2,13 +2,12 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
-#include "fitledger/v1/extender.pb.h"
-#include "google/protobuf/arena.h"
 #include "webhook/json_codec.h"
 
 namespace fitledger::webhook {
@@ -24,33 +23,17 @@ constexpr std::pair<absl::string_view, Verb> kVerbs[] = {
     {"preempt", Verb::kPreempt},
 };
 
-// Per I/O thread: the JSON decoder (not cheap to create) and the first block of each request's
-// arena. A request is decoded, and its backend call started, on one thread without a break.
-struct ThreadScratch {
-  JsonDecoder decoder;
-  std::vector<char> arena_block = std::vector<char>(256 << 10);
-
-  google::protobuf::ArenaOptions ArenaOptions() {
-    google::protobuf::ArenaOptions options;
-    options.initial_block = arena_block.data();
-    options.initial_block_size = arena_block.size();
-    return options;
-  }
-};
-
-ThreadScratch& ThisThread() {
-  thread_local ThreadScratch scratch;
-  return scratch;
+// Per I/O thread: the JSON decoder (not cheap to create). A request is decoded, and its backend
+// call started, on one thread without a break.
+JsonDecoder& ThisThreadDecoder() {
+  thread_local JsonDecoder decoder;
+  return decoder;
 }
 
-std::string PodKey(const v1::Pod& pod) {
-  return absl::StrCat(pod.metadata().namespace_(), "/", pod.metadata().name());
-}
-
-// PodKey into `out`, reusing its buffer.
-void SetPodKey(const v1::Pod& pod, std::string* out) {
+// "namespace/name", reusing `out`'s buffer.
+void SetPodKey(const Pod& pod, std::string* out) {
   out->clear();
-  absl::StrAppend(out, pod.metadata().namespace_(), "/", pod.metadata().name());
+  absl::StrAppend(out, pod.namespace_name, "/", pod.name);
 }
 
 bool IsGet(const HttpRequest& r) { return r.method == "GET" || r.method == "HEAD"; }
@@ -66,6 +49,7 @@ struct Webhook::Scratch : HttpConnectionState {
   std::vector<absl::string_view> raw_nodes;  // with full Nodes: each item's JSON, in the body
   bool with_nodes = false;                   // the request carried Nodes, not NodeNames
   bool plain = false;                        // no name needs escaping in JSON
+  Pod args_pod;                              // the request's pod, until the backend has it
   std::string pod;                           // "namespace/name", for the log
   FilterResultView filter_view;
   HostPriorityView priority_view;
@@ -271,20 +255,18 @@ void Webhook::BackendFailure(Verb verb, const absl::Status& status, absl::string
 
 void Webhook::Filter(const HttpCall& call) const {
   Scratch& s = ScratchOf(call);
-  ThreadScratch& t = ThisThread();
-  google::protobuf::Arena arena(t.ArenaOptions());
-  auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderArgs>(&arena);
+  JsonDecoder& decoder = ThisThreadDecoder();
   const std::string& body = call.request().body;
-  if (absl::Status st = t.decoder.DecodeExtenderArgs(body, args, &s.raw_nodes, &s.names);
+  if (absl::Status st = decoder.DecodeExtenderArgs(body, &s.args_pod, &s.names, &s.raw_nodes);
       !st.ok()) {
     return BadRequest(Verb::kFilter, st, call);
   }
   // With full Node objects (nodeCacheCapable: false) s.names holds their names.
-  s.with_nodes = args->has_nodes();
-  s.plain = t.decoder.node_names_plain();
+  s.with_nodes = decoder.nodes_given();
+  s.plain = decoder.node_names_plain();
   s.OwnNamesOutside(body);
-  SetPodKey(args->pod(), &s.pod);
-  backend_->Filter(args->pod(), s.names, [this, call, &s](absl::StatusOr<FilterResult> answer) {
+  SetPodKey(s.args_pod, &s.pod);
+  backend_->Filter(s.args_pod, s.names, [this, call, &s](absl::StatusOr<FilterResult> answer) {
     HttpReply& reply = call.reply();
     if (!answer.ok()) {
       BackendFailure(Verb::kFilter, answer.status(), s.pod, reply);
@@ -334,16 +316,14 @@ void Webhook::Filter(const HttpCall& call) const {
 
 void Webhook::Prioritize(const HttpCall& call) const {
   Scratch& s = ScratchOf(call);
-  ThreadScratch& t = ThisThread();
-  google::protobuf::Arena arena(t.ArenaOptions());
-  auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderArgs>(&arena);
   const std::string& body = call.request().body;
-  if (absl::Status st = t.decoder.DecodeExtenderArgs(body, args, nullptr, &s.names); !st.ok()) {
+  if (absl::Status st = ThisThreadDecoder().DecodeExtenderArgs(body, &s.args_pod, &s.names);
+      !st.ok()) {
     return BadRequest(Verb::kPrioritize, st, call);
   }
   s.OwnNamesOutside(body);  // with full Node objects, their names
-  SetPodKey(args->pod(), &s.pod);
-  backend_->Prioritize(args->pod(), s.names, [this, call, &s](PrioritizeAnswer answer) {
+  SetPodKey(s.args_pod, &s.pod);
+  backend_->Prioritize(s.args_pod, s.names, [this, call, &s](PrioritizeAnswer answer) {
     HttpReply& reply = call.reply();
     if (!answer.status.ok()) {
       BackendFailure(Verb::kPrioritize, answer.status, s.pod, reply);
@@ -360,12 +340,11 @@ void Webhook::Prioritize(const HttpCall& call) const {
 }
 
 void Webhook::Bind(const HttpCall& call) const {
-  v1::ExtenderBindingArgs decoded;
-  if (absl::Status st = ThisThread().decoder.DecodeBindingArgs(call.request().body, &decoded);
+  BindArgs args;
+  if (absl::Status st = ThisThreadDecoder().DecodeBindingArgs(call.request().body, &args);
       !st.ok()) {
     return BadRequest(Verb::kBind, st, call);
   }
-  BindArgs args{decoded.pod_namespace(), decoded.pod_name(), decoded.pod_uid(), decoded.node()};
   std::string pod = absl::StrCat(args.pod_namespace, "/", args.pod_name);
   std::string node = args.node;
   backend_->Bind(args, [this, call, pod = std::move(pod), node = std::move(node)](absl::Status st) {
@@ -381,14 +360,14 @@ void Webhook::Bind(const HttpCall& call) const {
 }
 
 void Webhook::Preempt(const HttpCall& call) const {
-  ThreadScratch& t = ThisThread();
-  google::protobuf::Arena arena(t.ArenaOptions());
-  auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderPreemptionArgs>(&arena);
-  if (absl::Status st = t.decoder.DecodePreemptionArgs(call.request().body, args); !st.ok()) {
+  PreemptArgs args;
+  if (absl::Status st = ThisThreadDecoder().DecodePreemptionArgs(call.request().body, &args);
+      !st.ok()) {
     return BadRequest(Verb::kPreempt, st, call);
   }
-  backend_->Preempt(*args, [this, call, pod = PodKey(args->pod())](
-                               absl::StatusOr<v1::ExtenderPreemptionResult> result) {
+  std::string pod;
+  SetPodKey(args.pod, &pod);
+  backend_->Preempt(args, [this, call, pod = std::move(pod)](absl::StatusOr<NodeVictims> result) {
     HttpReply& reply = call.reply();
     if (!result.ok()) {
       BackendFailure(Verb::kPreempt, result.status(), pod, reply);

@@ -17,6 +17,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "proto/fitledger/v1/api_conventions.h"
+#include "server/service/convert.h"
 
 namespace fitledger::shim {
 namespace {
@@ -159,16 +160,16 @@ absl::Status CallFailure(const std::string& target, const grpc::ClientContext& c
 }
 
 // The ExtenderArgs of a Filter or a Prioritize: the pod and the candidates' names, in order.
-void FillArgs(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+void FillArgs(const Pod& pod, absl::Span<const absl::string_view> candidates,
               v1::ExtenderArgs* request) {
-  *request->mutable_pod() = pod;
+  PodToProto(pod, request->mutable_pod());
   request->mutable_node_names()->Reserve(static_cast<int>(candidates.size()));
   for (absl::string_view name : candidates) request->add_node_names(name.data(), name.size());
 }
 
 }  // namespace
 
-void GrpcBackend::Filter(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+void GrpcBackend::Filter(const Pod& pod, absl::Span<const absl::string_view> candidates,
                          FilterDone done) {
   using FilterCall = PooledCall<FilterMessages, FilterDone>;
   auto* call = new FilterCall(&stubs_->filter_messages, std::move(done));
@@ -209,7 +210,7 @@ void GrpcBackend::Filter(const v1::Pod& pod, absl::Span<const absl::string_view>
       });
 }
 
-void GrpcBackend::Prioritize(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+void GrpcBackend::Prioritize(const Pod& pod, absl::Span<const absl::string_view> candidates,
                              PrioritizeDone done) {
   using PrioritizeCall = PooledCall<PrioritizeMessages, PrioritizeDone>;
   auto* call = new PrioritizeCall(&stubs_->prioritize_messages, std::move(done));
@@ -238,7 +239,7 @@ void GrpcBackend::Prioritize(const v1::Pod& pod, absl::Span<const absl::string_v
       });
 }
 
-void GrpcBackend::Bind(const webhook::BindArgs& args, StatusDone done) {
+void GrpcBackend::Bind(const BindArgs& args, StatusDone done) {
   using BindCall = Call<v1::ExtenderBindingArgs, v1::ExtenderBindingResult, StatusDone>;
   auto* call = new BindCall;
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
@@ -258,11 +259,11 @@ void GrpcBackend::Bind(const webhook::BindArgs& args, StatusDone done) {
       });
 }
 
-void GrpcBackend::Preempt(const v1::ExtenderPreemptionArgs& args, PreemptDone done) {
+void GrpcBackend::Preempt(const PreemptArgs& args, PreemptDone done) {
   using PreemptCall = Call<v1::ExtenderPreemptionArgs, v1::ExtenderPreemptionResult, PreemptDone>;
   auto* call = new PreemptCall;
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
-  call->request = args;
+  PreemptArgsToProto(args, &call->request);
   call->done = std::move(done);
   stubs_->extender->async()->Preempt(
       &call->context, &call->request, &call->response, [this, call](grpc::Status status) {
@@ -270,7 +271,7 @@ void GrpcBackend::Preempt(const v1::ExtenderPreemptionArgs& args, PreemptDone do
         if (!status.ok()) {
           return call->done(CallFailure(target_, call->context, status, options_.timeout));
         }
-        call->done(std::move(call->response));
+        call->done(VictimsFromProto(call->response));
       });
 }
 

@@ -32,12 +32,12 @@ class GrpcBackend final : public webhook::Backend {
   GrpcBackend(std::string target, std::shared_ptr<grpc::ChannelInterface> channel, Options options);
   ~GrpcBackend() override;
 
-  void Filter(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+  void Filter(const Pod& pod, absl::Span<const absl::string_view> candidates,
               FilterDone done) override;
-  void Prioritize(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+  void Prioritize(const Pod& pod, absl::Span<const absl::string_view> candidates,
                   PrioritizeDone done) override;
-  void Bind(const webhook::BindArgs& args, StatusDone done) override;
-  void Preempt(const v1::ExtenderPreemptionArgs& args, PreemptDone done) override;
+  void Bind(const BindArgs& args, StatusDone done) override;
+  void Preempt(const PreemptArgs& args, PreemptDone done) override;
   // Asks the server's grpc.health.v1 service: OK when it answers SERVING for "".
   void CheckReady(StatusDone done) override;
 

@@ -1,5 +1,5 @@
-// Decoding Kubernetes Pod and Node JSON into fitledger's model (simdjson, on demand). Only the
-// fields the ledger needs are kept; unknown fields are skipped; JSON null means absent.
+// Kubernetes objects as the ledger keeps them: a Node's record from its JSON (decoded by
+// model/objects_json.h), a pod's record, and the splitter of LIST bodies.
 #ifndef FITLEDGER_SERVER_KUBE_OBJECTS_H_
 #define FITLEDGER_SERVER_KUBE_OBJECTS_H_
 
@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/objects_json.h"
 #include "model/pod.h"
 #include "server/ledger/ledger.h"
 #include "simdjson.h"
@@ -19,24 +20,17 @@ struct DecodedNode {
   std::string resource_version;
 };
 
-// Decodes a Pod object (the `{"metadata":..,"spec":..,"status":..}` value). InvalidArgument for
-// a wrong type or a malformed quantity, naming the field.
-absl::StatusOr<Pod> DecodePod(simdjson::ondemand::value value, std::string* resource_version);
-// Decodes a Node object: name and status.allocatable (status.capacity when allocatable is absent).
+// Decodes a Node object: its name and allocatable (model/objects_json.h DecodeNode).
 absl::StatusOr<DecodedNode> DecodeNode(simdjson::ondemand::value value);
+// The record of a decoded node.
+absl::StatusOr<DecodedNode> ToDecodedNode(Node node, std::string resource_version);
 
 // Sets `node`'s allocatable from a node's ResourceList: cpu in millicores, the rest in units
 // (rounded up). InvalidArgument when an amount overflows int64.
 absl::Status SetNodeAllocatable(const QuantityList& list, NodeRecord* node);
 
-// Whole-document versions (copy `json` into a padded buffer).
-absl::StatusOr<Pod> ParsePod(absl::string_view json);
+// The whole-document version (copies `json` into a padded buffer).
 absl::StatusOr<DecodedNode> ParseNode(absl::string_view json);
-
-// Decodes a ResourceList (`{"cpu":"500m","memory":128974848}`); bare numbers are accepted as
-// Kubernetes' own decoder accepts them, and surrounding blanks are trimmed.
-absl::StatusOr<QuantityList> DecodeResourceList(simdjson::ondemand::value value,
-                                                absl::string_view field);
 
 // The ledger's view of a pod already in the cluster (requests per RequestBasis::kSpecAndStatus).
 absl::StatusOr<PodRecord> ToPodRecord(const Pod& pod);

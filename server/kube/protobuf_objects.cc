@@ -10,8 +10,8 @@
 #include "common/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
+#include "model/field_path.h"
 #include "model/k8s_field_numbers.h"
-#include "server/kube/field_path.h"
 #include "server/kube/watch_event.h"
 
 namespace fitledger::kube {
@@ -458,7 +458,7 @@ absl::StatusOr<DecodedNode> DecodeNodeObject(absl::string_view object) {
     return absl::OkStatus();
   }));
   // An empty map is not on the wire: no allocatable entries reads as JSON's absent allocatable,
-  // and capacity counts (objects.cc DecodeNode).
+  // and capacity counts (model/objects_json.cc DecodeNode).
   RETURN_IF_ERROR(SetNodeAllocatable(allocatable.empty() ? capacity : allocatable, &out.node));
   return out;
 }

@@ -1,6 +1,9 @@
 #include "server/service/convert.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -46,6 +49,7 @@ absl::Status StatusesFromProto(const google::protobuf::RepeatedPtrField<v1::Cont
   for (int i = 0; i < in.size(); ++i) {
     ContainerStatus s;
     s.name = in[i].name();
+    s.has_resources = in[i].has_resources();
     std::string f = absl::StrCat(field, "[", i, "]");
     ASSIGN_OR_RETURN(s.allocated_resources,
                      ListFromProto(in[i].allocated_resources(), f + ".allocatedResources"));
@@ -89,6 +93,108 @@ absl::StatusOr<Pod> PodFromProto(const v1::Pod& in) {
   RETURN_IF_ERROR(StatusesFromProto(in.status().init_container_statuses(),
                                     "status.initContainerStatuses", &pod.init_container_statuses));
   return pod;
+}
+
+namespace {
+
+void ListToProto(const QuantityList& list, google::protobuf::Map<std::string, std::string>* out) {
+  for (const auto& [name, q] : list) (*out)[name] = q.ToString();
+}
+
+void ContainersToProto(const std::vector<Container>& in,
+                       google::protobuf::RepeatedPtrField<v1::Container>* out) {
+  out->Reserve(static_cast<int>(in.size()));
+  for (const Container& c : in) {
+    v1::Container* p = out->Add();
+    p->set_name(c.name);
+    if (c.restartable) p->set_restart_policy("Always");
+    ListToProto(c.requests, p->mutable_resources()->mutable_requests());
+    ListToProto(c.limits, p->mutable_resources()->mutable_limits());
+  }
+}
+
+void StatusesToProto(const std::vector<ContainerStatus>& in,
+                     google::protobuf::RepeatedPtrField<v1::ContainerStatus>* out) {
+  for (const ContainerStatus& s : in) {
+    v1::ContainerStatus* p = out->Add();
+    p->set_name(s.name);
+    ListToProto(s.allocated_resources, p->mutable_allocated_resources());
+    if (s.has_resources) ListToProto(s.status_requests, p->mutable_resources()->mutable_requests());
+  }
+}
+
+using MetaVictimsMap = google::protobuf::Map<std::string, v1::MetaVictims>;
+
+void MetaVictimsToProto(const NodeVictims& victims, MetaVictimsMap* out) {
+  for (const auto& [node, v] : victims) {
+    v1::MetaVictims& meta = (*out)[node];
+    for (const std::string& uid : v.pod_uids) meta.add_pods()->set_uid(uid);
+    meta.set_num_pdb_violations(v.num_pdb_violations);
+  }
+}
+
+NodeVictims MetaVictimsFromProto(const MetaVictimsMap& victims) {
+  NodeVictims out;
+  for (const auto& [node, meta] : victims) {
+    Victims& v = out[node];
+    for (const v1::MetaPod& p : meta.pods()) v.pod_uids.push_back(p.uid());
+    v.num_pdb_violations = meta.num_pdb_violations();
+  }
+  return out;
+}
+
+}  // namespace
+
+void PodToProto(const Pod& pod, v1::Pod* out) {
+  v1::ObjectMeta* meta = out->mutable_metadata();
+  meta->set_uid(pod.uid);
+  meta->set_namespace_(pod.namespace_name);
+  meta->set_name(pod.name);
+  if (pod.deleting) meta->set_deletion_timestamp("1970-01-01T00:00:00Z");
+  v1::PodSpec* spec = out->mutable_spec();
+  spec->set_node_name(pod.node_name);
+  spec->set_scheduler_name(pod.scheduler_name);
+  spec->set_priority(pod.priority);
+  ContainersToProto(pod.containers, spec->mutable_containers());
+  ContainersToProto(pod.init_containers, spec->mutable_init_containers());
+  ListToProto(pod.overhead, spec->mutable_overhead());
+  if (pod.pod_requests)
+    ListToProto(*pod.pod_requests, spec->mutable_resources()->mutable_requests());
+  if (pod.pod_limits) ListToProto(*pod.pod_limits, spec->mutable_resources()->mutable_limits());
+  v1::PodStatus* status = out->mutable_status();
+  status->set_phase(pod.phase);
+  status->set_reason(pod.status_reason);
+  status->set_message(pod.status_message);
+  StatusesToProto(pod.container_statuses, status->mutable_container_statuses());
+  StatusesToProto(pod.init_container_statuses, status->mutable_init_container_statuses());
+}
+
+absl::StatusOr<PreemptArgs> PreemptArgsFromProto(const v1::ExtenderPreemptionArgs& args) {
+  PreemptArgs out;
+  ASSIGN_OR_RETURN(out.pod, PodFromProto(args.pod()));
+  if (!args.node_name_to_meta_victims().empty()) {
+    out.victims = MetaVictimsFromProto(args.node_name_to_meta_victims());
+  } else {
+    for (const auto& [node, full] : args.node_name_to_victims()) {
+      Victims& v = out.victims[node];
+      for (const v1::Pod& p : full.pods()) v.pod_uids.push_back(p.metadata().uid());
+      v.num_pdb_violations = full.num_pdb_violations();
+    }
+  }
+  return out;
+}
+
+void PreemptArgsToProto(const PreemptArgs& args, v1::ExtenderPreemptionArgs* out) {
+  PodToProto(args.pod, out->mutable_pod());
+  MetaVictimsToProto(args.victims, out->mutable_node_name_to_meta_victims());
+}
+
+void VictimsToProto(const NodeVictims& victims, v1::ExtenderPreemptionResult* out) {
+  MetaVictimsToProto(victims, out->mutable_node_name_to_meta_victims());
+}
+
+NodeVictims VictimsFromProto(const v1::ExtenderPreemptionResult& result) {
+  return MetaVictimsFromProto(result.node_name_to_meta_victims());
 }
 
 void ToProto(const Resources& r, v1::ResourceAmounts* out) {

@@ -6,25 +6,15 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "fitledger/v1/extender.pb.h"
-#include "server/service/convert.h"
-
 namespace fitledger {
 namespace {
 
-absl::StatusOr<Pod> PodArg(const v1::Pod& pod) {
-  // kube-scheduler always sends the pod it schedules; a missing or null one (or one without a
-  // name) is a malformed request, not a pod that requests nothing.
-  if (pod.metadata().name().empty()) {
-    return absl::InvalidArgumentError(
-        "Pod: missing, or without metadata.name (kube-scheduler sends the pod being scheduled)");
-  }
-  absl::StatusOr<Pod> out = PodFromProto(pod);
-  if (!out.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("Pod: ", out.status().message()));
-  }
-  return out;
+// kube-scheduler always sends the pod it schedules; a missing or null one (or one without a
+// name) is a malformed request, not a pod that requests nothing.
+absl::Status CheckPod(const Pod& pod) {
+  if (!pod.name.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "Pod: missing, or without metadata.name (kube-scheduler sends the pod being scheduled)");
 }
 
 }  // namespace
@@ -33,24 +23,24 @@ ExtenderBackend::ExtenderBackend(Extender* extender, WorkerPool* bind_pool, RpcM
                                  std::function<absl::Status()> ready)
     : extender_(extender), bind_pool_(bind_pool), metrics_(metrics), ready_(std::move(ready)) {}
 
-void ExtenderBackend::Filter(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+void ExtenderBackend::Filter(const Pod& pod, absl::Span<const absl::string_view> candidates,
                              FilterDone done) {
   RpcScope scope(metrics_, "Filter");
-  absl::StatusOr<Pod> p = PodArg(pod);
+  const absl::Status valid = CheckPod(pod);
   absl::StatusOr<FilterResult> result =
-      p.ok() ? extender_->Filter(*p, candidates) : absl::StatusOr<FilterResult>(p.status());
+      valid.ok() ? extender_->Filter(pod, candidates) : absl::StatusOr<FilterResult>(valid);
   scope.Done(result.status());
   done(std::move(result));
 }
 
-void ExtenderBackend::Prioritize(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+void ExtenderBackend::Prioritize(const Pod& pod, absl::Span<const absl::string_view> candidates,
                                  PrioritizeDone done) {
   RpcScope scope(metrics_, "Prioritize");
   webhook::PrioritizeAnswer answer;
-  absl::StatusOr<Pod> p = PodArg(pod);
-  absl::StatusOr<std::vector<int64_t>> scores =
-      p.ok() ? extender_->Prioritize(*p, candidates)
-             : absl::StatusOr<std::vector<int64_t>>(p.status());
+  const absl::Status valid = CheckPod(pod);
+  absl::StatusOr<std::vector<int64_t>> scores = valid.ok()
+                                                    ? extender_->Prioritize(pod, candidates)
+                                                    : absl::StatusOr<std::vector<int64_t>>(valid);
   if (scores.ok()) {
     answer.scores.reserve(scores->size());
     for (size_t i = 0; i < scores->size(); ++i) answer.scores.emplace_back(i, (*scores)[i]);
@@ -61,7 +51,7 @@ void ExtenderBackend::Prioritize(const v1::Pod& pod, absl::Span<const absl::stri
   done(std::move(answer));
 }
 
-void ExtenderBackend::Bind(const webhook::BindArgs& args, StatusDone done) {
+void ExtenderBackend::Bind(const BindArgs& args, StatusDone done) {
   struct Job {
     BindRequest request;
     StatusDone done;
@@ -81,34 +71,20 @@ void ExtenderBackend::Bind(const webhook::BindArgs& args, StatusDone done) {
   }
 }
 
-void ExtenderBackend::Preempt(const v1::ExtenderPreemptionArgs& args, PreemptDone done) {
+void ExtenderBackend::Preempt(const PreemptArgs& args, PreemptDone done) {
   RpcScope scope(metrics_, "Preempt");
-  absl::StatusOr<Pod> pod = PodArg(args.pod());
-  if (!pod.ok()) return done(scope.Done(pod.status()));
-  // kube-scheduler sends victims as UIDs (nodeCacheCapable) or as full pods.
+  if (absl::Status valid = CheckPod(args.pod); !valid.ok()) return done(scope.Done(valid));
   std::map<std::string, std::vector<std::string>> victims;
-  std::map<std::string, int64_t> pdb_violations;
-  if (!args.node_name_to_meta_victims().empty()) {
-    for (const auto& [node, meta] : args.node_name_to_meta_victims()) {
-      std::vector<std::string>& uids = victims[node];
-      for (const v1::MetaPod& p : meta.pods()) uids.push_back(p.uid());
-      pdb_violations[node] = meta.num_pdb_violations();
-    }
-  } else {
-    for (const auto& [node, full] : args.node_name_to_victims()) {
-      std::vector<std::string>& uids = victims[node];
-      for (const v1::Pod& p : full.pods()) uids.push_back(p.metadata().uid());
-      pdb_violations[node] = full.num_pdb_violations();
-    }
-  }
+  for (const auto& [node, v] : args.victims) victims[node] = v.pod_uids;
   absl::StatusOr<std::map<std::string, std::vector<std::string>>> kept =
-      extender_->Preempt(*pod, victims);
+      extender_->Preempt(args.pod, victims);
   if (!kept.ok()) return done(scope.Done(kept.status()));
-  v1::ExtenderPreemptionResult result;
-  for (const auto& [node, uids] : *kept) {
-    v1::MetaVictims& meta = (*result.mutable_node_name_to_meta_victims())[node];
-    for (const std::string& uid : uids) meta.add_pods()->set_uid(uid);
-    meta.set_num_pdb_violations(pdb_violations[node]);
+  NodeVictims result;
+  for (auto& [node, uids] : *kept) {
+    Victims& v = result[node];
+    v.pod_uids = std::move(uids);
+    auto given = args.victims.find(node);
+    v.num_pdb_violations = given == args.victims.end() ? 0 : given->second.num_pdb_violations;
   }
   scope.Done(absl::OkStatus());
   done(std::move(result));

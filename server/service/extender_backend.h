@@ -24,12 +24,12 @@ class ExtenderBackend final : public webhook::Backend {
   ExtenderBackend(Extender* extender, WorkerPool* bind_pool, RpcMetrics* metrics,
                   std::function<absl::Status()> ready);
 
-  void Filter(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+  void Filter(const Pod& pod, absl::Span<const absl::string_view> candidates,
               FilterDone done) override;
-  void Prioritize(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+  void Prioritize(const Pod& pod, absl::Span<const absl::string_view> candidates,
                   PrioritizeDone done) override;
-  void Bind(const webhook::BindArgs& args, StatusDone done) override;
-  void Preempt(const v1::ExtenderPreemptionArgs& args, PreemptDone done) override;
+  void Bind(const BindArgs& args, StatusDone done) override;
+  void Preempt(const PreemptArgs& args, PreemptDone done) override;
   void CheckReady(StatusDone done) override;
 
  private:

@@ -69,33 +69,37 @@ grpc::ServerUnaryReactor* ExtenderService::Filter(grpc::CallbackServerContext* c
                                                   const v1::ExtenderArgs* args,
                                                   v1::ExtenderFilterResult* result) {
   grpc::ServerUnaryReactor* reactor = Reactor(context);
+  absl::StatusOr<Pod> pod = RequirePod(args->pod());
+  if (!pod.ok()) {
+    reactor->Finish(ToGrpcStatus(pod.status()));
+    return reactor;
+  }
   std::vector<absl::string_view> names = CandidateNames(*args);
-  backend_->Filter(
-      args->pod(), names, [reactor, args, result](absl::StatusOr<FilterResult> answer) {
-        if (!answer.ok()) return reactor->Finish(ToGrpcStatus(answer.status()));
-        // `args` lives until Finish: the names are read from it again here.
-        const std::vector<absl::string_view> names = CandidateNames(*args);
-        const size_t n = names.size();
-        result->mutable_node_names()->Reserve(static_cast<int>(answer->fits.size()));
-        for (size_t i : answer->fits) {
-          if (i >= n) continue;
-          result->add_node_names(names[i].data(), names[i].size());
-          if (args->has_nodes()) {
-            *result->mutable_nodes()->add_items() = args->nodes().items(static_cast<int>(i));
-          }
-        }
-        if (args->has_nodes()) result->mutable_nodes();  // present, even if empty
-        for (const auto& [i, why] : answer->failed) {
-          if (i < n) (*result->mutable_failed_nodes())[std::string(names[i])] = std::string(why);
-        }
-        for (const auto& [i, why] : answer->unresolvable) {
-          if (i < n) {
-            (*result->mutable_failed_and_unresolvable_nodes())[std::string(names[i])] =
-                std::string(why);
-          }
-        }
-        reactor->Finish(grpc::Status::OK);
-      });
+  backend_->Filter(*pod, names, [reactor, args, result](absl::StatusOr<FilterResult> answer) {
+    if (!answer.ok()) return reactor->Finish(ToGrpcStatus(answer.status()));
+    // `args` lives until Finish: the names are read from it again here.
+    const std::vector<absl::string_view> names = CandidateNames(*args);
+    const size_t n = names.size();
+    result->mutable_node_names()->Reserve(static_cast<int>(answer->fits.size()));
+    for (size_t i : answer->fits) {
+      if (i >= n) continue;
+      result->add_node_names(names[i].data(), names[i].size());
+      if (args->has_nodes()) {
+        *result->mutable_nodes()->add_items() = args->nodes().items(static_cast<int>(i));
+      }
+    }
+    if (args->has_nodes()) result->mutable_nodes();  // present, even if empty
+    for (const auto& [i, why] : answer->failed) {
+      if (i < n) (*result->mutable_failed_nodes())[std::string(names[i])] = std::string(why);
+    }
+    for (const auto& [i, why] : answer->unresolvable) {
+      if (i < n) {
+        (*result->mutable_failed_and_unresolvable_nodes())[std::string(names[i])] =
+            std::string(why);
+      }
+    }
+    reactor->Finish(grpc::Status::OK);
+  });
   return reactor;
 }
 
@@ -103,21 +107,25 @@ grpc::ServerUnaryReactor* ExtenderService::Prioritize(grpc::CallbackServerContex
                                                       const v1::ExtenderArgs* args,
                                                       v1::HostPriorityList* result) {
   grpc::ServerUnaryReactor* reactor = Reactor(context);
+  absl::StatusOr<Pod> pod = RequirePod(args->pod());
+  if (!pod.ok()) {
+    reactor->Finish(ToGrpcStatus(pod.status()));
+    return reactor;
+  }
   std::vector<absl::string_view> names = CandidateNames(*args);
-  backend_->Prioritize(args->pod(), names,
-                       [reactor, args, result](webhook::PrioritizeAnswer answer) {
-                         if (!answer.status.ok()) {
-                           return reactor->Finish(ToGrpcStatus(answer.status));
-                         }
-                         const std::vector<absl::string_view> names = CandidateNames(*args);
-                         for (const auto& [i, score] : answer.scores) {
-                           if (i >= names.size()) continue;
-                           v1::HostPriority* host = result->add_items();
-                           host->set_host(names[i].data(), names[i].size());
-                           host->set_score(score);
-                         }
-                         reactor->Finish(grpc::Status::OK);
-                       });
+  backend_->Prioritize(*pod, names, [reactor, args, result](webhook::PrioritizeAnswer answer) {
+    if (!answer.status.ok()) {
+      return reactor->Finish(ToGrpcStatus(answer.status));
+    }
+    const std::vector<absl::string_view> names = CandidateNames(*args);
+    for (const auto& [i, score] : answer.scores) {
+      if (i >= names.size()) continue;
+      v1::HostPriority* host = result->add_items();
+      host->set_host(names[i].data(), names[i].size());
+      host->set_score(score);
+    }
+    reactor->Finish(grpc::Status::OK);
+  });
   return reactor;
 }
 
@@ -134,9 +142,15 @@ grpc::ServerUnaryReactor* ExtenderService::Preempt(grpc::CallbackServerContext* 
                                                    const v1::ExtenderPreemptionArgs* args,
                                                    v1::ExtenderPreemptionResult* result) {
   grpc::ServerUnaryReactor* reactor = Reactor(context);
-  backend_->Preempt(*args, [reactor, result](absl::StatusOr<v1::ExtenderPreemptionResult> r) {
+  absl::StatusOr<PreemptArgs> preempt = PreemptArgsFromProto(*args);
+  if (!preempt.ok()) {
+    reactor->Finish(ToGrpcStatus(
+        absl::InvalidArgumentError(absl::StrCat("Pod: ", preempt.status().message()))));
+    return reactor;
+  }
+  backend_->Preempt(*preempt, [reactor, result](absl::StatusOr<NodeVictims> r) {
     if (!r.ok()) return reactor->Finish(ToGrpcStatus(r.status()));
-    *result = *std::move(r);
+    VictimsToProto(*r, result);
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;

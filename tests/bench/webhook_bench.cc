@@ -11,8 +11,8 @@
 #include "benchmark/benchmark.h"
 #include "client/shim/grpc_backend.h"
 #include "common/metrics.h"
-#include "google/protobuf/arena.h"
 #include "httplib.h"
+#include "server/service/convert.h"
 #include "tests/client/shim/fake_extender.h"
 #include "webhook/http_server.h"
 #include "webhook/json_codec.h"
@@ -43,38 +43,27 @@ const std::string& FilterBody() {
   return *body;
 }
 
-// Argument 0: NodeNames decoded into the message's strings; 1: as views, fitledger-shim's way
-// (plain names read in place from the body, whose capacity holds simdjson's padding as the HTTP
-// server leaves it).
+// The webhook's way: the pod into the model, the NodeNames as views (plain names read in place
+// from the body, whose capacity holds simdjson's padding as the HTTP server leaves it).
 void BM_DecodeFilter500NodeNames(benchmark::State& state) {
   std::string body = FilterBody();
   body.reserve(body.size() + 64);
-  const bool as_views = state.range(0) == 1;
-  state.SetLabel(as_views ? "names as views" : "names as strings");
   JsonDecoder decoder;
+  Pod pod;
   std::vector<absl::string_view> names;
-  std::vector<char> block(256 << 10);
   for (auto _ : state) {
-    google::protobuf::ArenaOptions options;
-    options.initial_block = block.data();
-    options.initial_block_size = block.size();
-    google::protobuf::Arena arena(options);
-    auto* args = google::protobuf::Arena::CreateMessage<v1::ExtenderArgs>(&arena);
-    if (!decoder.DecodeExtenderArgs(body, args, nullptr, as_views ? &names : nullptr).ok()) {
-      state.SkipWithError("decode");
-    }
-    benchmark::DoNotOptimize(args);
+    if (!decoder.DecodeExtenderArgs(body, &pod, &names).ok()) state.SkipWithError("decode");
+    benchmark::DoNotOptimize(pod);
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
 }
-BENCHMARK(BM_DecodeFilter500NodeNames)->Arg(0)->Arg(1);
+BENCHMARK(BM_DecodeFilter500NodeNames);
 
 void BM_EncodeFilterResult500Names(benchmark::State& state) {
   JsonDecoder decoder;
-  v1::ExtenderArgs args;
-  if (!decoder.DecodeExtenderArgs(FilterBody(), &args, nullptr).ok()) std::abort();
-  v1::ExtenderFilterResult result;
-  *result.mutable_node_names() = args.node_names();
+  Pod pod;
+  FilterResultView result;
+  if (!decoder.DecodeExtenderArgs(FilterBody(), &pod, &result.node_names).ok()) std::abort();
   for (auto _ : state) {
     std::string out;
     EncodeFilterResult(result, &out);
@@ -122,17 +111,23 @@ void BM_EncodeFilterResultGkeNamesAThirdFailing(benchmark::State& state) {
 }
 BENCHMARK(BM_EncodeFilterResultGkeNamesAThirdFailing);
 
-// What gRPC adds on the two ends: serialize the request, parse it on the other side.
+// What gRPC adds on the two ends: the shim's model pod into the message, serialized; parsed on
+// the other side, and its pod back into the model.
 void BM_ProtoSerializeParseExtenderArgs(benchmark::State& state) {
   JsonDecoder decoder;
-  v1::ExtenderArgs args;
-  if (!decoder.DecodeExtenderArgs(FilterBody(), &args, nullptr).ok()) std::abort();
+  Pod pod;
+  std::vector<absl::string_view> names;
+  if (!decoder.DecodeExtenderArgs(FilterBody(), &pod, &names).ok()) std::abort();
   for (auto _ : state) {
+    v1::ExtenderArgs args;
+    PodToProto(pod, args.mutable_pod());
+    for (absl::string_view name : names) args.add_node_names(name.data(), name.size());
     std::string wire;
     args.SerializeToString(&wire);
     v1::ExtenderArgs parsed;
     parsed.ParseFromString(wire);
-    benchmark::DoNotOptimize(parsed);
+    absl::StatusOr<Pod> back = PodFromProto(parsed.pod());
+    benchmark::DoNotOptimize(back);
   }
 }
 BENCHMARK(BM_ProtoSerializeParseExtenderArgs);
@@ -140,21 +135,18 @@ BENCHMARK(BM_ProtoSerializeParseExtenderArgs);
 // Every candidate passes, on the calling thread.
 class PassingBackend final : public Backend {
  public:
-  void Filter(const v1::Pod&, absl::Span<const absl::string_view> candidates,
+  void Filter(const Pod&, absl::Span<const absl::string_view> candidates,
               FilterDone done) override {
     FilterResult answer;
     answer.fits.reserve(candidates.size());
     for (size_t i = 0; i < candidates.size(); ++i) answer.fits.push_back(i);
     done(std::move(answer));
   }
-  void Prioritize(const v1::Pod&, absl::Span<const absl::string_view>,
-                  PrioritizeDone done) override {
+  void Prioritize(const Pod&, absl::Span<const absl::string_view>, PrioritizeDone done) override {
     done(PrioritizeAnswer());
   }
   void Bind(const BindArgs&, StatusDone done) override { done(absl::OkStatus()); }
-  void Preempt(const v1::ExtenderPreemptionArgs&, PreemptDone done) override {
-    done(v1::ExtenderPreemptionResult());
-  }
+  void Preempt(const PreemptArgs&, PreemptDone done) override { done(NodeVictims()); }
   void CheckReady(StatusDone done) override { done(absl::OkStatus()); }
 };
 

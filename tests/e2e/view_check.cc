@@ -24,7 +24,7 @@ absl::StatusOr<std::map<std::string, Resources>> RecountFromApi(E2eCluster& clus
   }
   std::map<std::string, Resources> out;
   for (const nlohmann::json& item : list.body.value("items", nlohmann::json::array())) {
-    absl::StatusOr<Pod> pod = kube::ParsePod(item.dump());
+    absl::StatusOr<Pod> pod = ParsePod(item.dump());
     if (!pod.ok()) return pod.status();
     if (pod->node_name.empty() || pod->IsTerminal()) continue;
     absl::StatusOr<Resources> requests = PodRequests(*pod, RequestBasis::kSpecAndStatus);

@@ -21,7 +21,6 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "common/metrics.h"
-#include "fitledger/v1/extender.pb.h"
 #include "webhook/backend.h"
 #include "webhook/http_server.h"
 #include "webhook/metrics.h"
@@ -40,7 +39,7 @@ namespace wh = fitledger::webhook;
 // thread.
 class FakeBackend final : public wh::Backend {
  public:
-  void Filter(const fitledger::v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+  void Filter(const fitledger::Pod& pod, absl::Span<const absl::string_view> candidates,
               FilterDone done) override {
     fitledger::FilterResult answer;
     for (size_t i = 0; i < candidates.size(); ++i) {
@@ -50,27 +49,27 @@ class FakeBackend final : public wh::Backend {
         answer.fits.push_back(i);
       }
     }
-    Answer(pod.metadata().name().size() % 2 == 1,
+    Answer(pod.name.size() % 2 == 1,
            [answer = std::move(answer), done = std::move(done)]() mutable {
              done(std::move(answer));
            });
   }
-  void Prioritize(const fitledger::v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+  void Prioritize(const fitledger::Pod& pod, absl::Span<const absl::string_view> candidates,
                   PrioritizeDone done) override {
     wh::PrioritizeAnswer answer;
     for (size_t i = 0; i < candidates.size(); ++i) answer.scores.emplace_back(i, i % 11);
-    Answer(pod.metadata().name().size() % 2 == 1,
+    Answer(pod.name.size() % 2 == 1,
            [answer = std::move(answer), done = std::move(done)]() mutable {
              done(std::move(answer));
            });
   }
-  void Bind(const wh::BindArgs& args, StatusDone done) override {
+  void Bind(const fitledger::BindArgs& args, StatusDone done) override {
     Answer(args.pod_name.size() % 2 == 1, [done = std::move(done)]() mutable {
       done(absl::FailedPreconditionError("no longer fits"));
     });
   }
-  void Preempt(const fitledger::v1::ExtenderPreemptionArgs&, PreemptDone done) override {
-    done(fitledger::v1::ExtenderPreemptionResult());
+  void Preempt(const fitledger::PreemptArgs&, PreemptDone done) override {
+    done(fitledger::NodeVictims());
   }
   void CheckReady(StatusDone done) override { done(absl::OkStatus()); }
 

@@ -1,8 +1,7 @@
 // libFuzzer target: the webhook's extender JSON decoding (webhook/json_codec.h). The first byte
 // picks the body kind (filter/prioritize, bind, preempt); the rest is the body. Successful decodes
-// are encoded back, as the shim would answer; filter bodies are also decoded with the candidates'
-// names as views (the webhook's way): on valid JSON they must succeed, with the same names,
-// wherever the full decode does; on any input, when both succeed, their names must agree.
+// are encoded back, as the webhook would answer; filter bodies are decoded twice, read in place
+// and from a copy, which must agree.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -12,7 +11,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "simdjson.h"
 #include "webhook/json_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -22,59 +20,53 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string out;
   switch (data[0] % 3) {
     case 0: {
-      fitledger::v1::ExtenderArgs args;
-      std::vector<absl::string_view> raw_nodes;
-      // The shim's way first: NodeNames as views (plain ones read in place, with the body's
-      // capacity holding simdjson's padding as the HTTP server leaves it), against the full
-      // decode to strings (below: what must agree).
-      static fitledger::webhook::JsonDecoder* views_decoder = new fitledger::webhook::JsonDecoder();
+      // The webhook's way: the body's capacity holds simdjson's padding as the HTTP server
+      // leaves it, so plain names are views into the body; against a body without room, which
+      // the decoder copies. Both must give the same answer: the same error, or the same pod,
+      // names and raw nodes.
+      static fitledger::webhook::JsonDecoder* padded_decoder =
+          new fitledger::webhook::JsonDecoder();
       std::string padded = body;
       padded.reserve(padded.size() + 64);
-      fitledger::v1::ExtenderArgs views_args;
-      std::vector<absl::string_view> views;
-      const absl::Status by_views =
-          views_decoder->DecodeExtenderArgs(padded, &views_args, nullptr, &views);
-      const absl::Status by_strings = decoder->DecodeExtenderArgs(body, &args, &raw_nodes);
-      // The views read only the names of full Node objects (and skip NodeNames beside them), so
-      // on valid JSON they may accept what the full decode refuses, never the other way round.
-      // On malformed JSON either may be the one to notice: simdjson's On-Demand API finds a
-      // structural error in what it reads or skips, and the two read different parts (seen: a
-      // missing comma inside a node's status, refused by the views' skip of the whole node and
-      // passed by the full decode). There only the names must agree when both succeed.
-      static simdjson::dom::parser* validator = new simdjson::dom::parser();
-      const bool valid = validator->parse(padded).error() == simdjson::SUCCESS;
-      std::vector<std::string> names;
-      if (args.has_nodes()) {
-        for (const auto& node : args.nodes().items()) names.push_back(node.metadata().name());
-      } else {
-        names.assign(args.node_names().begin(), args.node_names().end());
-      }
-      if ((valid && !by_views.ok() && by_strings.ok()) ||
-          (by_strings.ok() && by_views.ok() &&
-           (views_args.has_nodes() != args.has_nodes() ||
-            !std::equal(views.begin(), views.end(), names.begin(), names.end())))) {
-        std::fprintf(stderr, "views and strings disagree: %s / %s\n", by_views.ToString().c_str(),
-                     by_strings.ToString().c_str());
+      fitledger::Pod in_place, copied;
+      std::vector<absl::string_view> names_in_place, names_copied, raw_in_place, raw_copied;
+      const absl::Status a =
+          padded_decoder->DecodeExtenderArgs(padded, &in_place, &names_in_place, &raw_in_place);
+      std::string tight(body.data(), body.size());
+      tight.shrink_to_fit();
+      const absl::Status b =
+          decoder->DecodeExtenderArgs(tight, &copied, &names_copied, &raw_copied);
+      const auto same_text = [](const std::vector<absl::string_view>& x,
+                                const std::vector<absl::string_view>& y) {
+        return std::equal(x.begin(), x.end(), y.begin(), y.end());
+      };
+      if (a != b || (a.ok() && (!(in_place == copied) || !same_text(names_in_place, names_copied) ||
+                                !same_text(raw_in_place, raw_copied) ||
+                                padded_decoder->nodes_given() != decoder->nodes_given()))) {
+        std::fprintf(stderr, "in place and copied disagree: %s / %s\n", a.ToString().c_str(),
+                     b.ToString().c_str());
         std::abort();
       }
-      if (by_strings.ok()) {
-        fitledger::v1::ExtenderFilterResult result;
-        *result.mutable_node_names() = args.node_names();
-        fitledger::webhook::EncodeFilterResult(result, &out);
-        fitledger::webhook::EncodeFilterResultWithNodes(result, raw_nodes, &out);
+      if (a.ok()) {
+        fitledger::webhook::FilterResultView result;
+        result.node_names = names_in_place;
+        fitledger::webhook::EncodeFilterResult(result, &out, padded_decoder->node_names_plain());
+        fitledger::webhook::EncodeFilterResultWithNodes(result, raw_in_place, &out);
       }
       break;
     }
     case 1: {
-      fitledger::v1::ExtenderBindingArgs args;
+      fitledger::BindArgs args;
       if (decoder->DecodeBindingArgs(body, &args).ok()) {
-        fitledger::webhook::EncodeError(args.pod_name(), &out);
+        fitledger::webhook::EncodeError(args.pod_name, &out);
       }
       break;
     }
     default: {
-      fitledger::v1::ExtenderPreemptionArgs args;
-      (void)decoder->DecodePreemptionArgs(body, &args);
+      fitledger::PreemptArgs args;
+      if (decoder->DecodePreemptionArgs(body, &args).ok()) {
+        fitledger::webhook::EncodePreemptionResult(args.victims, &out);
+      }
       break;
     }
   }

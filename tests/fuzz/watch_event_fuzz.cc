@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       __builtin_trap();
     }
   }
-  absl::StatusOr<fitledger::Pod> pod = fitledger::kube::ParsePod(line);
+  absl::StatusOr<fitledger::Pod> pod = fitledger::ParsePod(line);
   if (pod.ok()) (void)fitledger::kube::ToPodRecord(*pod);
   (void)fitledger::kube::ParseNode(line);
   for (bool nodes : {false, true}) {

@@ -148,7 +148,7 @@ TEST(StoreGenerateTest, RealisticPodsWeighUpToSixKilobytes) {
     EXPECT_EQ(j["status"]["podIP"], pod->fields.pod_ip);
     EXPECT_FALSE(std::regex_search(pod->json, std::regex("@[A-Z0-9]+@"))) << "a placeholder left";
     // The pod requests what podRequests says, as the server and the sim's kubelet count it.
-    auto parsed = kube::ParsePod(pod->json);
+    auto parsed = ParsePod(pod->json);
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     auto requests = PodRequests(*parsed, RequestBasis::kSpec);
     ASSERT_TRUE(requests.ok());

@@ -1,9 +1,11 @@
-// The simdjson decoder against protobuf's own JSON parser on realistic kube-scheduler bodies,
-// the encoders' exact output, and the decoder's errors.
+// The simdjson decoder against protobuf's own JSON parser (and the gRPC edge's conversion to the
+// model) on realistic kube-scheduler bodies, the encoders' exact output, and the decoder's errors.
 #include "webhook/json_codec.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -15,10 +17,11 @@
 #include "common/json.h"
 #include "fitledger/v1/extender.pb.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/arena.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "server/service/convert.h"
+#include "simdjson.h"
 #include "tests/common/status_matchers.h"
 
 namespace fitledger::webhook {
@@ -47,78 +50,140 @@ M ProtobufParse(const std::string& json) {
   return message;
 }
 
-// The fixture `file` decoded by JsonDecoder equals `canonical` decoded by protobuf.
-template <typename M, typename Decode>
-void ExpectEquivalent(const std::string& file, const std::string& canonical, Decode decode) {
-  SCOPED_TRACE(file);
-  const std::string body = ReadFixture(file);
-  M ours;
-  ASSERT_THAT(decode(body, &ours), IsOk());
-  const M theirs = ProtobufParse<M>(ReadFixture(canonical));
-  std::string diff;
-  MessageDifferencer differencer;
-  differencer.ReportDifferencesToString(&diff);
-  EXPECT_TRUE(differencer.Compare(ours, theirs)) << diff;
+// `pod` with every ResourceList sorted by name (the proto path sorts, JSON keeps the document's
+// order), and without what the proto does not carry (status.resize and the resize condition).
+Pod Normalized(Pod pod) {
+  const auto sort = [](QuantityList& list) {
+    std::sort(list.begin(), list.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+  };
+  for (auto* containers : {&pod.containers, &pod.init_containers}) {
+    for (Container& c : *containers) {
+      sort(c.requests);
+      sort(c.limits);
+    }
+  }
+  for (auto* statuses : {&pod.container_statuses, &pod.init_container_statuses}) {
+    for (ContainerStatus& c : *statuses) {
+      sort(c.allocated_resources);
+      sort(c.status_requests);
+    }
+  }
+  sort(pod.overhead);
+  if (pod.pod_requests) sort(*pod.pod_requests);
+  if (pod.pod_limits) sort(*pod.pod_limits);
+  pod.resize.clear();
+  pod.resize_pending_reason.clear();
+  return pod;
 }
 
+// What protobuf's JSON parser and the gRPC edge's conversion make of a filter body: the pod, and
+// the candidates' names (the Nodes' names when it has Nodes).
+struct ProtoView {
+  Pod pod;
+  std::vector<std::string> names;
+  bool nodes_given = false;
+};
+
+ProtoView ViaProtobuf(const std::string& json) {
+  const auto args = ProtobufParse<v1::ExtenderArgs>(json);
+  ProtoView out;
+  absl::StatusOr<Pod> pod = PodFromProto(args.pod());
+  EXPECT_THAT(pod.status(), IsOk());
+  if (pod.ok()) out.pod = Normalized(*std::move(pod));
+  out.nodes_given = args.has_nodes();
+  if (args.has_nodes()) {
+    for (const v1::Node& node : args.nodes().items()) out.names.push_back(node.metadata().name());
+  } else {
+    out.names.assign(args.node_names().begin(), args.node_names().end());
+  }
+  return out;
+}
+
+std::vector<std::string> Strings(const std::vector<absl::string_view>& views) {
+  return std::vector<std::string>(views.begin(), views.end());
+}
+
+// The decoder against protobuf's own JSON parser followed by the gRPC edge's conversion to the
+// model (the path fitledger-shim's requests take into the server): the same pod and names.
 TEST(JsonCodecTest, ExtenderArgsMatchProtobufOnFixtures) {
   JsonDecoder decoder;
-  const auto decode = [&](const std::string& body, v1::ExtenderArgs* out) {
-    return decoder.DecodeExtenderArgs(body, out, nullptr);
-  };
-  for (const char* file :
-       {"filter_node_names.json", "filter_nodes.json", "prioritize.json", "pod_4k.json"}) {
-    ExpectEquivalent<v1::ExtenderArgs>(file, file, decode);
+  for (const auto& [file, canonical] : std::vector<std::pair<std::string, std::string>>{
+           {"filter_node_names.json", "filter_node_names.json"},
+           {"filter_nodes.json", "filter_nodes.json"},
+           {"prioritize.json", "prioritize.json"},
+           {"pod_4k.json", "pod_4k.json"},
+           {"filter_node_names_oddcase.json", "filter_node_names.json"}}) {
+    SCOPED_TRACE(file);
+    const std::string body = ReadFixture(file);
+    Pod pod;
+    std::vector<absl::string_view> names;
+    ASSERT_THAT(decoder.DecodeExtenderArgs(body, &pod, &names), IsOk());
+    const ProtoView theirs = ViaProtobuf(ReadFixture(canonical));
+    EXPECT_TRUE(Normalized(pod) == theirs.pod);
+    EXPECT_EQ(Strings(names), theirs.names);
+    EXPECT_EQ(decoder.nodes_given(), theirs.nodes_given);
   }
-  ExpectEquivalent<v1::ExtenderArgs>("filter_node_names_oddcase.json", "filter_node_names.json",
-                                     decode);
 }
 
 TEST(JsonCodecTest, BindingArgsMatchProtobufOnFixtures) {
   JsonDecoder decoder;
-  const auto decode = [&](const std::string& body, v1::ExtenderBindingArgs* out) {
-    return decoder.DecodeBindingArgs(body, out);
-  };
-  ExpectEquivalent<v1::ExtenderBindingArgs>("bind.json", "bind.json", decode);
-  ExpectEquivalent<v1::ExtenderBindingArgs>("bind_oddcase.json", "bind.json", decode);
+  const auto theirs = ProtobufParse<v1::ExtenderBindingArgs>(ReadFixture("bind.json"));
+  const BindArgs want{theirs.pod_namespace(), theirs.pod_name(), theirs.pod_uid(), theirs.node()};
+  EXPECT_FALSE(want.pod_uid.empty());
+  for (const char* file : {"bind.json", "bind_oddcase.json"}) {
+    SCOPED_TRACE(file);
+    BindArgs ours;
+    ASSERT_THAT(decoder.DecodeBindingArgs(ReadFixture(file), &ours), IsOk());
+    EXPECT_TRUE(ours == want);
+  }
 }
 
 TEST(JsonCodecTest, PreemptionArgsMatchProtobufOnFixtures) {
   JsonDecoder decoder;
-  const auto decode = [&](const std::string& body, v1::ExtenderPreemptionArgs* out) {
-    return decoder.DecodePreemptionArgs(body, out);
-  };
-  ExpectEquivalent<v1::ExtenderPreemptionArgs>("preempt_victims.json", "preempt_victims.json",
-                                               decode);
-  ExpectEquivalent<v1::ExtenderPreemptionArgs>("preempt_meta_victims.json",
-                                               "preempt_meta_victims.json", decode);
-  ExpectEquivalent<v1::ExtenderPreemptionArgs>("preempt_meta_victims_oddcase.json",
-                                               "preempt_meta_victims.json", decode);
+  for (const auto& [file, canonical] : std::vector<std::pair<std::string, std::string>>{
+           {"preempt_victims.json", "preempt_victims.json"},
+           {"preempt_meta_victims.json", "preempt_meta_victims.json"},
+           {"preempt_meta_victims_oddcase.json", "preempt_meta_victims.json"}}) {
+    SCOPED_TRACE(file);
+    PreemptArgs ours;
+    ASSERT_THAT(decoder.DecodePreemptionArgs(ReadFixture(file), &ours), IsOk());
+    absl::StatusOr<PreemptArgs> theirs =
+        PreemptArgsFromProto(ProtobufParse<v1::ExtenderPreemptionArgs>(ReadFixture(canonical)));
+    ASSERT_THAT(theirs.status(), IsOk());
+    EXPECT_FALSE(theirs->victims.empty());
+    theirs->pod = Normalized(theirs->pod);
+    ours.pod = Normalized(ours.pod);
+    EXPECT_TRUE(ours == *theirs);
+  }
 }
 
 TEST(JsonCodecTest, FixturesDecodeTheFieldsThatMatter) {
-  // Guards against both parsers agreeing on an empty message.
+  // Guards against both paths agreeing on an empty pod.
   JsonDecoder decoder;
-  v1::ExtenderArgs args;
-  ASSERT_THAT(decoder.DecodeExtenderArgs(ReadFixture("pod_4k.json"), &args, nullptr), IsOk());
-  const v1::Pod& pod = args.pod();
-  EXPECT_EQ(pod.metadata().uid(), "a1b2c3d4-e5f6-4789-abcd-ef0123456789");
-  EXPECT_EQ(pod.metadata().deletion_timestamp(), "2026-11-30T12:10:00Z");
-  ASSERT_EQ(pod.spec().init_containers_size(), 4);
-  EXPECT_EQ(pod.spec().init_containers(1).restart_policy(), "Always");
-  EXPECT_EQ(pod.spec().containers(1).resources().requests().at("cpu"), "0.25");
-  EXPECT_EQ(pod.spec().overhead().at("memory"), "120Mi");
-  EXPECT_EQ(pod.spec().resources().requests().at("cpu"), "6");
-  EXPECT_EQ(pod.spec().priority(), 2000000);
-  EXPECT_EQ(pod.status().container_statuses(0).allocated_resources().at("cpu"), "4");
-  EXPECT_EQ(args.node_names_size(), 8);
-  EXPECT_FALSE(args.has_nodes());
+  Pod pod;
+  std::vector<absl::string_view> names;
+  ASSERT_THAT(decoder.DecodeExtenderArgs(ReadFixture("pod_4k.json"), &pod, &names), IsOk());
+  EXPECT_EQ(pod.uid, "a1b2c3d4-e5f6-4789-abcd-ef0123456789");
+  EXPECT_TRUE(pod.deleting);
+  ASSERT_EQ(pod.init_containers.size(), 4u);
+  EXPECT_TRUE(pod.init_containers[1].restartable);
+  EXPECT_THAT(pod.containers[1].requests, ::testing::Contains(std::pair<std::string, Quantity>(
+                                              "cpu", *Quantity::Parse("250m"))));
+  EXPECT_THAT(pod.overhead, ::testing::Contains(std::pair<std::string, Quantity>(
+                                "memory", *Quantity::Parse("120Mi"))));
+  ASSERT_TRUE(pod.pod_requests.has_value());
+  EXPECT_THAT(*pod.pod_requests,
+              ::testing::Contains(std::pair<std::string, Quantity>("cpu", *Quantity::Parse("6"))));
+  EXPECT_EQ(pod.priority, 2000000);
+  EXPECT_THAT(pod.container_statuses[0].allocated_resources,
+              ::testing::Contains(std::pair<std::string, Quantity>("cpu", *Quantity::Parse("4"))));
+  EXPECT_EQ(names.size(), 8u);
+  EXPECT_FALSE(decoder.nodes_given());
 
-  ASSERT_THAT(decoder.DecodeExtenderArgs(ReadFixture("filter_nodes.json"), &args, nullptr), IsOk());
-  ASSERT_EQ(args.nodes().items_size(), 3);
-  EXPECT_EQ(args.nodes().items(2).status().allocatable().at("example.com/gpu"), "4");
-  EXPECT_EQ(args.nodes().items(2).metadata().labels().at("escaped\"key"),
-            "tab\tvalue \u00e9\u4e2d");
+  ASSERT_THAT(decoder.DecodeExtenderArgs(ReadFixture("filter_nodes.json"), &pod, &names), IsOk());
+  EXPECT_TRUE(decoder.nodes_given());
+  EXPECT_EQ(names.size(), 3u);
 }
 
 TEST(JsonCodecTest, RawNodesAreTheExactItemText) {
@@ -127,22 +192,27 @@ TEST(JsonCodecTest, RawNodesAreTheExactItemText) {
       "{\"metadata\":{\"name\":\"b\"},\"x\":[1,{\"y\":\"}]\"}] }\n\t], \"z\": 1}, "
       "\"NodeNames\": null}";
   JsonDecoder decoder;
-  v1::ExtenderArgs args;
+  Pod pod;
+  std::vector<absl::string_view> names;
   std::vector<absl::string_view> raw;
-  ASSERT_THAT(decoder.DecodeExtenderArgs(body, &args, &raw), IsOk());
+  ASSERT_THAT(decoder.DecodeExtenderArgs(body, &pod, &names, &raw), IsOk());
   ASSERT_EQ(raw.size(), 2u);
   EXPECT_EQ(raw[0], "{\"metadata\":{\"name\":\"a\"}}");
   EXPECT_EQ(raw[1], "{\"metadata\":{\"name\":\"b\"},\"x\":[1,{\"y\":\"}]\"}] }");
-  EXPECT_EQ(args.nodes().items(1).metadata().name(), "b");
+  EXPECT_THAT(names, ::testing::ElementsAre("a", "b"));
 }
 
 TEST(JsonCodecTest, RawNodesOfTheRealisticFixtureParseBackToEachItem) {
   const std::string body = ReadFixture("filter_nodes.json");
   JsonDecoder decoder;
-  v1::ExtenderArgs args;
+  Pod pod;
+  std::vector<absl::string_view> names;
   std::vector<absl::string_view> raw;
-  ASSERT_THAT(decoder.DecodeExtenderArgs(body, &args, &raw), IsOk());
+  ASSERT_THAT(decoder.DecodeExtenderArgs(body, &pod, &names, &raw), IsOk());
+  const auto theirs = ProtobufParse<v1::ExtenderArgs>(body);
   ASSERT_EQ(raw.size(), 3u);
+  ASSERT_EQ(theirs.nodes().items_size(), 3);
+  EXPECT_EQ(theirs.nodes().items(2).status().allocatable().at("example.com/gpu"), "4");
   for (int i = 0; i < 3; ++i) {
     SCOPED_TRACE(i);
     EXPECT_TRUE(absl::StartsWith(raw[i], "{\"metadata\":{\"name\":"));
@@ -152,13 +222,13 @@ TEST(JsonCodecTest, RawNodesOfTheRealisticFixtureParseBackToEachItem) {
     EXPECT_TRUE(body[at - 1] == '[' || body[at - 1] == ',');
     EXPECT_TRUE(body[at + raw[i].size()] == ']' || body[at + raw[i].size()] == ',');
     EXPECT_TRUE(MessageDifferencer::Equals(ProtobufParse<v1::Node>(std::string(raw[i])),
-                                           args.nodes().items(i)));
+                                           theirs.nodes().items(i)));
   }
 }
 
-// With names as views and full Nodes (the webhook's way): the items' names, in order, and their
-// exact text; NodeNames beside them are ignored wherever they stand; the items' other fields are
-// not read (a wrong type there passes), their names are (a wrong type there is an error).
+// With full Nodes: the items' names, in order, and their exact text; NodeNames beside them are
+// ignored wherever they stand; the items' other fields are not read (a wrong type there passes),
+// their names are (a wrong type there is an error).
 TEST(JsonCodecTest, NodesAsNamesReadOnlyTheNames) {
   const std::string nodes =
       "\"Nodes\": {\"metadata\": {\"resourceVersion\": \"7\"}, \"items\": ["
@@ -171,43 +241,38 @@ TEST(JsonCodecTest, NodesAsNamesReadOnlyTheNames) {
     std::string padded = body;
     padded.reserve(padded.size() + 64);
     JsonDecoder decoder;
-    v1::ExtenderArgs args;
+    Pod pod;
     std::vector<absl::string_view> raw;
     std::vector<absl::string_view> names;
-    ASSERT_THAT(decoder.DecodeExtenderArgs(padded, &args, &raw, &names), IsOk());
-    EXPECT_TRUE(args.has_nodes());
-    EXPECT_EQ(args.nodes().items_size(), 0);
-    EXPECT_EQ(args.nodes().metadata().resource_version(), "7");
+    ASSERT_THAT(decoder.DecodeExtenderArgs(padded, &pod, &names, &raw), IsOk());
+    EXPECT_TRUE(decoder.nodes_given());
     EXPECT_THAT(names, ::testing::ElementsAre("name-1", "", "b"));
     EXPECT_FALSE(decoder.node_names_plain());
     ASSERT_EQ(raw.size(), 3u);
     EXPECT_EQ(raw[1], "{\"spec\":{}}");
-    // The full decode refuses what the names-only read skipped.
-    v1::ExtenderArgs full;
-    EXPECT_THAT(decoder.DecodeExtenderArgs(body, &full, nullptr),
-                StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
   }
   JsonDecoder decoder;
-  v1::ExtenderArgs args;
+  Pod pod;
   std::vector<absl::string_view> names;
   EXPECT_THAT(decoder.DecodeExtenderArgs(R"({"Nodes": {"items": [{"metadata": {"name": 3}}]}})",
-                                         &args, nullptr, &names),
+                                         &pod, &names),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("Nodes.items[0].metadata.name: expected a string or null")));
-  EXPECT_THAT(decoder.DecodeExtenderArgs(R"({"Nodes": {"items": [7]}})", &args, nullptr, &names),
+  EXPECT_THAT(decoder.DecodeExtenderArgs(R"({"Nodes": {"items": [7]}})", &pod, &names),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("Nodes.items[0]: expected a node object, got number")));
   // Nodes null: the NodeNames are the candidates.
-  v1::ExtenderArgs fresh;
   const std::string body = R"({"Nodes": null, "NodeNames": ["a"]})";  // outlives the views
-  ASSERT_THAT(decoder.DecodeExtenderArgs(body, &fresh, nullptr, &names), IsOk());
-  EXPECT_FALSE(fresh.has_nodes());
+  ASSERT_THAT(decoder.DecodeExtenderArgs(body, &pod, &names), IsOk());
+  EXPECT_FALSE(decoder.nodes_given());
   EXPECT_THAT(names, ::testing::ElementsAre("a"));
 }
 
-// NodeNames as views (the shim's way: plain names read in place, the rest by simdjson) and as
-// strings: the same names, or the same error, on every spelling; plain names point into the body.
-TEST(JsonCodecTest, NodeNamesAsViewsAreTheNamesAsStrings) {
+// NodeNames read in place (plain names, from a body whose capacity holds simdjson's padding, as
+// the HTTP server leaves it) or by simdjson: the names simdjson's DOM parser reads, or an error
+// where it finds the JSON malformed or the array not one of strings; plain names point into the
+// body.
+TEST(JsonCodecTest, NodeNamesAreTheNamesSimdjsonReads) {
   const std::vector<std::string> arrays = {
       R"([])",
       R"([ ])",
@@ -230,34 +295,52 @@ TEST(JsonCodecTest, NodeNamesAsViewsAreTheNamesAsStrings) {
       R"(["a3","c\"d","c\"d", "",  "e":"f"])",
       R"(["a", "b":"c"])",
   };
+  simdjson::dom::parser dom;
   for (const std::string& names : arrays) {
     SCOPED_TRACE(names);
     std::string body = absl::StrCat(R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":)", names,
                                     R"(,"Nodes":null})");
+    // What simdjson's DOM parser reads: the strings of an array of strings, or nothing.
+    std::optional<std::vector<std::string>> want;
+    simdjson::dom::element root;
+    if (dom.parse(body).get(root) == simdjson::SUCCESS) {
+      simdjson::dom::element list = root["NodeNames"];
+      if (list.is_null()) {
+        want.emplace();
+      } else if (list.is_array()) {
+        want.emplace();
+        for (simdjson::dom::element e : list.get_array()) {
+          std::string_view text;
+          if (e.get_string().get(text) != simdjson::SUCCESS) {
+            want.reset();
+            break;
+          }
+          want->emplace_back(text);
+        }
+      }
+    }
     body.reserve(body.size() + 64);  // simdjson's padding in the body, as the HTTP server leaves
-    JsonDecoder as_views;
-    JsonDecoder as_strings;
-    v1::ExtenderArgs views_args;
-    v1::ExtenderArgs strings_args;
+    JsonDecoder decoder;
+    Pod pod;
     std::vector<absl::string_view> views;
-    const absl::Status a = as_views.DecodeExtenderArgs(body, &views_args, nullptr, &views);
-    const absl::Status b = as_strings.DecodeExtenderArgs(body, &strings_args, nullptr);
-    EXPECT_EQ(a, b);
-    if (!a.ok() || !b.ok()) continue;
-    EXPECT_EQ(std::vector<std::string>(views.begin(), views.end()),
-              std::vector<std::string>(strings_args.node_names().begin(),
-                                       strings_args.node_names().end()));
+    const absl::Status status = decoder.DecodeExtenderArgs(body, &pod, &views);
+    if (!want.has_value()) {
+      EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+      continue;
+    }
+    ASSERT_THAT(status, IsOk());
+    EXPECT_EQ(Strings(views), *want);
     const bool plain = names.find('\\') == std::string::npos;  // read in place, into the body
     // Plain names are written back as they are: AppendJsonString would not change them.
-    if (as_views.node_names_plain()) {
+    if (decoder.node_names_plain()) {
       for (absl::string_view name : views)
         EXPECT_EQ(JsonString(name), absl::StrCat("\"", name, "\""));
     }
     if (!plain) {
-      EXPECT_FALSE(as_views.node_names_plain());
+      EXPECT_FALSE(decoder.node_names_plain());
     }
     if (names == R"(["node-1","node-2","node-3"])") {
-      EXPECT_TRUE(as_views.node_names_plain());
+      EXPECT_TRUE(decoder.node_names_plain());
     }
     for (absl::string_view name : views) {
       if (plain && body.find(absl::StrCat("\"", name, "\"")) != std::string::npos) {
@@ -275,38 +358,42 @@ TEST(JsonCodecTest, QuantitiesAreTrimmedAndBareNumbersAccepted) {
       R"({"Pod":{"spec":{"containers":[{"resources":{"requests":{"cpu":" 500m ","memory":1048576,)"
       R"("example.com/gpu":0.5}}}]}}})";
   JsonDecoder decoder;
-  v1::ExtenderArgs args;
-  ASSERT_THAT(decoder.DecodeExtenderArgs(body, &args, nullptr), IsOk());
-  const auto& requests = args.pod().spec().containers(0).resources().requests();
-  EXPECT_EQ(requests.at("cpu"), "500m");
-  EXPECT_EQ(requests.at("memory"), "1048576");
-  EXPECT_EQ(requests.at("example.com/gpu"), "0.5");
+  Pod pod;
+  std::vector<absl::string_view> names;
+  ASSERT_THAT(decoder.DecodeExtenderArgs(body, &pod, &names), IsOk());
+  ASSERT_EQ(pod.containers.size(), 1u);
+  const QuantityList& requests = pod.containers[0].requests;
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[0].second.ToString(), "500m");
+  EXPECT_EQ(requests[1].second.ToString(), "1048576");
+  EXPECT_EQ(requests[2].second.ToString(), "500m");
 }
 
 TEST(JsonCodecTest, NullMeansAbsent) {
   JsonDecoder decoder;
-  v1::ExtenderArgs args;
+  Pod pod;
+  pod.name = "from before";
+  std::vector<absl::string_view> names = {"from before"};
   ASSERT_THAT(decoder.DecodeExtenderArgs(
                   R"({"Pod":{"metadata":null,"spec":{"resources":null,"containers":null}},)"
                   R"("Nodes":null,"NodeNames":null})",
-                  &args, nullptr),
+                  &pod, &names),
               IsOk());
-  EXPECT_TRUE(args.has_pod());
-  EXPECT_FALSE(args.pod().has_metadata());
-  EXPECT_FALSE(args.pod().spec().has_resources());
-  EXPECT_FALSE(args.has_nodes());
-  EXPECT_EQ(args.node_names_size(), 0);
+  EXPECT_TRUE(pod == Pod());
+  EXPECT_FALSE(decoder.nodes_given());
+  EXPECT_TRUE(names.empty());
 }
 
 TEST(JsonCodecTest, DecoderIsReusableAcrossBodies) {
   JsonDecoder decoder;
   for (int i = 0; i < 3; ++i) {
-    v1::ExtenderBindingArgs bind;
+    BindArgs bind;
     ASSERT_THAT(decoder.DecodeBindingArgs(ReadFixture("bind.json"), &bind), IsOk());
-    EXPECT_EQ(bind.node(), "w2");
-    v1::ExtenderArgs args;
-    ASSERT_THAT(decoder.DecodeExtenderArgs(ReadFixture("pod_4k.json"), &args, nullptr), IsOk());
-    EXPECT_EQ(args.node_names_size(), 8);
+    EXPECT_EQ(bind.node, "w2");
+    Pod pod;
+    std::vector<absl::string_view> names;
+    ASSERT_THAT(decoder.DecodeExtenderArgs(ReadFixture("pod_4k.json"), &pod, &names), IsOk());
+    EXPECT_EQ(names.size(), 8u);
   }
 }
 
@@ -327,13 +414,11 @@ TEST(JsonCodecTest, BadInputNamesTheField) {
       {"pod array", R"({"Pod": []})", "Pod: expected an object or null, got array"},
       {"bad quantity",
        R"({"Pod":{"spec":{"containers":[{"resources":{"requests":{"cpu":"abc"}}}]}}})",
-       R"(Pod.spec.containers[0].resources.requests["cpu"]: )"},
+       "Pod: field spec.containers[0].resources.requests.cpu: "},
       {"quantity bool", R"({"Pod":{"spec":{"overhead":{"memory":true}}}})",
-       R"(Pod.spec.overhead["memory"]: expected a quantity string, got boolean)"},
-      {"name number", R"({"Pod":{"metadata":{"name":1}}})",
-       "Pod.metadata.name: expected a string or null, got number"},
-      {"priority float", R"({"Pod":{"spec":{"priority":1.5}}})",
-       "Pod.spec.priority: expected an integer, got 1.5"},
+       "Pod: field spec.overhead.memory: a quantity must be a string or a number"},
+      {"name number", R"({"Pod":{"metadata":{"name":1}}})", "Pod: field metadata.name: "},
+      {"priority float", R"({"Pod":{"spec":{"priority":1.5}}})", "Pod: field spec.priority: "},
       {"truncated", R"({"NodeNames": ["a")", "malformed JSON"},
       {"trailing garbage", R"({"NodeNames": []} x)", "malformed JSON"},
       {"nodes items", R"({"Nodes": {"items": [1]}})",
@@ -342,33 +427,62 @@ TEST(JsonCodecTest, BadInputNamesTheField) {
   JsonDecoder decoder;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    v1::ExtenderArgs args;
-    EXPECT_THAT(decoder.DecodeExtenderArgs(c.body, &args, nullptr),
+    Pod pod;
+    std::vector<absl::string_view> names;
+    EXPECT_THAT(decoder.DecodeExtenderArgs(c.body, &pod, &names),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)));
   }
-  v1::ExtenderBindingArgs bind;
+  BindArgs bind;
   EXPECT_THAT(decoder.DecodeBindingArgs(R"({"PodUID": {}})", &bind),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "PodUID: expected a string or null, got object"));
-  v1::ExtenderPreemptionArgs preempt;
+  PreemptArgs preempt;
   EXPECT_THAT(
       decoder.DecodePreemptionArgs(
           R"({"NodeNameToMetaVictims": {"w1": {"NumPDBViolations": "1"}}})", &preempt),
       StatusIs(
           absl::StatusCode::kInvalidArgument,
           R"(NodeNameToMetaVictims["w1"].NumPDBViolations: expected an integer or null, got string)"));
+  EXPECT_THAT(
+      decoder.DecodePreemptionArgs(
+          R"({"NodeNameToVictims": {"w1": {"Pods": [{"spec": {"overhead": []}}]}}})", &preempt),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr(R"(NodeNameToVictims["w1"].Pods[0]: field spec.overhead)")));
   // Still usable after errors.
-  v1::ExtenderArgs args;
-  EXPECT_THAT(decoder.DecodeExtenderArgs(ReadFixture("prioritize.json"), &args, nullptr), IsOk());
+  Pod pod;
+  std::vector<absl::string_view> names;
+  EXPECT_THAT(decoder.DecodeExtenderArgs(ReadFixture("prioritize.json"), &pod, &names), IsOk());
+}
+
+// Victims by full pods (their UIDs) count only when no MetaVictims are given.
+TEST(JsonCodecTest, MetaVictimsWinOverFullVictims) {
+  JsonDecoder decoder;
+  PreemptArgs args;
+  ASSERT_THAT(decoder.DecodePreemptionArgs(
+                  R"({"NodeNameToVictims": {"w1": {"Pods": [{"metadata": {"uid": "full"}}]}},)"
+                  R"( "NodeNameToMetaVictims": {"w2": {"Pods": [{"UID": "meta"}],)"
+                  R"( "NumPDBViolations": 2}}})",
+                  &args),
+              IsOk());
+  ASSERT_EQ(args.victims.size(), 1u);
+  EXPECT_THAT(args.victims["w2"].pod_uids, ::testing::ElementsAre("meta"));
+  EXPECT_EQ(args.victims["w2"].num_pdb_violations, 2);
+  ASSERT_THAT(decoder.DecodePreemptionArgs(
+                  R"({"NodeNameToVictims": {"w1": {"Pods": [{"metadata": {"uid": "full"}}]},)"
+                  R"( "w3": null}, "NodeNameToMetaVictims": {}})",
+                  &args),
+              IsOk());
+  ASSERT_EQ(args.victims.size(), 2u);
+  EXPECT_THAT(args.victims["w1"].pod_uids, ::testing::ElementsAre("full"));
+  EXPECT_TRUE(args.victims["w3"].pod_uids.empty());
 }
 
 TEST(JsonCodecTest, EncodesFilterResultWithNames) {
-  v1::ExtenderFilterResult result;
-  result.add_node_names("w1");
-  result.add_node_names("w\"2");
-  (*result.mutable_failed_nodes())["w4"] = "Insufficient memory";
-  (*result.mutable_failed_nodes())["w3"] = "Insufficient cpu, Insufficient memory";
-  (*result.mutable_failed_and_unresolvable_nodes())["w5"] = "Insufficient example.com/gpu";
+  FilterResultView result;
+  result.node_names = {"w1", "w\"2"};
+  result.failed_nodes = {{"w4", "Insufficient memory"},
+                         {"w3", "Insufficient cpu, Insufficient memory"}};
+  result.failed_and_unresolvable_nodes = {{"w5", "Insufficient example.com/gpu"}};
   std::string out;
   EncodeFilterResult(result, &out);
   EXPECT_EQ(
@@ -377,7 +491,7 @@ TEST(JsonCodecTest, EncodesFilterResultWithNames) {
       R"("w4":"Insufficient memory"},"FailedAndUnresolvableNodes":{"w5":"Insufficient example.com/gpu"},)"
       R"("Error":""})");
   out.clear();
-  EncodeFilterResult(v1::ExtenderFilterResult(), &out);
+  EncodeFilterResult(FilterResultView(), &out);
   EXPECT_EQ(out, R"({"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})");
 }
 
@@ -454,8 +568,8 @@ TEST(JsonCodecTest, FailureMapsComeOutSortedByKeyOnceEachLastValueKept) {
 }
 
 TEST(JsonCodecTest, EncodesFilterResultWithRawNodes) {
-  v1::ExtenderFilterResult result;
-  (*result.mutable_failed_nodes())["b"] = "Too many pods";
+  FilterResultView result;
+  result.failed_nodes = {{"b", "Too many pods"}};
   const std::vector<absl::string_view> nodes = {R"({"metadata":{"name":"a"}})",
                                                 R"({"metadata":{"name":"c"},"x":1})"};
   std::string out;
@@ -466,18 +580,12 @@ TEST(JsonCodecTest, EncodesFilterResultWithRawNodes) {
 }
 
 TEST(JsonCodecTest, EncodesHostPriorityListAsABareArray) {
-  v1::HostPriorityList list;
-  auto* a = list.add_items();
-  a->set_host("n1");
-  a->set_score(7);
-  auto* b = list.add_items();
-  b->set_host("n2");
-  b->set_score(0);
+  const HostPriorityView list = {{"n1", 7}, {"n2", 0}};
   std::string out;
   EncodeHostPriorityList(list, &out);
   EXPECT_EQ(out, R"([{"Host":"n1","Score":7},{"Host":"n2","Score":0}])");
   out.clear();
-  EncodeHostPriorityList(v1::HostPriorityList(), &out);
+  EncodeHostPriorityList(HostPriorityView(), &out);
   EXPECT_EQ(out, "[]");
 }
 
@@ -491,29 +599,35 @@ TEST(JsonCodecTest, EncodesBindingResultAndErrors) {
 }
 
 TEST(JsonCodecTest, EncodesPreemptionResult) {
-  v1::ExtenderPreemptionResult result;
-  v1::MetaVictims& w2 = (*result.mutable_node_name_to_meta_victims())["w2"];
-  w2.add_pods()->set_uid("u1");
-  w2.add_pods()->set_uid("u2");
-  w2.set_num_pdb_violations(1);
-  (*result.mutable_node_name_to_meta_victims())["w1"];
+  NodeVictims result;
+  result["w2"] = Victims{{"u1", "u2"}, 1};
+  result["w1"];
   std::string out;
   EncodePreemptionResult(result, &out);
   EXPECT_EQ(out, R"({"NodeNameToMetaVictims":{"w1":{"Pods":[],"NumPDBViolations":0},)"
                  R"("w2":{"Pods":[{"UID":"u1"},{"UID":"u2"}],"NumPDBViolations":1}}})");
   out.clear();
-  EncodePreemptionResult(v1::ExtenderPreemptionResult(), &out);
+  EncodePreemptionResult(NodeVictims(), &out);
   EXPECT_EQ(out, R"({"NodeNameToMetaVictims":{}})");
 }
 
 TEST(JsonCodecTest, EncodedResultsParseBackWithProtobuf) {
-  v1::ExtenderFilterResult result;
-  result.add_node_names("w1");
-  (*result.mutable_failed_nodes())["w2"] = "Insufficient cpu";
-  result.set_error("x");
+  FilterResultView view;
+  view.node_names = {"w1"};
+  view.failed_nodes = {{"w2", "Insufficient cpu"}};
+  view.error = "x";
   std::string out;
-  EncodeFilterResult(result, &out);
-  EXPECT_TRUE(MessageDifferencer::Equals(ProtobufParse<v1::ExtenderFilterResult>(out), result));
+  EncodeFilterResult(view, &out);
+  v1::ExtenderFilterResult want;
+  want.add_node_names("w1");
+  (*want.mutable_failed_nodes())["w2"] = "Insufficient cpu";
+  want.set_error("x");
+  EXPECT_TRUE(MessageDifferencer::Equals(ProtobufParse<v1::ExtenderFilterResult>(out), want));
+  NodeVictims victims;
+  victims["w1"] = Victims{{"u1"}, 3};
+  out.clear();
+  EncodePreemptionResult(victims, &out);
+  EXPECT_TRUE(VictimsFromProto(ProtobufParse<v1::ExtenderPreemptionResult>(out)) == victims);
 }
 
 }  // namespace

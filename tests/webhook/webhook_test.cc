@@ -12,7 +12,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/metrics.h"
-#include "fitledger/v1/extender.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -29,7 +28,7 @@ class FakeBackend final : public Backend {
  public:
   ~FakeBackend() override { StopLater(); }
 
-  void Filter(const v1::Pod& pod, absl::Span<const absl::string_view> candidates,
+  void Filter(const Pod& pod, absl::Span<const absl::string_view> candidates,
               FilterDone done) override {
     absl::StatusOr<FilterResult> answer = FilterResult();
     if (!filter_status.ok()) {
@@ -41,15 +40,14 @@ class FakeBackend final : public Backend {
     }
     if (echo_pod_in_failures && answer.ok()) {
       // Every candidate fails with the pod's name: which request an answer belongs to is visible.
-      const std::string& name = answer->texts.emplace_back(pod.metadata().name());
+      const std::string& name = answer->texts.emplace_back(pod.name);
       for (size_t i = 0; i < candidates.size(); ++i) answer->failed.emplace_back(i, name);
     }
     Run([answer = std::move(answer), done = std::move(done)]() mutable {
       done(std::move(answer));
     });
   }
-  void Prioritize(const v1::Pod&, absl::Span<const absl::string_view>,
-                  PrioritizeDone done) override {
+  void Prioritize(const Pod&, absl::Span<const absl::string_view>, PrioritizeDone done) override {
     Run([answer = prioritize_answer, done = std::move(done)]() mutable {
       done(std::move(answer));
     });
@@ -58,10 +56,10 @@ class FakeBackend final : public Backend {
     last_bind = args;
     Run([status = bind_status, done = std::move(done)]() mutable { done(status); });
   }
-  void Preempt(const v1::ExtenderPreemptionArgs&, PreemptDone done) override {
+  void Preempt(const PreemptArgs&, PreemptDone done) override {
     Run([status = preempt_status, done = std::move(done)]() mutable {
       if (!status.ok()) return done(status);
-      done(v1::ExtenderPreemptionResult());
+      done(NodeVictims());
     });
   }
   void CheckReady(StatusDone done) override {

@@ -302,10 +302,12 @@ TEST_F(ShimHttpTest, PreemptAnswersMetaVictims) {
       R"("w3":{"Pods":[],"NumPDBViolations":0}}})");
   EXPECT_EQ(fake_.last_preempt().pod().metadata().name(), "trainer-5f6d7c8b9-qwert");
 
+  // Full victims reach the server as MetaVictims: their UIDs are all it reads.
   fake_.set_preempt([](const v1::ExtenderPreemptionArgs& args, v1::ExtenderPreemptionResult* r) {
-    EXPECT_EQ(args.node_name_to_victims().at("w1").pods_size(), 2);
+    EXPECT_EQ(args.node_name_to_victims_size(), 0);
+    EXPECT_EQ(args.node_name_to_meta_victims().at("w1").pods_size(), 2);
     auto& w1 = (*r->mutable_node_name_to_meta_victims())["w1"];
-    w1.add_pods()->set_uid(args.node_name_to_victims().at("w1").pods(0).metadata().uid());
+    w1.add_pods()->set_uid(args.node_name_to_meta_victims().at("w1").pods(0).uid());
     return grpc::Status::OK;
   });
   reply = Post(*client_, "/preempt", ReadFixture("preempt_victims.json"));
@@ -332,7 +334,7 @@ TEST_F(ShimHttpTest, BadInputGetsExactCodesAndTheShimKeepsServing) {
        R"({"Error":"Pod: expected an object or null, got array"})"},
       {"bad quantity", "POST", "/filter",
        R"({"Pod":{"spec":{"containers":[{"resources":{"requests":{"memory":"12 Gi"}}}]}}})", 400,
-       R"({"Error":"Pod.spec.containers[0].resources.requests[\"memory\"]: )"},
+       R"({"Error":"Pod: field spec.containers[0].resources.requests.memory: )"},
       {"empty", "POST", "/bind", "", 400,
        R"({"Error":"empty request body: expected a JSON object"})"},
       {"unknown verb", "POST", "/nope", "{}", 404,

@@ -1,7 +1,7 @@
-// Where a value sits in a decoded object, for error messages (server/kube objects.cc and
-// protobuf_objects.cc).
-#ifndef FITLEDGER_SERVER_KUBE_FIELD_PATH_H_
-#define FITLEDGER_SERVER_KUBE_FIELD_PATH_H_
+// Where a value sits in a decoded object, for error messages (the JSON decoders of
+// model/objects_json.cc, the protobuf decoder of server/kube/protobuf_objects.cc).
+#ifndef FITLEDGER_MODEL_FIELD_PATH_H_
+#define FITLEDGER_MODEL_FIELD_PATH_H_
 
 #include <cstddef>
 #include <string>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
-namespace fitledger::kube {
+namespace fitledger {
 
 // Where a value sits in the object ("spec.containers[1].resources"), for error messages only: a
 // chain of links on the decoder's stack, put into words only when an error names it. (A watch
@@ -45,6 +45,6 @@ inline absl::Status FieldError(const Path& field, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat("field ", field.ToString(), ": ", message));
 }
 
-}  // namespace fitledger::kube
+}  // namespace fitledger
 
-#endif  // FITLEDGER_SERVER_KUBE_FIELD_PATH_H_
+#endif  // FITLEDGER_MODEL_FIELD_PATH_H_

@@ -98,6 +98,8 @@ inline constexpr int kReason = 4;
 inline constexpr int kContainerStatuses = 8;
 inline constexpr int kInitContainerStatuses = 10;
 inline constexpr int kResize = 14;
+inline constexpr int kAllocatedResources = 19;
+inline constexpr int kResources = 20;
 }  // namespace PodStatus
 
 // k8s.io.api.core.v1.PodCondition

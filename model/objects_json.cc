@@ -252,6 +252,15 @@ absl::StatusOr<Pod> DecodePod(value v, std::string* resource_version) {
           return DecodeStatuses(s, Path(p, "initContainerStatuses"), &pod.init_container_statuses);
         }
         if (k == "resize") return GetString(s, Path(p, "resize"), &pod.resize);
+        if (k == "resources") {
+          if (IsNull(s)) return absl::OkStatus();
+          pod.has_status_resources = true;
+          return DecodeResources(s, Path(p, "resources"), &pod.status_pod_requests, nullptr);
+        }
+        if (k == "allocatedResources") {
+          ASSIGN_OR_RETURN(pod.status_allocated_resources,
+                           DecodeQuantities(s, Path(p, "allocatedResources")));
+        }
         if (k == "conditions") return DecodeConditions(s, Path(p, "conditions"), &pod);
         return absl::OkStatus();
       });

@@ -81,63 +81,56 @@ ExactList ToExact(const QuantityList& list) {
   return out;
 }
 
-// The status of container `name`: component-helpers keys one map by name, with the init
-// containers' statuses entered after the regular ones.
+// The status of container `name` (component-helpers findContainerStatus): the first of the
+// regular containers' statuses by that name, else the first of the init containers'.
 const ContainerStatus* FindStatus(const Pod& pod, absl::string_view name) {
-  for (auto it = pod.init_container_statuses.rbegin(); it != pod.init_container_statuses.rend();
-       ++it) {
-    if (it->name == name) return &*it;
-  }
-  for (auto it = pod.container_statuses.rbegin(); it != pod.container_statuses.rend(); ++it) {
-    if (it->name == name) return &*it;
+  for (const auto* list : {&pod.container_statuses, &pod.init_container_statuses}) {
+    for (const ContainerStatus& s : *list) {
+      if (s.name == name) return &s;
+    }
   }
   return nullptr;
 }
 
-// How one PodRequests pass counts containers (component-helpers PodResourcesOptions).
-struct Options {
-  bool use_status = false;                 // UseStatusResources
-  const ExactList* non_missing = nullptr;  // NonMissingContainerRequests
-};
+// Which of a container's lists one aggregate counts (component-helpers containerSpecRequests,
+// containerAllocatedRequests, containerActuatedRequests).
+enum class Source { kSpec, kAllocated, kActuated };
 
-// One container's requests (AggregateContainerRequests' containerReqs): the spec, or, when
-// `status_applies` and its status carries resources, determineContainerReqs; then the
-// NonMissingContainerRequests defaults for what it lacks (an explicit zero is kept).
-ExactList ContainerRequests(const Pod& pod, const Container& c, bool status_applies,
-                            bool infeasible, const Options& options) {
-  ExactList reqs = EffectiveRequests(c.requests, c.limits);
-  if (status_applies) {
-    const ContainerStatus* s = FindStatus(pod, c.name);
-    if (s != nullptr && s->has_resources) {
-      if (infeasible) {
-        reqs = ToExact(s->status_requests);  // max(status requests, allocated): not the spec
-      }
-      for (const auto& [name, q] : s->status_requests) reqs.Max(name, q);
-      for (const auto& [name, q] : s->allocated_resources) reqs.Max(name, q);
+// One container's requests from `source`. A map kube-scheduler reads empty is nil to it (the
+// protobuf it decodes has no empty maps), so an empty list is an absent one. When the resize is
+// infeasible the status falls back to nothing rather than to the spec.
+ExactList ContainerRequests(const Pod& pod, const Container& c, Source source, bool infeasible) {
+  const ContainerStatus* s = source == Source::kSpec ? nullptr : FindStatus(pod, c.name);
+  if (s != nullptr) {
+    if (source == Source::kActuated && s->has_resources && !s->status_requests.empty()) {
+      return ToExact(s->status_requests);
     }
+    if (!s->allocated_resources.empty()) return ToExact(s->allocated_resources);
   }
-  if (options.non_missing != nullptr) {
-    for (const auto& [name, q] : options.non_missing->entries()) {
-      if (!reqs.Has(name)) reqs.Set(name, q);
-    }
-  }
-  return reqs;
+  if (source != Source::kSpec && infeasible) return ExactList();
+  return EffectiveRequests(c.requests, c.limits);
 }
 
-// AggregateContainerRequests: the containers' sum, and init containers in order with a running
-// sum of restartable sidecars (KEP-753); the larger of the two per resource.
-ExactList AggregateContainerRequests(const Pod& pod, const Options& options) {
-  const bool infeasible = options.use_status && IsPodResizeInfeasible(pod);
+// component-helpers aggregateContainerResourcesByFn: the containers' sum, and init containers in
+// order with a running sum of restartable sidecars (KEP-753); the larger of the two per
+// resource. `non_missing` (NonMissingContainerRequests) fills what a container lacks (an
+// explicit zero is kept).
+ExactList Aggregate(const Pod& pod, Source source, bool infeasible, const ExactList* non_missing) {
+  const auto requests = [&](const Container& c) {
+    ExactList reqs = ContainerRequests(pod, c, source, infeasible);
+    if (non_missing != nullptr) {
+      for (const auto& [name, q] : non_missing->entries()) {
+        if (!reqs.Has(name)) reqs.Set(name, q);
+      }
+    }
+    return reqs;
+  };
   ExactList total;
-  for (const Container& c : pod.containers) {
-    total.AddAll(ContainerRequests(pod, c, options.use_status, infeasible, options));
-  }
+  for (const Container& c : pod.containers) total.AddAll(requests(c));
   ExactList sidecars;   // running sum of restartable init containers so far
   ExactList init_peak;  // max over init steps
   for (const Container& c : pod.init_containers) {
-    // Only restartable sidecars count their status; other init containers cannot be resized.
-    ExactList reqs =
-        ContainerRequests(pod, c, options.use_status && c.restartable, infeasible, options);
+    ExactList reqs = requests(c);
     if (c.restartable) {
       total.AddAll(reqs);
       sidecars.AddAll(reqs);
@@ -151,15 +144,48 @@ ExactList AggregateContainerRequests(const Pod& pod, const Options& options) {
   return total;
 }
 
+// How one PodRequests pass counts (component-helpers PodResourcesOptions; with UseStatusResources
+// kube-scheduler 1.37 also sets InPlacePodLevelResourcesVerticalScalingEnabled, beta and on).
+struct Options {
+  bool use_status = false;                 // UseStatusResources
+  const ExactList* non_missing = nullptr;  // NonMissingContainerRequests
+};
+
+// component-helpers AggregateContainerRequests (1.37): the spec's aggregate, or, using the status,
+// max(spec, actuated, allocated) of aggregates (a max of sums, not a sum of maxes), where the
+// actuated and allocated amounts are the pod-level status's when it carries both
+// (status.allocatedResources and status.resources.requests), else the containers' statuses'.
+// When the resize is infeasible, the spec does not count.
+ExactList AggregateContainerRequests(const Pod& pod, const Options& options) {
+  if (!options.use_status) return Aggregate(pod, Source::kSpec, false, options.non_missing);
+  const bool infeasible = IsPodResizeInfeasible(pod);
+  ExactList allocated, actuated;
+  if (!pod.status_allocated_resources.empty() && pod.has_status_resources &&
+      !pod.status_pod_requests.empty()) {
+    allocated = ToExact(pod.status_allocated_resources);
+    actuated = ToExact(pod.status_pod_requests);
+  } else {
+    allocated = Aggregate(pod, Source::kAllocated, infeasible, options.non_missing);
+    actuated = Aggregate(pod, Source::kActuated, infeasible, options.non_missing);
+  }
+  ExactList out =
+      infeasible ? ExactList() : Aggregate(pod, Source::kSpec, infeasible, options.non_missing);
+  out.MaxAll(actuated);
+  out.MaxAll(allocated);
+  return out;
+}
+
 // component-helpers IsSupportedPodLevelResource: cpu, memory and hugepages-*.
 bool IsPodLevelResource(absl::string_view name) {
   return name == kResourceCpu || name == kResourceMemory || IsHugePagesResourceName(name);
 }
 
-// The pod-level requests after the API server's defaulting (Kubernetes commit a2ddde87,
-// "default pod-level request"): a pod-level limit without a pod-level request defaults the request
-// to the containers' aggregate when some container requests that resource, else to the limit.
-// Only supported resources; empty when the pod has none (IsPodLevelRequestsSet is false).
+// The pod-level requests as stored: spec.resources.requests of the supported resources; empty
+// when the pod has none (IsPodLevelRequestsSet is false). A pod-level limit without a request is
+// defaulted by the API server when the pod is created (1.37: PrepareForCreate,
+// pkg/api/pod DefaultPodLevelResources; 1.34-1.36: SetDefaults_Pod, defaultPodRequests), so the
+// stored pod that kube-scheduler counts carries the result; counting it again here would differ
+// from kube-scheduler wherever the releases' rules differ.
 ExactList PodLevelRequests(const Pod& pod) {
   ExactList out;
   if (pod.pod_requests.has_value()) {
@@ -167,25 +193,23 @@ ExactList PodLevelRequests(const Pod& pod) {
       if (IsPodLevelResource(name)) out.Set(name, q);
     }
   }
-  if (pod.pod_limits.has_value()) {
-    std::optional<ExactList> aggregate;
-    for (const auto& [name, q] : *pod.pod_limits) {
-      if (!IsPodLevelResource(name) ||
-          (pod.pod_requests.has_value() && Contains(*pod.pod_requests, name))) {
-        continue;
-      }
-      bool container_requests = false;
-      for (const auto* list : {&pod.containers, &pod.init_containers}) {
-        for (const Container& c : *list) {
-          if (EffectiveRequests(c.requests, c.limits).Has(name)) container_requests = true;
-        }
-      }
-      if (container_requests) {
-        if (!aggregate.has_value()) aggregate = AggregateContainerRequests(pod, Options());
-        out.Set(name, aggregate->Get(name));
-      } else {
-        out.Set(name, q);
-      }
+  return out;
+}
+
+// The pod-level requests a pod on a node counts (component-helpers PodRequests with
+// UseStatusResources and InPlacePodLevelResourcesVerticalScalingEnabled, 1.36+): when the spec
+// sets pod-level requests and the status carries pod-level resources, max(spec, unless the resize
+// is infeasible; status.resources.requests; status.allocatedResources) per supported resource.
+ExactList EffectivePodLevelRequests(const Pod& pod, const ExactList& spec, RequestBasis basis) {
+  if (basis != RequestBasis::kSpecAndStatus || spec.entries().empty() ||
+      !pod.has_status_resources) {
+    return spec;
+  }
+  ExactList out;
+  if (!IsPodResizeInfeasible(pod)) out = spec;
+  for (const QuantityList* list : {&pod.status_pod_requests, &pod.status_allocated_resources}) {
+    for (const auto& [name, q] : *list) {
+      if (IsPodLevelResource(name)) out.Max(name, q);
     }
   }
   return out;
@@ -227,7 +251,8 @@ bool IsPodResizeInfeasible(const Pod& pod) {
 absl::StatusOr<Resources> PodRequests(const Pod& pod, RequestBasis basis) {
   Options options;
   options.use_status = basis == RequestBasis::kSpecAndStatus;
-  const ExactList pod_level = PodLevelRequests(pod);
+  const ExactList spec_pod_level = PodLevelRequests(pod);
+  const ExactList pod_level = EffectivePodLevelRequests(pod, spec_pod_level, basis);
   const ExactList total = Requests(pod, pod_level, options);
 
   Resources out;
@@ -244,7 +269,7 @@ absl::StatusOr<Resources> PodRequests(const Pod& pod, RequestBasis basis) {
 
   // The scoring amounts: the same sum with the per-container defaults for missing cpu / memory.
   ExactList non_missing;
-  const bool pod_level_set = !pod_level.entries().empty();
+  const bool pod_level_set = !spec_pod_level.entries().empty();  // IsPodLevelRequestsSet
   for (const auto& [name, q] : {std::pair<absl::string_view, Quantity>{
                                     kResourceCpu, Quantity::FromMillis(kDefaultMilliCpuRequest)},
                                 {kResourceMemory, Quantity::FromUnits(kDefaultMemoryRequest)}}) {

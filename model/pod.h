@@ -57,7 +57,7 @@ struct Pod {
   std::vector<Container> init_containers;
   QuantityList overhead;                     // spec.overhead
   std::optional<QuantityList> pod_requests;  // spec.resources.requests (pod-level resources)
-  std::optional<QuantityList> pod_limits;    // spec.resources.limits
+  std::optional<QuantityList> pod_limits;    // spec.resources.limits (not counted: see PodRequests)
   std::vector<ContainerStatus> container_statuses;
   std::vector<ContainerStatus> init_container_statuses;
   // status.resize (Kubernetes 1.32 and earlier): "Proposed", "InProgress", "Deferred",
@@ -66,6 +66,11 @@ struct Pod {
   // The reason of the first status.conditions[] entry of type PodResizePending (Kubernetes
   // 1.33+): "Deferred" or "Infeasible"; empty when there is none.
   std::string resize_pending_reason;
+  // The pod-level status of in-place resize (Kubernetes 1.35+, InPlacePodLevelResourcesVertical-
+  // Scaling): status.resources is present (not null), its requests, and status.allocatedResources.
+  bool has_status_resources = false;
+  QuantityList status_pod_requests;
+  QuantityList status_allocated_resources;
 
   // Succeeded or Failed: the pod no longer holds resources on its node.
   bool IsTerminal() const { return phase == "Succeeded" || phase == "Failed"; }
@@ -82,21 +87,28 @@ enum class RequestBasis {
   // The pod as specified: the incoming pod being scheduled (NodeResourcesFit's
   // computePodResourceRequest, and the scoring's calculatePodResourceRequest).
   kSpec,
-  // A pod already on a node, as the scheduler's NodeInfo counts it (calculateResource, with
-  // UseStatusResources): a regular container or restartable sidecar whose status carries
-  // `resources` counts max(spec, status resources.requests, allocatedResources), or, when the
-  // resize is infeasible, max(status resources.requests, allocatedResources): what is allocated,
-  // not the spec. Other init containers count their spec.
+  // A pod already on a node, as kube-scheduler 1.37's NodeInfo counts it (framework/types.go
+  // CalculateResource: UseStatusResources, with InPlacePodLevelResourcesVerticalScaling, beta
+  // and on by default since 1.36). The containers count max(spec, actuated, allocated), each an
+  // aggregate of its own (a max of sums): actuated and allocated are the pod-level status's
+  // (status.resources.requests and status.allocatedResources) when it carries both, else each
+  // container's status's (actuated: status resources.requests, else allocatedResources, else
+  // the spec; allocated: allocatedResources, else the spec). When the resize is infeasible
+  // (condition PodResizePending, reason Infeasible) the spec does not count, and a container
+  // without status counts nothing. Pod-level requests in the spec, when the status carries
+  // pod-level resources, count max(spec (not when infeasible), status.resources.requests,
+  // status.allocatedResources) for the pod-level resources.
   kSpecAndStatus,
 };
 
 // The pod's effective requests, as k8s.io/component-helpers/resource PodRequests computes them
-// (helpers.go, Kubernetes 1.33-1.34; see docs/how-it-works.md for 1.29-1.32): max(sum of
-// containers, init-time peak) + overhead, where init containers run in order with a running sum
-// of restartable sidecars; pod-level spec.resources.requests replace the aggregate for cpu,
-// memory and hugepages. A container request missing but its limit set defaults to the limit (the
-// API server's defaulting; a pod-level limit without a pod-level request defaults the request
-// only when no container requests that resource). Sums are exact and rounded up once (cpu in
+// (helpers.go, Kubernetes 1.37; docs/how-it-works.md says where earlier releases differ):
+// max(sum of containers, init-time peak) + overhead, where init containers run in order with a
+// running sum of restartable sidecars; pod-level spec.resources.requests replace the aggregate
+// for cpu, memory and hugepages. A container request missing but its limit set defaults to the
+// limit (the API server's defaulting, done again here for a pod that was not stored; pod-level
+// limits are not read: the API server defaults a pod-level request from them when it stores the
+// pod, and kube-scheduler counts what is stored). Sums are exact and rounded up once (cpu in
 // millicores). `pods` is 1.
 //
 // Also fills the scoring amounts `non_zero_milli_cpu` / `non_zero_memory_bytes`: the same sum
@@ -105,6 +117,9 @@ enum class RequestBasis {
 // request (resource_allocation.go calculatePodResourceRequest); for kSpecAndStatus, when the pod
 // has pod-level requests, only to resources the pod's requests lack (framework/types.go
 // calculateResource, getNonMissingContainerRequests).
+//
+// tests/upstream/suite/e2e/requests_test.go holds both bases equal to upstream's own code on a
+// corpus of generated pods.
 //
 // Returns InvalidArgument for a negative request or an amount that overflows int64.
 absl::StatusOr<Resources> PodRequests(const Pod& pod, RequestBasis basis);

@@ -375,7 +375,7 @@ absl::StatusOr<Pod> DecodePodObject(absl::string_view object, std::string* resou
       size_t status = 0, init = 0, condition = 0;
       // Paths outlive the links that point at them (field_path.h).
       const Path statuses(p, "containerStatuses"), inits(p, "initContainerStatuses"),
-          conditions(p, "conditions");
+          conditions(p, "conditions"), allocated(p, "allocatedResources");
       bool resize_condition = false;
       return ForEachField(message, p, [&](const Field& s) -> absl::Status {
         switch (s.number) {
@@ -397,6 +397,15 @@ absl::StatusOr<Pod> DecodePodObject(absl::string_view object, std::string* resou
           }
           case fields::PodStatus::kResize:
             return String(s, Path(p, "resize"), &pod.resize);
+          case fields::PodStatus::kResources: {  // pod-level: its requests
+            const Path r(p, "resources");
+            absl::string_view resources;
+            RETURN_IF_ERROR(Bytes(s, r, &resources));
+            pod.has_status_resources = true;
+            return Resources(resources, r, &pod.status_pod_requests, nullptr);
+          }
+          case fields::PodStatus::kAllocatedResources:
+            return QuantityEntry(s, allocated, &pod.status_allocated_resources);
           case fields::PodStatus::kConditions: {  // the first PodResizePending's reason
             const Path c(conditions, condition++);
             absl::string_view cond, type, reason;

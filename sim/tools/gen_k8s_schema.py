@@ -58,7 +58,7 @@ NAMED_FIELDS = [
     (CORE + ".PodSpec", ["containers", "initContainers", "nodeName", "schedulerName", "overhead",
                          "resources", "priority"]),
     (CORE + ".PodStatus", ["phase", "conditions", "message", "reason", "containerStatuses",
-                           "initContainerStatuses", "resize"]),
+                           "initContainerStatuses", "resize", "allocatedResources", "resources"]),
     (CORE + ".PodCondition", ["type", "reason"]),
     (CORE + ".Container", ["name", "resources", "restartPolicy"]),
     (CORE + ".ContainerStatus", ["name", "allocatedResources", "resources"]),

@@ -192,8 +192,10 @@ ContainerStatus S(std::string name, std::vector<std::pair<std::string, std::stri
 }
 
 // In-place resize, as k8s.io/component-helpers/resource/helpers.go counts a pod on a node
-// (UseStatusResources). Names are the upstream cases of helpers_test.go (TestPodResourceRequests,
-// TestAggregateContainerRequestsAndLimits) at v0.34.0; "don't use status" is RequestBasis::kSpec.
+// (UseStatusResources, with InPlacePodLevelResourcesVerticalScalingEnabled as kube-scheduler 1.37
+// sets it). Names are the upstream cases of helpers_test.go (TestPodResourceRequests,
+// TestAggregateContainerRequestsAndLimits, TestPodRequestsAndLimitsVerticalScalingWrappers) at
+// v0.37.2; "don't use status" is RequestBasis::kSpec.
 TEST(PodRequestsTest, InPlaceResizeAsComponentHelpers) {
   struct ResizeCase {
     std::string name;
@@ -309,8 +311,10 @@ TEST(PodRequestsTest, InPlaceResizeAsComponentHelpers) {
     cases.push_back(c);
   }
   {
-    // `found && cs.Resources != nil`: allocatedResources alone (no status resources) is not used.
-    ResizeCase c{"status without resources counts the spec", {}, RequestBasis::kSpecAndStatus, 500};
+    // 1.37 (unlike 1.33-1.34, which needed `cs.Resources != nil`): allocatedResources counts
+    // without status resources.
+    ResizeCase c{
+        "status without resources counts its allocation", {}, RequestBasis::kSpecAndStatus, 700};
     c.pod.containers = {C("container-1", {{"cpu", "500m"}})};
     ContainerStatus s;
     s.name = "container-1";
@@ -319,12 +323,101 @@ TEST(PodRequestsTest, InPlaceResizeAsComponentHelpers) {
     cases.push_back(c);
   }
   {
-    // Only restartable init containers can be resized; a regular init container's status is
-    // not read.
-    ResizeCase c{
-        "regular init container status is not used", {}, RequestBasis::kSpecAndStatus, 1000};
+    // 1.37 reads every container's status, a regular init container's too (1.33-1.34 read only
+    // restartable ones').
+    ResizeCase c{"regular init container status is used", {}, RequestBasis::kSpecAndStatus, 3000};
     c.pod.init_containers = {C("init-1", {{"cpu", "1"}})};
     c.pod.init_container_statuses = {S("init-1", {{"cpu", "3"}})};
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{"aggregate request resolves max of sums instead of sum of maxes",
+                 {},
+                 RequestBasis::kSpecAndStatus,
+                 3000};
+    c.pod.containers = {C("c1", {{"cpu", "1"}}), C("c2", {{"cpu", "2"}})};
+    ContainerStatus s1, s2;
+    s1.name = "c1";
+    s1.allocated_resources = Q({{"cpu", "2"}});
+    s2.name = "c2";
+    s2.allocated_resources = Q({{"cpu", "1"}});
+    c.pod.container_statuses = {s1, s2};
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{
+        "aggregate container request/limit resolves directly from pod status when PLR vertical "
+        "scaling enabled",
+        {},
+        RequestBasis::kSpecAndStatus,
+        4000};
+    c.pod.containers = {C("c1", {{"cpu", "1"}})};
+    c.pod.status_allocated_resources = Q({{"cpu", "4"}});
+    c.pod.has_status_resources = true;
+    c.pod.status_pod_requests = Q({{"cpu", "3"}});
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{
+        "falls back to container status aggregation when PLR vertical scaling enabled but "
+        "podAllocatedResources is nil",
+        {},
+        RequestBasis::kSpecAndStatus,
+        6000};
+    c.pod.containers = {C("c1", {{"cpu", "1"}})};
+    c.pod.container_statuses = {S("c1", {{"cpu", "5"}}, {{"cpu", "6"}})};
+    c.pod.has_status_resources = true;
+    c.pod.status_pod_requests = Q({{"cpu", "3"}});
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{
+        "falls back to container status aggregation when PLR vertical scaling enabled but "
+        "podResources is nil",
+        {},
+        RequestBasis::kSpecAndStatus,
+        6000};
+    c.pod.containers = {C("c1", {{"cpu", "1"}})};
+    c.pod.container_statuses = {S("c1", {{"cpu", "5"}}, {{"cpu", "6"}})};
+    c.pod.status_allocated_resources = Q({{"cpu", "6"}});
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{"pod level requests/limits with PLR vertical scaling enabled and status populated",
+                 {},
+                 RequestBasis::kSpecAndStatus,
+                 3500};
+    c.pod.pod_requests = Q({{"cpu", "2"}});
+    c.pod.pod_limits = Q({{"cpu", "4"}});
+    c.pod.containers = {C("c1", {{"cpu", "1"}})};
+    c.pod.status_allocated_resources = Q({{"cpu", "3"}});
+    c.pod.has_status_resources = true;
+    c.pod.status_pod_requests = Q({{"cpu", "3.5"}});
+    cases.push_back(c);
+  }
+  {
+    ResizeCase c{
+        "pod level requests/limits with PLR vertical scaling enabled and infeasible resize",
+        {},
+        RequestBasis::kSpecAndStatus,
+        4000};
+    c.pod.pod_requests = Q({{"cpu", "10"}});
+    c.pod.pod_limits = Q({{"cpu", "20"}});
+    c.pod.containers = {C("c1", {{"cpu", "1"}})};
+    c.pod.status_allocated_resources = Q({{"cpu", "3"}});
+    c.pod.has_status_resources = true;
+    c.pod.status_pod_requests = Q({{"cpu", "4"}});
+    infeasible_1_33(c.pod);
+    cases.push_back(c);
+  }
+  {
+    // The same pod as it is scheduled: the spec's pod-level request.
+    ResizeCase c{"pod level requests, status not used", {}, RequestBasis::kSpec, 10000};
+    c.pod.pod_requests = Q({{"cpu", "10"}});
+    c.pod.containers = {C("c1", {{"cpu", "1"}})};
+    c.pod.status_allocated_resources = Q({{"cpu", "3"}});
+    c.pod.has_status_resources = true;
+    c.pod.status_pod_requests = Q({{"cpu", "4"}});
     cases.push_back(c);
   }
   for (const ResizeCase& c : cases) {
@@ -453,16 +546,17 @@ TEST(PodRequestsTest, NonZeroScoringAmountsAsTheScheduler) {
   }
 }
 
-TEST(PodRequestsTest, PodLevelLimitDefaultsTheRequestLikeTheApiServer) {
-  // A pod-level limit without a pod-level request: the containers' aggregate when some container
-  // requests the resource, else the limit (Kubernetes a2ddde87).
-  Pod derived;
-  derived.containers = {C("a", {{"cpu", "500m"}})};
-  derived.pod_limits = Q({{"cpu", "2"}, {"memory", "1Gi"}});
-  absl::StatusOr<Resources> r = PodRequests(derived, RequestBasis::kSpec);
+TEST(PodRequestsTest, APodLevelLimitIsNotARequest) {
+  // The API server defaults a pod-level request from a pod-level limit when it stores the pod.
+  // fitledger counts the stored pod as kube-scheduler does and does not default it again: a
+  // pod-level limit alone is not a request.
+  Pod pod;
+  pod.containers = {C("a", {{"cpu", "500m"}})};
+  pod.pod_limits = Q({{"cpu", "2"}, {"memory", "1Gi"}});
+  absl::StatusOr<Resources> r = PodRequests(pod, RequestBasis::kSpec);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->milli_cpu, 500);
-  EXPECT_EQ(r->memory_bytes, 1024 * kMi);
+  EXPECT_EQ(r->memory_bytes, 0);
 }
 
 TEST(PodRequestsTest, KubernetesIoResourcesAreCounted) {

@@ -63,6 +63,8 @@ constexpr char kPod[] = R"json({
   "status": {
     "phase": "Failed", "reason": "OutOfcpu", "message": "Pod was rejected: Node didn't have enough resource: cpu",
     "resize": "Deferred",
+    "allocatedResources": {"cpu": "1500m", "memory": "1Gi"},
+    "resources": {"requests": {"memory": "1536Mi"}, "limits": {"cpu": "2"}},
     "conditions": [
       {"type": "PodScheduled", "status": "True", "reason": "Scheduled"},
       {"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
@@ -119,6 +121,10 @@ TEST(DecodePodTest, ReadsTheFieldsTheLedgerNeedsAndSkipsTheRest) {
   EXPECT_TRUE(pod->container_statuses[0].has_resources);
   EXPECT_THAT(pod->container_statuses[0].status_requests, ElementsAre(Pair("cpu", Q("600m"))));
   EXPECT_FALSE(pod->container_statuses[1].has_resources);
+  EXPECT_TRUE(pod->has_status_resources);
+  EXPECT_THAT(pod->status_pod_requests, ElementsAre(Pair("memory", Q("1536Mi"))));
+  EXPECT_THAT(pod->status_allocated_resources,
+              ElementsAre(Pair("cpu", Q("1500m")), Pair("memory", Q("1Gi"))));
 }
 
 TEST(DecodePodTest, NullIsAbsent) {
@@ -127,7 +133,8 @@ TEST(DecodePodTest, NullIsAbsent) {
     "spec": {"containers": [{"name": "c", "resources": null, "restartPolicy": null}],
              "initContainers": null, "overhead": null, "resources": null, "priority": null,
              "nodeName": null},
-    "status": {"phase": "Pending", "conditions": null, "containerStatuses": null}
+    "status": {"phase": "Pending", "conditions": null, "containerStatuses": null,
+               "resources": null, "allocatedResources": null}
   })");
   ASSERT_TRUE(pod.ok()) << pod.status();
   EXPECT_EQ(pod->name, "p");
@@ -141,6 +148,8 @@ TEST(DecodePodTest, NullIsAbsent) {
   EXPECT_EQ(pod->node_name, "");
   EXPECT_EQ(pod->phase, "Pending");
   EXPECT_EQ(pod->resize_pending_reason, "");
+  EXPECT_FALSE(pod->has_status_resources);
+  EXPECT_TRUE(pod->status_allocated_resources.empty());
 }
 
 struct BadCase {

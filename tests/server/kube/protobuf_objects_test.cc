@@ -136,6 +136,10 @@ void ExpectSamePod(const Pod& a, const Pod& b) {
   if (a.pod_limits) ExpectSameQuantities(*a.pod_limits, *b.pod_limits, "pod limits");
   ExpectSameStatuses(a.container_statuses, b.container_statuses);
   ExpectSameStatuses(a.init_container_statuses, b.init_container_statuses);
+  EXPECT_EQ(a.has_status_resources, b.has_status_resources);
+  ExpectSameQuantities(a.status_pod_requests, b.status_pod_requests, "status pod requests");
+  ExpectSameQuantities(a.status_allocated_resources, b.status_allocated_resources,
+                       "status allocated resources");
 }
 
 TEST(ProtobufObjectsTest, KubernetesOwnPodEncodingsDecodeAlike) {
@@ -158,6 +162,9 @@ TEST(ProtobufObjectsTest, KubernetesOwnPodEncodingsDecodeAlike) {
   EXPECT_FALSE(from_pb->init_containers.empty());
   EXPECT_FALSE(from_pb->container_statuses.empty());
   EXPECT_TRUE(from_pb->pod_requests.has_value());
+  EXPECT_TRUE(from_pb->has_status_resources);
+  EXPECT_FALSE(from_pb->status_pod_requests.empty());
+  EXPECT_FALSE(from_pb->status_allocated_resources.empty());
   ExpectSamePod(*from_pb, *from_json);
   // The requests the ledger derives are the same too.
   absl::StatusOr<PodRecord> a = ToPodRecord(*from_pb), b = ToPodRecord(*from_json);
@@ -176,7 +183,8 @@ TEST(ProtobufObjectsTest, KubernetesOwnNodeEncodingsDecodeAlike) {
 }
 
 // A pod with what the upstream object leaves at values of no consequence: real quantities, a
-// sidecar, status resources, a negative priority, a resize condition.
+// sidecar, status resources, pod-level resources in the spec and the status, a negative
+// priority, a resize condition.
 Msg RichPod() {
   Msg container = Msg()
                       .Str(1, "app")
@@ -204,13 +212,16 @@ Msg RichPod() {
                   .Str(10, "node-a")
                   .Str(19, "fitledger")
                   .Int(25, static_cast<uint64_t>(int64_t{-5}))
-                  .Sub(32, QuantityEntry("cpu", "10m")))
+                  .Sub(32, QuantityEntry("cpu", "10m"))
+                  .Sub(40, Msg().Sub(2, QuantityEntry("cpu", "900m"))))
       .Sub(3, Msg()
                   .Str(1, "Running")
                   .Sub(2, Msg().Str(1, "Ready").Str(5, "x"))
                   .Sub(2, Msg().Str(1, "PodResizePending").Str(5, "Infeasible"))
                   .Sub(2, Msg().Str(1, "PodResizePending").Str(5, "Deferred"))
-                  .Sub(8, status));
+                  .Sub(8, status)
+                  .Sub(19, QuantityEntry("cpu", "700m"))
+                  .Sub(20, Msg().Sub(2, QuantityEntry("cpu", "600m"))));
 }
 
 TEST(ProtobufObjectsTest, DecodesWhatTheLedgerReads) {
@@ -237,20 +248,28 @@ TEST(ProtobufObjectsTest, DecodesWhatTheLedgerReads) {
   ASSERT_EQ(pod->container_statuses.size(), 1u);
   EXPECT_TRUE(pod->container_statuses[0].has_resources);
   EXPECT_THAT(pod->overhead, ::testing::ElementsAre(::testing::Pair("cpu", Q("10m"))));
+  EXPECT_TRUE(pod->has_status_resources);
+  EXPECT_THAT(pod->status_pod_requests, ::testing::ElementsAre(::testing::Pair("cpu", Q("600m"))));
+  EXPECT_THAT(pod->status_allocated_resources,
+              ::testing::ElementsAre(::testing::Pair("cpu", Q("700m"))));
   absl::StatusOr<PodRecord> record = ToPodRecord(*pod);
   ASSERT_TRUE(record.ok()) << record.status();
+  // The resize is infeasible: the pod-level status (allocated 700m), not the spec's 900m, plus
+  // the overhead.
+  EXPECT_EQ(record->requests.milli_cpu, 710);
   // The ledger's sum is the same whichever encoding the pod came in (objects.h, JSON).
   absl::StatusOr<Pod> json = ParsePod(R"({"metadata":{"uid":"uid-1"},"spec":{
       "initContainers":[{"name":"proxy","restartPolicy":"Always",
                          "resources":{"requests":{"cpu":"100m"}}}],
       "containers":[{"name":"app","resources":{"requests":{"cpu":"250m","memory":"256Mi"},
                                                "limits":{"cpu":"1"}}}],
-      "overhead":{"cpu":"10m"}},
+      "overhead":{"cpu":"10m"},"resources":{"requests":{"cpu":"900m"}}},
       "status":{"conditions":[{"type":"Ready","reason":"x"},
                               {"type":"PodResizePending","reason":"Infeasible"},
                               {"type":"PodResizePending","reason":"Deferred"}],
                 "containerStatuses":[{"name":"app","allocatedResources":{"cpu":"300m"},
-                                      "resources":{"requests":{"cpu":"300m"}}}]}})");
+                                      "resources":{"requests":{"cpu":"300m"}}}],
+                "allocatedResources":{"cpu":"700m"},"resources":{"requests":{"cpu":"600m"}}}})");
   ASSERT_TRUE(json.ok()) << json.status();
   absl::StatusOr<PodRecord> json_record = ToPodRecord(*json);
   ASSERT_TRUE(json_record.ok());

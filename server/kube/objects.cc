@@ -4,8 +4,86 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace fitledger::kube {
+namespace {
+
+using nlohmann::json;
+
+absl::Status WrongType(absl::string_view field, absl::string_view want) {
+  return absl::InvalidArgumentError(absl::StrCat("Lease ", field, ": not ", want));
+}
+
+// A string field of `object`, "" when absent or null.
+absl::Status GetString(const json& object, const char* key, absl::string_view path,
+                       std::string* out) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_string()) return WrongType(absl::StrCat(path, key), "a string");
+  *out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status GetInt(const json& object, const char* key, int64_t* out) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_number_integer()) return WrongType(absl::StrCat("spec.", key), "an integer");
+  *out = it->get<int64_t>();
+  return absl::OkStatus();
+}
+
+// metav1.MicroTime: RFC 3339 with up to nanoseconds ("2024-05-01T10:00:00.123456Z").
+absl::Status GetTime(const json& object, const char* key, std::optional<absl::Time>* out) {
+  std::string text;
+  if (absl::Status s = GetString(object, key, "spec.", &text); !s.ok()) return s;
+  if (text.empty()) return absl::OkStatus();
+  absl::Time t;
+  std::string error;
+  if (!absl::ParseTime(absl::RFC3339_full, text, &t, &error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Lease spec.", key, ": \"", text, "\" is not an RFC 3339 time: ", error));
+  }
+  *out = t;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LeaseRecord> FromJson(const json& lease) {
+  if (!lease.is_object()) return WrongType("", "an object");
+  LeaseRecord out;
+  auto metadata = lease.find("metadata");
+  if (metadata != lease.end() && metadata->is_object()) {
+    for (auto [key, field] :
+         {std::pair{"namespace", &out.namespace_name}, std::pair{"name", &out.name},
+          std::pair{"resourceVersion", &out.resource_version}}) {
+      if (absl::Status s = GetString(*metadata, key, "metadata.", field); !s.ok()) return s;
+    }
+  }
+  auto spec = lease.find("spec");
+  if (spec == lease.end() || spec->is_null()) return out;
+  if (!spec->is_object()) return WrongType("spec", "an object");
+  if (absl::Status s = GetString(*spec, "holderIdentity", "spec.", &out.holder_identity); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = GetInt(*spec, "leaseDurationSeconds", &out.lease_duration_seconds);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = GetInt(*spec, "leaseTransitions", &out.lease_transitions); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = GetTime(*spec, "acquireTime", &out.acquire_time); !s.ok()) return s;
+  if (absl::Status s = GetTime(*spec, "renewTime", &out.renew_time); !s.ok()) return s;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<LeaseRecord> ParseLease(absl::string_view text) {
+  json lease = json::parse(text.begin(), text.end(), nullptr, false);
+  if (lease.is_discarded()) return absl::InvalidArgumentError("Lease: not JSON");
+  return FromJson(lease);
+}
 
 absl::Status SetNodeAllocatable(const QuantityList& list, NodeRecord* node) {
   for (const auto& [name, q] : list) {

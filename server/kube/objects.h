@@ -1,19 +1,41 @@
-// Kubernetes objects as the ledger keeps them: a Node's record from its JSON (decoded by
-// model/objects_json.h), a pod's record, and the splitter of LIST bodies.
+// Kubernetes objects as the server keeps them: a Node's record from its JSON (decoded by
+// model/objects_json.h), a pod's record, a Lease's (the leader fence's), and the splitter of LIST
+// bodies.
 #ifndef FITLEDGER_SERVER_KUBE_OBJECTS_H_
 #define FITLEDGER_SERVER_KUBE_OBJECTS_H_
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "model/objects_json.h"
 #include "model/pod.h"
 #include "server/ledger/ledger.h"
 #include "simdjson.h"
 
 namespace fitledger::kube {
+
+// A Lease's spec as leader election reads it (client-go
+// tools/leaderelection/resourcelock/leaselock.go, LeaseSpecToLeaderElectionRecord: an absent
+// field is the zero value).
+struct LeaseRecord {
+  std::string namespace_name;
+  std::string name;
+  std::string resource_version;
+  std::string holder_identity;         // "" when released (leaderelection.go release) or unset
+  int64_t lease_duration_seconds = 0;  // 0: unset
+  std::optional<absl::Time> acquire_time;
+  std::optional<absl::Time> renew_time;
+  int64_t lease_transitions = 0;
+};
+
+// Decodes a Lease object (JSON). InvalidArgument naming the field for a wrong type, or a time
+// that is not RFC 3339 (MicroTime: "2024-05-01T10:00:00.123456Z"). Pure.
+absl::StatusOr<LeaseRecord> ParseLease(absl::string_view json);
 
 struct DecodedNode {
   NodeRecord node;

@@ -486,8 +486,9 @@ absl::StatusOr<DecodedNode> DecodeNodeProtobuf(absl::string_view envelope) {
   return DecodeNodeObject(object);
 }
 
-absl::StatusOr<WatchEvent> DecodeProtobufWatchEvent(bool nodes, absl::string_view frame,
+absl::StatusOr<WatchEvent> DecodeProtobufWatchEvent(ObjectKind kind, absl::string_view frame,
                                                     std::string* resource_version) {
+  const bool nodes = kind == ObjectKind::kNode;
   auto damaged = [](absl::string_view why) {
     return absl::DataLossError(absl::StrCat("undecodable watch frame: ", why));
   };
@@ -520,7 +521,9 @@ absl::StatusOr<WatchEvent> DecodeProtobufWatchEvent(bool nodes, absl::string_vie
     return event;
   }
   const absl::string_view expected = nodes ? "Node" : "Pod";
-  absl::Status unwrapped = Unwrap(raw, expected, &object);
+  absl::Status unwrapped = kind == ObjectKind::kLease
+                               ? absl::InvalidArgumentError("Leases are read as JSON only")
+                               : Unwrap(raw, expected, &object);
   if (event.type == WatchEvent::Type::kBookmark) {
     ObjectKeys keys;
     if (unwrapped.ok() && ReadObjectKeys(object, &keys).ok()) {
@@ -550,13 +553,16 @@ absl::StatusOr<WatchEvent> DecodeProtobufWatchEvent(bool nodes, absl::string_vie
   ObjectKeys keys;
   if (unwrapped.ok()) ReadObjectKeys(object, &keys).IgnoreError();
   if (resource_version != nullptr) *resource_version = keys.resource_version;
-  std::string key = nodes ? keys.name : keys.uid;
+  std::string key = kind == ObjectKind::kPod ? keys.uid : keys.name;
   if (event.type == WatchEvent::Type::kDeleted && !key.empty()) {
     event.deleted_key = std::move(key);
     event.resource_version = std::move(keys.resource_version);
     return event;
   }
-  return absl::InvalidArgumentError(absl::StrCat("watch ", nodes ? "nodes" : "pods",
+  return absl::InvalidArgumentError(absl::StrCat("watch ",
+                                                 nodes                        ? "nodes"
+                                                 : kind == ObjectKind::kLease ? "leases"
+                                                                              : "pods",
                                                  ": undecodable object in a ", type,
                                                  " event: ", decoded.message()));
 }

@@ -24,22 +24,31 @@ using simdjson::ondemand::value;
 
 // One event of a Stream, as ApiTransport::Stream handed it on: a JSON line (padded) or a
 // protobuf frame.
-absl::StatusOr<WatchEvent> DecodeStreamEvent(StreamFormat format, bool nodes,
+absl::StatusOr<WatchEvent> DecodeStreamEvent(StreamFormat format, ObjectKind kind,
                                              absl::string_view event,
                                              std::string* resource_version) {
   if (format == StreamFormat::kProtobufFrames) {
-    return DecodeProtobufWatchEvent(nodes, event, resource_version);
+    return DecodeProtobufWatchEvent(kind, event, resource_version);
   }
-  return DecodePaddedWatchEvent(nodes, event, resource_version);
+  return DecodePaddedWatchEvent(kind, event, resource_version);
 }
 
 // A LIST item decoded as the ADDED event a WatchList would have sent for it.
-bool DecodeListItem(bool nodes, value v, WatchEvent* event) {
+bool DecodeListItem(ObjectKind kind, value v, WatchEvent* event) {
   event->type = WatchEvent::Type::kAdded;
-  if (nodes) {
+  if (kind == ObjectKind::kNode) {
     absl::StatusOr<DecodedNode> node = DecodeNode(v);
     if (!node.ok()) return false;
     event->node = std::move(node->node);
+    return true;
+  }
+  if (kind == ObjectKind::kLease) {
+    simdjson::ondemand::object fields;
+    std::string_view text;
+    if (v.get_object().get(fields) || fields.raw_json().get(text)) return false;
+    absl::StatusOr<LeaseRecord> lease = ParseLease(absl::string_view(text.data(), text.size()));
+    if (!lease.ok()) return false;
+    event->lease = *std::move(lease);
     return true;
   }
   absl::StatusOr<Pod> pod = DecodePod(v, nullptr);
@@ -287,7 +296,7 @@ absl::Status Reflector::List(const std::string& version, Cursor* cursor, size_t*
     value v;
     WatchEvent event;
     if (parser.iterate(padded).get(doc) || doc.get_value().get(v) ||
-        !DecodeListItem(options_.nodes, v, &event) || !state->Add(event)) {
+        !DecodeListItem(options_.kind, v, &event) || !state->Add(event)) {
       ++decode_errors;
     }
     return !Cancelled();
@@ -394,7 +403,7 @@ absl::Status Reflector::WatchList(Cursor* cursor) {
   std::string error_body;
   auto on_initial_line = [&](StreamFormat format, absl::string_view line) {
     std::string object_rv;
-    absl::StatusOr<WatchEvent> event = DecodeStreamEvent(format, options_.nodes, line, &object_rv);
+    absl::StatusOr<WatchEvent> event = DecodeStreamEvent(format, options_.kind, line, &object_rv);
     if (!event.ok()) {
       ++decode_errors;
       if (absl::IsDataLoss(event.status())) {
@@ -550,7 +559,7 @@ bool Reflector::ApplyEvent(StreamFormat format, std::string_view line,
   const std::string& name = options_.name;
   std::string object_rv;
   absl::StatusOr<WatchEvent> event = DecodeStreamEvent(
-      format, options_.nodes, absl::string_view(line.data(), line.size()), &object_rv);
+      format, options_.kind, absl::string_view(line.data(), line.size()), &object_rv);
   if (!event.ok()) {
     AddDecodeErrors(1);
     if (absl::IsDataLoss(event.status())) {

@@ -2,7 +2,7 @@
 // is (tools/cache/reflector.go), feeding a sink: it knows the protocol (WatchList, LIST pages,
 // WATCH, 410, bookmarks, backoff, a relist on demand), and nothing of what the objects are for.
 // The Watcher (watcher.h) runs three: nodes and pods for the ledger, Failed pods for the
-// rejection detector.
+// rejection detector; the LeaseWatcher (lease_watcher.h) one, the leader fence's Lease.
 #ifndef FITLEDGER_SERVER_KUBE_REFLECTOR_H_
 #define FITLEDGER_SERVER_KUBE_REFLECTOR_H_
 
@@ -63,9 +63,9 @@ class ReflectorSink {
 struct ReflectorOptions {
   // For logs: "nodes", "pods", "failed pods".
   std::string name;
-  // The collection's path ("/api/v1/pods") and the objects it holds (Node or Pod: the decoder).
+  // The collection's path ("/api/v1/pods") and the objects it holds (the decoder).
   std::string path;
-  bool nodes = false;
+  ObjectKind kind = ObjectKind::kPod;
   // fieldSelector of every LIST and WATCH; empty: none.
   std::string field_selector;
   // Pages of a consistent LIST (resourceVersion=""); also sent with resourceVersion=0, which the
@@ -78,6 +78,7 @@ struct ReflectorOptions {
   // reflector lists from then on). Null: this reflector's own flag.
   std::atomic<bool>* watch_list_refused = nullptr;
   // Ask for Kubernetes' protobuf on the watches; the answer's Content-Type decides the decoding.
+  // Leases are read as JSON only (false).
   bool protobuf = true;
   // After a 410 from a watch, read the next state at "" (the most recent, paged) rather than
   // not older than the last resourceVersion: a consistent read sent after a bind holds it (the

@@ -13,7 +13,9 @@ namespace {
 
 using simdjson::ondemand::value;
 
-const char* KindName(bool nodes) { return nodes ? "nodes" : "pods"; }
+const char* KindName(ObjectKind kind) {
+  return kind == ObjectKind::kNode ? "nodes" : kind == ObjectKind::kLease ? "leases" : "pods";
+}
 
 // metadata.resourceVersion, uid and name of the event's object, from a fresh iteration of the
 // line (a failed decode may have abandoned the first one: rewinding it is not allowed).
@@ -59,7 +61,7 @@ bool WatchEventTypeFromName(absl::string_view name, WatchEvent::Type* type) {
 
 namespace {
 
-absl::StatusOr<WatchEvent> DecodeWatchEventIn(bool nodes, simdjson::padded_string_view padded,
+absl::StatusOr<WatchEvent> DecodeWatchEventIn(ObjectKind kind, simdjson::padded_string_view padded,
                                               std::string* resource_version) {
   thread_local simdjson::ondemand::parser parser;
   simdjson::ondemand::document doc;
@@ -129,13 +131,25 @@ absl::StatusOr<WatchEvent> DecodeWatchEventIn(bool nodes, simdjson::padded_strin
       break;
   }
   absl::Status decoded;
-  if (nodes) {
+  if (kind == ObjectKind::kNode) {
     absl::StatusOr<DecodedNode> node = DecodeNode(object);
     if (node.ok()) {
       event.node = std::move(node->node);
       event.resource_version = std::move(node->resource_version);
     }
     decoded = node.status();
+  } else if (kind == ObjectKind::kLease) {
+    simdjson::ondemand::object fields;
+    std::string_view text;
+    absl::StatusOr<LeaseRecord> lease =
+        object.get_object().get(fields) || fields.raw_json().get(text)
+            ? absl::InvalidArgumentError("Lease: not a JSON object")
+            : ParseLease(absl::string_view(text.data(), text.size()));
+    if (lease.ok()) {
+      event.resource_version = lease->resource_version;
+      event.lease = *std::move(lease);
+    }
+    decoded = lease.status();
   } else {
     std::string rv;
     absl::StatusOr<Pod> pod = DecodePod(object, &rv);
@@ -149,29 +163,28 @@ absl::StatusOr<WatchEvent> DecodeWatchEventIn(bool nodes, simdjson::padded_strin
   std::string rv, uid, name;
   ObjectKeys(parser, padded, &rv, &uid, &name);
   if (resource_version != nullptr) *resource_version = rv;
-  std::string key = nodes ? name : uid;
+  std::string key = kind == ObjectKind::kPod ? uid : name;
   if (event.type == WatchEvent::Type::kDeleted && !key.empty()) {
     event.deleted_key = std::move(key);
     event.resource_version = std::move(rv);
     return event;
   }
-  return absl::InvalidArgumentError(absl::StrCat("watch ", KindName(nodes),
+  return absl::InvalidArgumentError(absl::StrCat("watch ", KindName(kind),
                                                  ": undecodable object in a ", type_name,
                                                  " event: ", decoded.message()));
 }
 
 }  // namespace
 
-absl::StatusOr<WatchEvent> DecodeWatchEvent(bool nodes, absl::string_view line,
+absl::StatusOr<WatchEvent> DecodeWatchEvent(ObjectKind kind, absl::string_view line,
                                             std::string* resource_version) {
-  return DecodeWatchEventIn(nodes, PaddedCopy(line), resource_version);
+  return DecodeWatchEventIn(kind, PaddedCopy(line), resource_version);
 }
 
-absl::StatusOr<WatchEvent> DecodePaddedWatchEvent(bool nodes, absl::string_view line,
+absl::StatusOr<WatchEvent> DecodePaddedWatchEvent(ObjectKind kind, absl::string_view line,
                                                   std::string* resource_version) {
   return DecodeWatchEventIn(
-      nodes,
-      simdjson::padded_string_view(line.data(), line.size(), line.size() + kWatchLinePadding),
+      kind, simdjson::padded_string_view(line.data(), line.size(), line.size() + kWatchLinePadding),
       resource_version);
 }
 

@@ -129,7 +129,7 @@ ReflectorOptions Watcher::StreamOptions(const char* name, bool nodes, std::strin
   ReflectorOptions o;
   o.name = name;
   o.path = nodes ? "/api/v1/nodes" : "/api/v1/pods";
-  o.nodes = nodes;
+  o.kind = nodes ? ObjectKind::kNode : ObjectKind::kPod;
   o.field_selector = std::move(selector);
   o.page_size = options_.page_size;
   o.watch_list = options_.watch_list;

@@ -37,7 +37,8 @@ std::vector<std::string> RealisticPodEvents() {
 
 // Decodes `line`; on an error, marks the benchmark failed and returns nullopt.
 std::optional<kube::WatchEvent> Decode(benchmark::State& state, const std::string& line) {
-  absl::StatusOr<kube::WatchEvent> event = kube::DecodeWatchEvent(false, line, nullptr);
+  absl::StatusOr<kube::WatchEvent> event =
+      kube::DecodeWatchEvent(kube::ObjectKind::kPod, line, nullptr);
   if (event.ok()) return *std::move(event);
   state.SkipWithError(std::string(event.status().message()).c_str());
   return std::nullopt;
@@ -68,8 +69,8 @@ void BM_DecodePaddedWatchEventRealisticPod(benchmark::State& state) {
   for (auto _ : state) {
     const std::string& buffer = buffers[i++ % buffers.size()];
     const size_t size = buffer.size() - kube::kWatchLinePadding;
-    absl::StatusOr<kube::WatchEvent> event =
-        kube::DecodePaddedWatchEvent(false, absl::string_view(buffer.data(), size), nullptr);
+    absl::StatusOr<kube::WatchEvent> event = kube::DecodePaddedWatchEvent(
+        kube::ObjectKind::kPod, absl::string_view(buffer.data(), size), nullptr);
     if (!event.ok()) {
       state.SkipWithError(std::string(event.status().message()).c_str());
       return;
@@ -165,7 +166,8 @@ void BM_DecodeProtobufWatchEventRealisticPod(benchmark::State& state) {
   size_t i = 0, bytes = 0;
   for (auto _ : state) {
     const std::string& frame = frames[i++ % frames.size()];
-    absl::StatusOr<kube::WatchEvent> event = kube::DecodeProtobufWatchEvent(false, frame, nullptr);
+    absl::StatusOr<kube::WatchEvent> event =
+        kube::DecodeProtobufWatchEvent(kube::ObjectKind::kPod, frame, nullptr);
     if (!event.ok()) {
       state.SkipWithError(std::string(event.status().message()).c_str());
       return;
@@ -183,8 +185,8 @@ void BM_DecodeProtobufAndRecordRealisticPod(benchmark::State& state) {
   if (frames.empty()) return;
   size_t i = 0;
   for (auto _ : state) {
-    absl::StatusOr<kube::WatchEvent> event =
-        kube::DecodeProtobufWatchEvent(false, frames[i++ % frames.size()], nullptr);
+    absl::StatusOr<kube::WatchEvent> event = kube::DecodeProtobufWatchEvent(
+        kube::ObjectKind::kPod, frames[i++ % frames.size()], nullptr);
     if (!event.ok() || !event->pod.has_value()) {
       state.SkipWithError("undecodable frame");
       return;

@@ -1,7 +1,7 @@
 // libFuzzer target: one line of a watch stream, as fitledger-server's watcher decodes it
 // (server/kube/watcher.h DecodeWatchEvent, over simdjson and objects.h DecodePod / DecodeNode),
-// for both a pods and a nodes watch; and the same bytes as a whole Pod / Node document. The same
-// bytes also as a frame of a protobuf watch (DecodeProtobufWatchEvent) and as an enveloped
+// for a pods, a nodes and a leases watch; and the same bytes as a whole Pod / Node document. The
+// same bytes also as a frame of a protobuf watch (DecodeProtobufWatchEvent) and as an enveloped
 // protobuf Pod / Node (server/kube/protobuf_objects.h).
 #include <cstddef>
 #include <cstdint>
@@ -19,11 +19,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string padded(line);
   padded.append(R"("}}]}}}})");
   padded.append(fitledger::kube::kWatchLinePadding, '}');
-  for (bool nodes : {false, true}) {
+  for (fitledger::kube::ObjectKind kind :
+       {fitledger::kube::ObjectKind::kPod, fitledger::kube::ObjectKind::kNode,
+        fitledger::kube::ObjectKind::kLease}) {
     absl::StatusOr<fitledger::kube::WatchEvent> copy =
-        fitledger::kube::DecodeWatchEvent(nodes, line);
+        fitledger::kube::DecodeWatchEvent(kind, line);
     absl::StatusOr<fitledger::kube::WatchEvent> in_place =
-        fitledger::kube::DecodePaddedWatchEvent(nodes, absl::string_view(padded.data(), size));
+        fitledger::kube::DecodePaddedWatchEvent(kind, absl::string_view(padded.data(), size));
     if (copy.status() != in_place.status()) __builtin_trap();
     if (copy.ok() &&
         (copy->type != in_place->type || copy->resource_version != in_place->resource_version ||
@@ -35,9 +37,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<fitledger::Pod> pod = fitledger::ParsePod(line);
   if (pod.ok()) (void)fitledger::kube::ToPodRecord(*pod);
   (void)fitledger::kube::ParseNode(line);
-  for (bool nodes : {false, true}) {
+  for (fitledger::kube::ObjectKind kind :
+       {fitledger::kube::ObjectKind::kPod, fitledger::kube::ObjectKind::kNode,
+        fitledger::kube::ObjectKind::kLease}) {
     absl::StatusOr<fitledger::kube::WatchEvent> event =
-        fitledger::kube::DecodeProtobufWatchEvent(nodes, line);
+        fitledger::kube::DecodeProtobufWatchEvent(kind, line);
     // Only the documented errors: DataLoss (not a WatchEvent), InvalidArgument (its object).
     if (!event.ok() && !absl::IsDataLoss(event.status()) &&
         !absl::IsInvalidArgument(event.status())) {

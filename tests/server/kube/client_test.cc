@@ -1412,16 +1412,17 @@ TEST(WatchLineTest, APaddedLineDecodesAsItsCopyWhateverFollowsIt) {
       absl::StrCat("\n", lines[0]),
   };
   for (const std::string& line : lines) {
-    for (bool nodes : {false, true}) {
+    for (ObjectKind kind : {ObjectKind::kPod, ObjectKind::kNode, ObjectKind::kLease}) {
       std::string rv_copy;
-      absl::StatusOr<WatchEvent> copy = DecodeWatchEvent(nodes, line, &rv_copy);
+      absl::StatusOr<WatchEvent> copy = DecodeWatchEvent(kind, line, &rv_copy);
       for (const std::string& after : afters) {
         ASSERT_GE(after.size(), kWatchLinePadding);
         const std::string buffer = line + after;
         std::string rv_padded;
-        absl::StatusOr<WatchEvent> padded = DecodePaddedWatchEvent(
-            nodes, absl::string_view(buffer.data(), line.size()), &rv_padded);
-        SCOPED_TRACE(absl::StrCat("line ", line, " nodes ", nodes, " followed by ", after));
+        absl::StatusOr<WatchEvent> padded =
+            DecodePaddedWatchEvent(kind, absl::string_view(buffer.data(), line.size()), &rv_padded);
+        SCOPED_TRACE(
+            absl::StrCat("line ", line, " kind ", static_cast<int>(kind), " followed by ", after));
         ASSERT_EQ(padded.status(), copy.status());
         EXPECT_EQ(rv_padded, rv_copy);
         if (!copy.ok()) continue;
@@ -1445,18 +1446,23 @@ TEST(WatchLineTest, APaddedLineDecodesAsItsCopyWhateverFollowsIt) {
         if (copy->node.has_value()) {
           EXPECT_EQ(padded->node->name, copy->node->name);
         }
+        ASSERT_EQ(padded->lease.has_value(), copy->lease.has_value());
+        if (copy->lease.has_value()) {
+          EXPECT_EQ(padded->lease->name, copy->lease->name);
+          EXPECT_EQ(padded->lease->holder_identity, copy->lease->holder_identity);
+        }
       }
     }
   }
   // The cases decode as they should (the comparison above is not between two failures only).
-  absl::StatusOr<WatchEvent> added = DecodeWatchEvent(false, lines[0]);
+  absl::StatusOr<WatchEvent> added = DecodeWatchEvent(ObjectKind::kPod, lines[0]);
   ASSERT_TRUE(added.ok()) << added.status();
   ASSERT_TRUE(added->pod.has_value());
   EXPECT_EQ(added->pod->uid, "u-1");
   EXPECT_EQ(added->resource_version, "17");
-  EXPECT_TRUE(DecodeWatchEvent(false, lines[2]).ok());
-  EXPECT_FALSE(DecodeWatchEvent(false, lines[4]).ok());
-  EXPECT_FALSE(DecodeWatchEvent(false, lines[8]).ok());
+  EXPECT_TRUE(DecodeWatchEvent(ObjectKind::kPod, lines[2]).ok());
+  EXPECT_FALSE(DecodeWatchEvent(ObjectKind::kPod, lines[4]).ok());
+  EXPECT_FALSE(DecodeWatchEvent(ObjectKind::kPod, lines[8]).ok());
 }
 
 TEST(ApiClientTest, StreamStopsWhenTheCallerSaysSo) {

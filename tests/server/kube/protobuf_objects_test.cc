@@ -345,8 +345,8 @@ TEST(ProtobufObjectsTest, EveryTruncationOfKubernetesOwnPodFailsCleanly) {
       ++errors;
       EXPECT_TRUE(absl::IsInvalidArgument(pod.status())) << n << ": " << pod.status();
     }
-    for (bool nodes : {false, true}) {
-      absl::StatusOr<WatchEvent> event = DecodeProtobufWatchEvent(nodes, Frame("ADDED", cut));
+    for (ObjectKind kind : {ObjectKind::kPod, ObjectKind::kNode, ObjectKind::kLease}) {
+      absl::StatusOr<WatchEvent> event = DecodeProtobufWatchEvent(kind, Frame("ADDED", cut));
       EXPECT_TRUE(event.ok() || absl::IsInvalidArgument(event.status()) ||
                   absl::IsDataLoss(event.status()))
           << n << ": " << event.status();
@@ -358,7 +358,8 @@ TEST(ProtobufObjectsTest, EveryTruncationOfKubernetesOwnPodFailsCleanly) {
 TEST(ProtobufWatchEventTest, EventsAsTheApiServerFramesThem) {
   const std::string pod = Envelope("Pod", RichPod());
   std::string rv;
-  absl::StatusOr<WatchEvent> added = DecodeProtobufWatchEvent(false, Frame("ADDED", pod), &rv);
+  absl::StatusOr<WatchEvent> added =
+      DecodeProtobufWatchEvent(ObjectKind::kPod, Frame("ADDED", pod), &rv);
   ASSERT_TRUE(added.ok()) << added.status();
   EXPECT_EQ(added->type, WatchEvent::Type::kAdded);
   EXPECT_EQ(added->resource_version, "42");
@@ -366,13 +367,13 @@ TEST(ProtobufWatchEventTest, EventsAsTheApiServerFramesThem) {
   EXPECT_EQ(added->pod->uid, "uid-1");
 
   absl::StatusOr<WatchEvent> modified =
-      DecodeProtobufWatchEvent(false, Frame("MODIFIED", ReadFile("core.v1.Pod.pb")));
+      DecodeProtobufWatchEvent(ObjectKind::kPod, Frame("MODIFIED", ReadFile("core.v1.Pod.pb")));
   ASSERT_TRUE(modified.ok()) << modified.status();
   EXPECT_EQ(modified->type, WatchEvent::Type::kModified);
   EXPECT_EQ(modified->pod->name, "nameValue");
 
   absl::StatusOr<WatchEvent> node =
-      DecodeProtobufWatchEvent(true, Frame("DELETED", ReadFile("core.v1.Node.pb")));
+      DecodeProtobufWatchEvent(ObjectKind::kNode, Frame("DELETED", ReadFile("core.v1.Node.pb")));
   ASSERT_TRUE(node.ok()) << node.status();
   EXPECT_EQ(node->type, WatchEvent::Type::kDeleted);
   ASSERT_TRUE(node->node.has_value());
@@ -382,13 +383,13 @@ TEST(ProtobufWatchEventTest, EventsAsTheApiServerFramesThem) {
   Msg bookmark = Msg().Sub(
       1, Msg().Str(6, "1234").Sub(12, Msg().Str(1, "k8s.io/initial-events-end").Str(2, "true")));
   absl::StatusOr<WatchEvent> end =
-      DecodeProtobufWatchEvent(false, Frame("BOOKMARK", Envelope("Pod", bookmark)));
+      DecodeProtobufWatchEvent(ObjectKind::kPod, Frame("BOOKMARK", Envelope("Pod", bookmark)));
   ASSERT_TRUE(end.ok()) << end.status();
   EXPECT_EQ(end->type, WatchEvent::Type::kBookmark);
   EXPECT_EQ(end->resource_version, "1234");
   EXPECT_TRUE(end->initial_events_end);
   absl::StatusOr<WatchEvent> plain = DecodeProtobufWatchEvent(
-      false, Frame("BOOKMARK", Envelope("Pod", Msg().Sub(1, Msg().Str(6, "1300")))));
+      ObjectKind::kPod, Frame("BOOKMARK", Envelope("Pod", Msg().Sub(1, Msg().Str(6, "1300")))));
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->resource_version, "1300");
   EXPECT_FALSE(plain->initial_events_end);
@@ -400,7 +401,7 @@ TEST(ProtobufWatchEventTest, EventsAsTheApiServerFramesThem) {
                    .Str(4, "Expired")
                    .Int(6, 410);
   absl::StatusOr<WatchEvent> error =
-      DecodeProtobufWatchEvent(true, Frame("ERROR", Envelope("Status", status)));
+      DecodeProtobufWatchEvent(ObjectKind::kNode, Frame("ERROR", Envelope("Status", status)));
   ASSERT_TRUE(error.ok()) << error.status();
   EXPECT_EQ(error->type, WatchEvent::Type::kError);
   EXPECT_EQ(error->error_code, 410);
@@ -425,13 +426,15 @@ TEST(ProtobufObjectsTest, AnErrorBodyInProtobufReadsAsItsStatus) {
 
 TEST(ProtobufWatchEventTest, DamageAndUndecodableObjects) {
   // Not a WatchEvent at all: DataLoss (the stream resumes from the last good version).
-  EXPECT_TRUE(absl::IsDataLoss(DecodeProtobufWatchEvent(false,
+  EXPECT_TRUE(absl::IsDataLoss(DecodeProtobufWatchEvent(ObjectKind::kPod,
                                                         "\x0a\x7f"
                                                         "ADD")
                                    .status()));
   EXPECT_TRUE(absl::IsDataLoss(
-      DecodeProtobufWatchEvent(false, Frame("RENAMED", Envelope("Pod", RichPod()))).status()));
-  EXPECT_TRUE(absl::IsDataLoss(DecodeProtobufWatchEvent(false, Frame("ADDED", "")).status()));
+      DecodeProtobufWatchEvent(ObjectKind::kPod, Frame("RENAMED", Envelope("Pod", RichPod())))
+          .status()));
+  EXPECT_TRUE(
+      absl::IsDataLoss(DecodeProtobufWatchEvent(ObjectKind::kPod, Frame("ADDED", "")).status()));
   // A well-framed event whose object cannot be decoded: InvalidArgument with its version, so
   // the event can be skipped; a DELETED one still names what went.
   Msg bad = Msg()
@@ -439,18 +442,24 @@ TEST(ProtobufWatchEventTest, DamageAndUndecodableObjects) {
                 .Sub(2, Msg().Sub(32, QuantityEntry("cpu", "lots")));
   std::string rv;
   absl::StatusOr<WatchEvent> added =
-      DecodeProtobufWatchEvent(false, Frame("ADDED", Envelope("Pod", bad)), &rv);
+      DecodeProtobufWatchEvent(ObjectKind::kPod, Frame("ADDED", Envelope("Pod", bad)), &rv);
   EXPECT_TRUE(absl::IsInvalidArgument(added.status())) << added.status();
   EXPECT_THAT(added.status().message(), HasSubstr("spec.overhead.cpu"));
   EXPECT_EQ(rv, "77");
   absl::StatusOr<WatchEvent> deleted =
-      DecodeProtobufWatchEvent(false, Frame("DELETED", Envelope("Pod", bad)));
+      DecodeProtobufWatchEvent(ObjectKind::kPod, Frame("DELETED", Envelope("Pod", bad)));
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   EXPECT_EQ(deleted->deleted_key, "uid-9");
   EXPECT_EQ(deleted->resource_version, "77");
   // A pods watch that gets a Node: the object cannot be a pod.
   EXPECT_TRUE(absl::IsInvalidArgument(
-      DecodeProtobufWatchEvent(false, Frame("ADDED", ReadFile("core.v1.Node.pb"))).status()));
+      DecodeProtobufWatchEvent(ObjectKind::kPod, Frame("ADDED", ReadFile("core.v1.Node.pb")))
+          .status()));
+  // Leases are watched as JSON only: a protobuf one is refused, by name.
+  absl::StatusOr<WatchEvent> lease =
+      DecodeProtobufWatchEvent(ObjectKind::kLease, Frame("ADDED", Envelope("Pod", RichPod())));
+  EXPECT_TRUE(absl::IsInvalidArgument(lease.status())) << lease.status();
+  EXPECT_THAT(lease.status().message(), HasSubstr("watch leases"));
 }
 
 }  // namespace

@@ -12,10 +12,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/kube/lease_watcher.h"
 
 namespace fitledger::kube {
 namespace {
@@ -603,6 +605,112 @@ TEST(ReflectorTest, StopEndsAHeldWatchAndAWaitingRequest) {
   ASSERT_EQ(api.WaitForRequests(1).size(), 1u);  // waiting for a reply that never comes
   reflector.Stop();
   EXPECT_FALSE(reflector.synced());
+}
+
+// The LeaseWatcher is a Reflector over one Lease: consistent LISTs (at start, on Refresh, after a
+// 410), JSON watches by field selector, and only the named Lease handed on.
+std::string LeaseObject(const std::string& name, const std::string& holder, const std::string& rv) {
+  return absl::StrCat(
+      R"({"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":")", name,
+      R"(","namespace":"kube-system","resourceVersion":")", rv, R"("},"spec":{"holderIdentity":")",
+      holder, R"(","leaseDurationSeconds":15,"renewTime":"2026-12-07T10:00:00.123456Z"}})");
+}
+std::string LeaseEvent(const std::string& type, const std::string& name, const std::string& holder,
+                       const std::string& rv) {
+  return absl::StrCat(R"({"type":")", type, R"(","object":)", LeaseObject(name, holder, rv), "}");
+}
+Reply LeaseList(const std::vector<std::string>& objects, const std::string& rv) {
+  Reply reply;
+  reply.lines = {absl::StrCat(
+      R"({"kind":"LeaseList","apiVersion":"coordination.k8s.io/v1","metadata":{"resourceVersion":")",
+      rv, R"("},"items":[)", absl::StrJoin(objects, ","), "]}")};
+  return reply;
+}
+
+// The holders a LeaseWatcher handed on, one per state ("-" for absent).
+class Holders {
+ public:
+  LeaseWatcher::OnChange OnChange() {
+    return [this](const std::optional<LeaseRecord>& lease) {
+      MutexLock lock(&mu_);
+      holders_.push_back(lease.has_value() ? lease->holder_identity : "-");
+      cv_.SignalAll();
+    };
+  }
+  // Waits until they are `want` (or the deadline); returns them.
+  std::vector<std::string> WaitFor(const std::vector<std::string>& want) {
+    const absl::Time deadline = absl::Now() + kDeadline;
+    MutexLock lock(&mu_);
+    while (holders_ != want && absl::Now() < deadline) {
+      cv_.WaitFor(&mu_, std::chrono::milliseconds(50));
+    }
+    return holders_;
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::string> holders_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(LeaseWatcherTest, FollowsTheNamedLeaseAndRefreshListsConsistently) {
+  ScriptedApi api;
+  Holders holders;
+  LeaseWatcherOptions options;
+  options.namespace_name = "kube-system";
+  options.name = "sched";
+  options.initial_backoff = absl::Milliseconds(1);
+  options.max_backoff = absl::Milliseconds(5);
+  options.min_refresh_interval = absl::ZeroDuration();
+  LeaseWatcher watcher(&api, options, holders.OnChange());
+  // A server that ignored the field selector: the other Lease is never handed on.
+  api.Push(LeaseList({LeaseObject("other", "x", "5"), LeaseObject("sched", "a", "6")}, "10"));
+  api.Push(StreamReply(
+      {LeaseEvent("MODIFIED", "other", "y", "11"), LeaseEvent("MODIFIED", "sched", "b", "12"),
+       LeaseEvent("DELETED", "sched", "b", "13"), LeaseEvent("ADDED", "sched", "c", "14")}));
+  watcher.Start();
+  EXPECT_EQ(holders.WaitFor({"a", "b", "-", "c"}), std::vector<std::string>({"a", "b", "-", "c"}));
+  EXPECT_TRUE(watcher.synced());
+
+  api.Push(LeaseList({}, "20"));  // Refresh finds it gone
+  api.Push(StreamReply({ErrorEvent(410, "Expired", "too old")}, /*hold=*/false));
+  api.Push(LeaseList({LeaseObject("sched", "d", "30")}, "30"));  // after the 410: consistent
+  api.Push(StreamReply({}));
+  watcher.Refresh();
+  EXPECT_EQ(holders.WaitFor({"a", "b", "-", "c", "-", "d"}),
+            std::vector<std::string>({"a", "b", "-", "c", "-", "d"}));
+  const std::vector<std::string> paths = api.WaitForRequests(6);
+  watcher.Stop();
+  ASSERT_GE(paths.size(), 6u);
+  for (size_t i : {0, 2, 4}) {
+    SCOPED_TRACE(paths[i]);
+    EXPECT_TRUE(IsList(paths[i]));
+    EXPECT_THAT(paths[i], Not(HasSubstr("resourceVersion")));
+  }
+  for (size_t i : {1, 3, 5}) EXPECT_TRUE(IsWatch(paths[i])) << paths[i];
+  for (const std::string& path : paths) {
+    EXPECT_THAT(path, HasSubstr("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?"));
+    EXPECT_THAT(path, HasSubstr("fieldSelector=metadata.name%3dsched"));
+  }
+  EXPECT_THAT(paths[1], HasSubstr("resourceVersion=10&"));
+  EXPECT_THAT(paths[5], HasSubstr("resourceVersion=30&"));
+}
+
+TEST(LeaseWatcherTest, AnUndecodableLeaseIsSkippedAndADeletedOneStillRemoved) {
+  ScriptedApi api;
+  Holders holders;
+  LeaseWatcherOptions options;
+  options.namespace_name = "ns";
+  options.name = "sched";
+  LeaseWatcher watcher(&api, options, holders.OnChange());
+  const std::string bad = R"({"metadata":{"name":"sched","resourceVersion":"12"},)"
+                          R"("spec":{"renewTime":"yesterday"}})";
+  api.Push(LeaseList({LeaseObject("sched", "a", "6")}, "10"));
+  api.Push(StreamReply({absl::StrCat(R"({"type":"MODIFIED","object":)", bad, "}"),
+                        absl::StrCat(R"({"type":"DELETED","object":)", bad, "}")}));
+  watcher.Start();
+  EXPECT_EQ(holders.WaitFor({"a", "-"}), std::vector<std::string>({"a", "-"}));
+  watcher.Stop();
 }
 
 }  // namespace

@@ -21,8 +21,8 @@ namespace {
 
 bool IsAlnum(char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)); }
 
-// apimachinery validation.IsDNS1123Subdomain: at most 253 characters, lowercase alphanumeric
-// labels of [-a-z0-9] separated by '.', each starting and ending alphanumeric.
+}  // namespace
+
 bool IsDns1123Subdomain(absl::string_view s) {
   if (s.empty() || s.size() > 253) return false;
   for (absl::string_view label : absl::StrSplit(s, '.')) {
@@ -37,8 +37,6 @@ bool IsDns1123Subdomain(absl::string_view s) {
   }
   return true;
 }
-
-}  // namespace
 
 bool IsQualifiedName(absl::string_view s) {
   std::vector<absl::string_view> parts = absl::StrSplit(s, '/');

@@ -6,7 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "common/json_access.h"
+#include "model/resources.h"
 #include "sim/kinds.h"
 #include "sim/objects.h"
 #include "sim/pod_requests.h"
@@ -226,6 +228,68 @@ std::string LabelSelectorString(const json& selector) {
   return absl::StrJoin(terms, ",");
 }
 
+// The decoding the API server does before a Lease's validation: known fields must have their
+// types ("Lease in version "v1" cannot be handled as a Lease: ...", a 400).
+absl::Status CheckLeaseTypes(const json& lease) {
+  auto bad = [](absl::string_view field, absl::string_view want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Lease in version \"v1\" cannot be handled as a Lease: ", field, ": not ", want));
+  };
+  const json& spec = JsonMember(lease, "spec");
+  if (spec.is_null()) return absl::OkStatus();
+  if (!spec.is_object()) return bad("spec", "an object");
+  for (const char* key :
+       {"holderIdentity", "acquireTime", "renewTime", "strategy", "preferredHolder"}) {
+    if (spec.contains(key) && !spec[key].is_null() && !spec[key].is_string()) {
+      return bad(absl::StrCat("spec.", key), "a string");
+    }
+  }
+  for (const char* key : {"leaseDurationSeconds", "leaseTransitions"}) {
+    if (spec.contains(key) && !spec[key].is_null() && !spec[key].is_number_integer()) {
+      return bad(absl::StrCat("spec.", key), "an integer");
+    }
+  }
+  for (const char* key : {"acquireTime", "renewTime"}) {
+    if (spec.contains(key) && spec[key].is_string()) {
+      absl::Time t;
+      std::string error;
+      if (!absl::ParseTime(absl::RFC3339_full, spec[key].get<std::string>(), &t, &error)) {
+        return bad(absl::StrCat("spec.", key), "an RFC 3339 time");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ValidateLease (pkg/apis/coordination/validation/validation.go): the name is a DNS subdomain
+// (ValidateObjectMeta with ValidateLeaseName), spec.leaseDurationSeconds > 0 and
+// spec.leaseTransitions >= 0 when set.
+std::vector<std::string> LeaseErrors(const json& lease) {
+  std::vector<std::string> errors;
+  const std::string name = JsonStr(JsonMember(lease, "metadata"), "name");
+  if (!IsDns1123Subdomain(name)) {
+    errors.push_back(absl::StrCat(
+        "metadata.name: Invalid value: \"", name,
+        "\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+        "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
+        "regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"));
+  }
+  const json& spec = JsonMember(lease, "spec");
+  const json& duration = JsonMember(spec, "leaseDurationSeconds");
+  if (duration.is_number_integer() && duration.get<int64_t>() <= 0) {
+    errors.push_back(absl::StrCat("spec.leaseDurationSeconds: Invalid value: ",
+                                  duration.get<int64_t>(), ": must be greater than 0"));
+  }
+  const json& transitions = JsonMember(spec, "leaseTransitions");
+  if (transitions.is_number_integer() && transitions.get<int64_t>() < 0) {
+    errors.push_back(
+        absl::StrCat("spec.leaseTransitions: Invalid value: ", transitions.get<int64_t>(),
+                     ": must be greater than or equal to 0"));
+  }
+  return errors;
+}
+
 }  // namespace
 
 absl::StatusOr<bool> SelectorMatches(const json& selector, const json& labels) {
@@ -324,6 +388,13 @@ absl::StatusOr<json> PrepareCreate(Kind kind, absl::string_view path_namespace, 
     if (!JsonMember(object, "involvedObject").is_object()) {
       return Invalid(kind, name, {"involvedObject: Required value"});
     }
+  } else if (kind == Kind::kLease) {
+    if (absl::Status s = CheckLeaseTypes(object); !s.ok()) return s;
+    // A name from generateName is the store's; a missing one is its 422 too.
+    if (!name.empty()) {
+      std::vector<std::string> errors = LeaseErrors(object);
+      if (!errors.empty()) return Invalid(kind, name, errors);
+    }
   }
   return object;
 }
@@ -382,6 +453,16 @@ absl::StatusOr<json> PrepareUpdate(Kind kind, Subresource subresource, const jso
         {absl::StrCat("metadata.uid: Invalid value: \"", uid, "\": field is immutable")});
   }
   const std::string rv = JsonStr(metadata, "resourceVersion");
+  if (rv.empty() && kind == Kind::kLease) {
+    // The Lease strategy's AllowUnconditionalUpdate is false (registry/generic/registry/store.go
+    // Update).
+    // Worded on the resource, not the kind: "leases.coordination.k8s.io" (store.go builds the
+    // GroupKind from the qualified resource), and the value is the parsed version, 0.
+    return absl::FailedPreconditionError(
+        absl::StrCat(QualifiedResource(kind), " \"", url_name,
+                     "\" is invalid: metadata.resourceVersion: Invalid value: 0: must be "
+                     "specified for an update"));
+  }
   if (!rv.empty() && rv != JsonStr(old_metadata, "resourceVersion")) {
     return absl::AbortedError(absl::StrCat(
         "Operation cannot be fulfilled on ", QualifiedResource(kind), " \"", url_name,
@@ -449,6 +530,12 @@ absl::StatusOr<json> PrepareUpdate(Kind kind, Subresource subresource, const jso
                              : 1;
     if (spec != old_spec) ++generation;
     metadata["generation"] = generation;
+  }
+  if (kind == Kind::kLease) {
+    if (absl::Status s = CheckLeaseTypes(updated); !s.ok()) return s;
+    metadata["name"] = std::string(url_name);
+    std::vector<std::string> errors = LeaseErrors(updated);
+    if (!errors.empty()) return Invalid(kind, url_name, errors);
   }
   return updated;
 }

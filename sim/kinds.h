@@ -25,8 +25,7 @@ struct KindInfo {
   absl::string_view short_name;  // "po"; empty if none
 };
 
-// Every kind, in Kind order. Leases (kLease) are served by SimServer::HandleLeases from their own
-// store (sim/leases.h); the others by SimServer and ObjectApi from ClusterStore.
+// Every kind, in Kind order, served by SimServer and ObjectApi from ClusterStore.
 const std::vector<KindInfo>& AllKinds();
 const KindInfo& InfoOf(Kind kind);
 // The kind served as `resource` in `group` ("" for core). nullopt if none.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/json_access.h"
 #include "sim/api_objects.h"
 #include "sim/kinds.h"
 #include "sim/objects.h"
@@ -182,7 +183,7 @@ std::optional<std::string> ObjectApi::Discovery(absl::string_view path) {
         json{{"kind", "APIResourceList"}, {"groupVersion", "apps/v1"}, {"resources", resources}});
   }
   if (path == "/apis/coordination.k8s.io/v1") {
-    // Leases (sim/leases.h: no PATCH).
+    // Leases (no PATCH in the sim).
     const KindInfo& info = InfoOf(Kind::kLease);
     json lease = ApiResource(info.resource, info.name, info.namespaced,
                              {"create", "delete", "get", "list", "update", "watch"});
@@ -224,11 +225,10 @@ std::optional<ApiResponse> ObjectApi::Handle(const ApiRequest& request) {
   }
   if (!path->kind.has_value()) return std::nullopt;
   const Kind kind = *path->kind;
-  if (kind == Kind::kLease) return std::nullopt;  // LeaseStore's (SimServer::HandleLeases)
   const bool simulated_core = kind == Kind::kPod || kind == Kind::kNode;
   if (!path->subresource.empty()) {
-    const bool status =
-        path->subresource == "status" && kind != Kind::kNode && kind != Kind::kEvent;
+    const bool status = path->subresource == "status" && kind != Kind::kNode &&
+                        kind != Kind::kEvent && kind != Kind::kLease;
     const bool scale =
         path->subresource == "scale" && (kind == Kind::kDeployment || kind == Kind::kReplicaSet);
     if (scale) return Scale(request, *path);
@@ -242,6 +242,7 @@ std::optional<ApiResponse> ObjectApi::Handle(const ApiRequest& request) {
     if (method == "POST" && kind != Kind::kPod) return Create(request, *path);
     return std::nullopt;  // LIST / WATCH, pod create: SimServer's
   }
+  if (method == "PATCH" && kind == Kind::kLease) return MethodNotAllowed();  // not in the sim
   if (method == "PATCH") return Patch(request, *path);
   if (method == "PUT") return Put(request, *path);
   if (simulated_core) {
@@ -306,18 +307,41 @@ ApiResponse ObjectApi::Put(const ApiRequest& request, const ApiPath& path) {
                  "the body of the request was in an unknown format - accepted media types "
                  "include: application/json");
   }
+  if (*path.kind == Kind::kLease && path.subresource.empty()) {
+    // The Lease strategy's AllowCreateOnUpdate: a PUT of a Lease that does not exist creates it
+    // (registry/generic/registry/store.go Update), 201.
+    auto current = store_->Get(Kind::kLease, path.namespace_name, path.name);
+    if (absl::IsNotFound(current.status())) {
+      const std::string name = JsonStr(JsonMember(body, "metadata"), "name");
+      if (!name.empty() && name != path.name) {
+        return Error(400, absl::StrCat("the name of the object (", name,
+                                       ") does not match the name on the URL (", path.name, ")"));
+      }
+      body["metadata"]["name"] = path.name;
+      ApiResponse created = Create(request, path, std::move(body));
+      // Created meanwhile by another request: update it, as the API server's retry would.
+      if (created.code != 409 || !absl::StrContains(created.body, "AlreadyExists")) {
+        return created;
+      }
+      body = json::parse(request.body, nullptr, false);
+    }
+  }
   return Update(
       path, [&](const json&) -> absl::StatusOr<json> { return body; }, WantsTable(request.accept));
 }
 
 ApiResponse ObjectApi::Create(const ApiRequest& request, const ApiPath& path) {
-  const Kind kind = *path.kind;
   json body = json::parse(request.body, nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     return Error(400,
                  "the body of the request was in an unknown format - accepted media types "
                  "include: application/json");
   }
+  return Create(request, path, std::move(body));
+}
+
+ApiResponse ObjectApi::Create(const ApiRequest& request, const ApiPath& path, json body) {
+  const Kind kind = *path.kind;
   if (kind == Kind::kNode) {
     absl::StatusOr<NodeSpec> spec = NodeSpecFromObject(body);
     if (!spec.ok()) return Error(spec.status());
@@ -350,6 +374,23 @@ ApiResponse ObjectApi::Create(const ApiRequest& request, const ApiPath& path) {
 
 ApiResponse ObjectApi::Get(const ApiRequest& request, const ApiPath& path) {
   auto object = store_->Get(*path.kind, path.namespace_name, path.name);
+  if (absl::IsNotFound(object.status()) && *path.kind == Kind::kLease &&
+      path.namespace_name == "kube-node-lease") {
+    // A node's heartbeat Lease, which `kubectl describe node` shows: not stored, made up for
+    // each node the sim has.
+    auto node = store_->Get(Kind::kNode, "", path.name);
+    if (!node.ok()) return Error(object.status());
+    const std::string renew =
+        absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone());
+    return ApiResponse{
+        200, Dump(json{{"kind", "Lease"},
+                       {"apiVersion", std::string(InfoOf(Kind::kLease).group_version)},
+                       {"metadata", {{"name", path.name}, {"namespace", path.namespace_name}}},
+                       {"spec",
+                        {{"holderIdentity", path.name},
+                         {"leaseDurationSeconds", 40},
+                         {"renewTime", renew}}}})};
+  }
   if (!object.ok()) return Error(object.status());
   return ObjectResponse(200, **object, WantsTable(request.accept));
 }
@@ -357,6 +398,7 @@ ApiResponse ObjectApi::Get(const ApiRequest& request, const ApiPath& path) {
 ApiResponse ObjectApi::Delete(const ApiRequest& request, const ApiPath& path) {
   const Kind kind = *path.kind;
   std::string uid;
+  std::string resource_version;
   std::string propagation = "Background";
   if (!request.body.empty()) {
     json options = json::parse(request.body, nullptr, false);
@@ -364,7 +406,8 @@ ApiResponse ObjectApi::Delete(const ApiRequest& request, const ApiPath& path) {
       return Error(400, "the DeleteOptions body is not a JSON object");
     }
     if (options.contains("preconditions") && options["preconditions"].is_object()) {
-      uid = options["preconditions"].value("uid", "");
+      uid = JsonStr(options["preconditions"], "uid");
+      resource_version = JsonStr(options["preconditions"], "resourceVersion");
     }
     if (options.contains("propagationPolicy") && options["propagationPolicy"].is_string()) {
       propagation = options["propagationPolicy"].get<std::string>();
@@ -417,9 +460,10 @@ ApiResponse ObjectApi::Delete(const ApiRequest& request, const ApiPath& path) {
           false);
     }
   }
-  auto deleted = store_->DeleteObject(kind, path.namespace_name, path.name, uid);
+  auto deleted = store_->DeleteObject(kind, path.namespace_name, path.name, uid, resource_version);
   if (!deleted.ok()) return Error(deleted.status());
-  // Deployments and replica sets answer a Status (they are not ReturnDeletedObject); events too.
+  // Deployments and replica sets answer a Status (they are not ReturnDeletedObject); events and
+  // leases too (pkg/registry/coordination/lease/storage/storage.go).
   json status = {{"kind", "Status"},
                  {"apiVersion", "v1"},
                  {"metadata", json::object()},

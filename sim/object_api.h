@@ -5,9 +5,9 @@
 // attach and portforward (the sim runs no containers). sim/README.md lists what works.
 //
 // Independent of the HTTP library: SimServer turns each request into an ApiRequest and writes the
-// ApiResponse. LIST and WATCH of every kind stay with SimServer (one watch machinery). Leases are
-// not ObjectApi's (SimServer::HandleLeases serves them from their own store, sim/leases.h); only
-// their group's discovery documents are here.
+// ApiResponse. LIST and WATCH of every kind stay with SimServer (one watch machinery). Leases
+// follow their strategy (pkg/registry/coordination/lease/strategy.go): a PUT creates a missing
+// one, an update must name its resourceVersion, and the sim has no PATCH for them.
 #ifndef FITLEDGER_SIM_OBJECT_API_H_
 #define FITLEDGER_SIM_OBJECT_API_H_
 
@@ -73,6 +73,7 @@ class ObjectApi {
   ApiResponse Patch(const ApiRequest& request, const ApiPath& path);
   ApiResponse Put(const ApiRequest& request, const ApiPath& path);
   ApiResponse Create(const ApiRequest& request, const ApiPath& path);
+  ApiResponse Create(const ApiRequest& request, const ApiPath& path, nlohmann::json body);
   ApiResponse Delete(const ApiRequest& request, const ApiPath& path);
   ApiResponse Get(const ApiRequest& request, const ApiPath& path);
   // GET / PATCH / PUT of a deployment's or a replica set's scale.

@@ -151,7 +151,8 @@ json Document(absl::string_view group_version_path) {
   json paths = json::object();
   json schemas = json::object();
   for (const KindInfo& info : AllKinds()) {
-    // Leases (SimServer::HandleLeases) have no document: the root does not list their group.
+    // Leases have no document (the sim has none for coordination.k8s.io): the root does not
+    // list their group.
     if (info.kind == Kind::kLease) continue;
     const std::string gv =
         info.group.empty() ? "api/v1" : absl::StrCat("apis/", info.group_version);

@@ -12,8 +12,7 @@
 
 namespace fitledger::sim {
 
-// The kinds the sim serves (sim/kinds.h describes each). ClusterStore (sim/store.h) keeps all but
-// kLease: coordination.k8s.io/v1 Leases have a store of their own (sim/leases.h).
+// The kinds the sim serves (sim/kinds.h describes each); ClusterStore (sim/store.h) keeps them all.
 enum class Kind { kPod, kNode, kEvent, kDeployment, kReplicaSet, kLease };
 
 // The indexed fields of a stored object that selectors can see (the API server's selectable

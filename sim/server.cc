@@ -19,7 +19,6 @@
 #include "nlohmann/json.hpp"
 #include "sim/field_validation.h"
 #include "sim/kinds.h"
-#include "sim/leases.h"
 #include "sim/objects.h"
 #include "sim/protobuf.h"
 #include "sim/status.h"
@@ -204,7 +203,6 @@ struct SimServer::WatchState : WatchStream<ObjectPtr, ObjectFilter> {};
 SimServer::SimServer(SimConfig config, ClusterStore* store)
     : config_(std::move(config)),
       store_(store),
-      leases_(std::make_unique<LeaseStore>(store, config_.event_window)),
       objects_(store),
       watch_list_(config_.watch_list),
       watch_lag_(config_.watch_lag),
@@ -323,7 +321,6 @@ void SimServer::Stop() {
 void SimServer::DropWatches() {
   ++watch_epoch_;
   store_->NotifyAll();
-  leases_->signal().Notify();
 }
 
 void SimServer::SleepUntil(absl::Time deadline) {
@@ -484,11 +481,6 @@ void SimServer::HandleApi(const httplib::Request& req, httplib::Response& res) {
     if (!decoded.ok()) return SendError(res, decoded);
     for (const std::string& warning : warnings) res.set_header("Warning", WarningHeader(warning));
   }
-  // coordination.k8s.io: Leases, in a store of their own, and the group's discovery documents
-  // (sim/leases.cc). Before ObjectApi, which does not serve Leases.
-  if (parts.size() >= 2 && parts[0] == "apis" && parts[1] == "coordination.k8s.io") {
-    return HandleLeases(req, res, parts);
-  }
   // Discovery of the groups, OpenAPI, updates and the other kinds (sim/object_api.h).
   ApiRequest api_request{
       method,   path, req.get_header_value("Content-Type"), req.get_header_value("Accept"),
@@ -500,7 +492,7 @@ void SimServer::HandleApi(const httplib::Request& req, httplib::Response& res) {
   // LIST and WATCH of the kinds other than pods and nodes.
   if (std::optional<ApiPath> route = ParseApiPath(path);
       get && route.has_value() && route->kind.has_value() && route->name.empty() &&
-      *route->kind != Kind::kPod && *route->kind != Kind::kNode && *route->kind != Kind::kLease) {
+      *route->kind != Kind::kPod && *route->kind != Kind::kNode) {
     return HandleListOrWatch(req, res, *route->kind, route->namespace_name);
   }
   auto not_found = [&] {
@@ -1193,7 +1185,6 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
   }
   if (path == "/sim/faults/expire" && post) {
     store_->ExpireHistory();
-    leases_->ExpireHistory();
     return SendOk(res);
   }
   if (path == "/sim/faults/bookmarks-only" && post) {
@@ -1204,7 +1195,6 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
       bookmarks_only_ = *on;
     }
     store_->NotifyAll();
-    leases_->signal().Notify();
     return SendOk(res);
   }
   if (path == "/sim/faults/down" && post) {
@@ -1233,7 +1223,6 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
   }
   if (path == "/sim/restart" && post) {
     store_->ForgetHistory();
-    leases_->ForgetHistory();
     DropWatches();
     return SendOk(res);
   }
@@ -1247,7 +1236,6 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
       watch_lag_ = *lag;
     }
     store_->NotifyAll();
-    leases_->signal().Notify();
     return SendOk(res);
   }
   std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());

@@ -34,7 +34,6 @@ class DataSink;
 
 namespace fitledger::sim {
 
-class LeaseStore;
 struct WatchGate;
 
 // Thread-safe. Start() spawns the listener, the delayed-kubelet thread and the controllers'
@@ -60,7 +59,6 @@ class SimServer {
 
  private:
   struct WatchState;
-  struct LeaseWatchState;
   struct BindingFault {
     bool all = false;
     std::set<std::string> names;  // "namespace/name"
@@ -96,9 +94,6 @@ class SimServer {
   // What a watch step reads of the sim (sim/watch_stream.h) for a stream begun at `epoch`.
   WatchGate Gate(uint64_t epoch) const;
   void Discovery(const std::string& path, httplib::Response& res);
-  // /apis/coordination.k8s.io/...: the group's discovery and Leases (defined in sim/leases.cc).
-  void HandleLeases(const httplib::Request& req, httplib::Response& res,
-                    const std::vector<std::string>& parts);
 
   // Runs (or schedules, with kubelet.admitDelay) the kubelet's admission of a bound pod.
   void OnPodBound(const std::string& namespace_name, const std::string& name);
@@ -125,7 +120,6 @@ class SimServer {
   // Constant after construction.
   const SimConfig config_;
   ClusterStore* const store_;
-  const std::unique_ptr<LeaseStore> leases_;
   ObjectApi objects_;
 
   // The deployment, replica set and garbage-collection controllers (started with the server).

@@ -36,10 +36,18 @@ namespace {
 // States kept for paged lists (each a sorted copy of one kind's keys at one resourceVersion).
 constexpr size_t kMaxStates = 8;
 
-// Leases are LeaseStore's (sim/leases.h), never ClusterStore's: the methods that take a Kind refuse
-// kLease (its map does not exist here).
-absl::Status LeaseRefused() {
-  return absl::InternalError("ClusterStore does not keep Leases (sim/leases.h)");
+// rest.BeforeDelete's check of DeleteOptions.preconditions (apiserver pkg/registry/rest/delete.go),
+// made before the storage's own: a Conflict on the kind, qualified by its group ("Pod",
+// "Lease.coordination.k8s.io").
+absl::Status DeletePreconditionFailed(Kind kind, absl::string_view name, bool uid,
+                                      absl::string_view asked, absl::string_view actual) {
+  const KindInfo& info = InfoOf(kind);
+  return absl::AbortedError(absl::StrCat(
+      "Operation cannot be fulfilled on ", info.name, info.group.empty() ? "" : ".", info.group,
+      " \"", name, "\": the ", uid ? "UID" : "ResourceVersion", " in the precondition (", asked,
+      ") does not match the ", uid ? "UID" : "ResourceVersion", " in record (", actual, "). ",
+      uid ? "The object might have been deleted and then recreated"
+          : "The object might have been modified"));
 }
 
 absl::Status PodNotFound(absl::string_view name) {
@@ -605,7 +613,6 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
 
 absl::StatusOr<ObjectPtr> ClusterStore::Get(Kind kind, absl::string_view namespace_name,
                                             absl::string_view name) const {
-  if (kind == Kind::kLease) return LeaseRefused();
   ReaderMutexLock lock(&mu_);
   const ObjectMap& map = MapLocked(kind);
   auto it = map.find(StoreKey(namespace_name, name));
@@ -620,7 +627,6 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreateObject(Kind kind, absl::string_vie
   if (kind == Kind::kPod || kind == Kind::kNode) {
     return absl::InternalError("CreateObject does not create pods or nodes");
   }
-  if (kind == Kind::kLease) return LeaseRefused();
   if (!object.contains("metadata") || !object["metadata"].is_object()) {
     object["metadata"] = json::object();
   }
@@ -671,7 +677,6 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreateObject(Kind kind, absl::string_vie
 absl::StatusOr<ObjectPtr> ClusterStore::UpdateObject(Kind kind, absl::string_view namespace_name,
                                                      absl::string_view name, uint64_t expected_rv,
                                                      json object) {
-  if (kind == Kind::kLease) return LeaseRefused();
   if (!object.is_object()) return absl::InvalidArgumentError("the object is not a JSON object");
   ObjectPtr published;
   {
@@ -705,6 +710,10 @@ absl::StatusOr<ObjectPtr> ClusterStore::UpdateObject(Kind kind, absl::string_vie
         metadata.erase(key);
       }
     }
+    // An update that changes nothing is not written (etcd3/store.go GuaranteedUpdate compares
+    // the new bytes with the old): the same version, no event.
+    metadata["resourceVersion"] = absl::StrCat(old->resource_version);
+    if (Dump(object) == old->json) return old;
     metadata["resourceVersion"] = absl::StrCat(resource_version_ + 1);
     auto stored = std::make_shared<StoredObject>(*old);
     stored->json = Dump(object);
@@ -742,13 +751,12 @@ int ClusterStore::ExpireEvents() {
   return expired;
 }
 
-absl::StatusOr<ObjectPtr> ClusterStore::DeleteObject(Kind kind, absl::string_view namespace_name,
-                                                     absl::string_view name,
-                                                     absl::string_view uid_precondition) {
+absl::StatusOr<ObjectPtr> ClusterStore::DeleteObject(
+    Kind kind, absl::string_view namespace_name, absl::string_view name,
+    absl::string_view uid_precondition, absl::string_view resource_version_precondition) {
   if (kind == Kind::kPod || kind == Kind::kNode) {
     return absl::InternalError("DeleteObject does not delete pods or nodes");
   }
-  if (kind == Kind::kLease) return LeaseRefused();
   ObjectPtr deleted;
   {
     MutexLock lock(&mu_);
@@ -760,10 +768,12 @@ absl::StatusOr<ObjectPtr> ClusterStore::DeleteObject(Kind kind, absl::string_vie
     }
     const ObjectPtr old = it->second;
     if (!uid_precondition.empty() && uid_precondition != old->uid) {
-      return absl::AbortedError(
-          absl::StrCat("Operation cannot be fulfilled on ", QualifiedResource(kind), " \"", name,
-                       "\": Precondition failed: UID in precondition: ", uid_precondition,
-                       ", UID in object meta: ", old->uid));
+      return DeletePreconditionFailed(kind, name, true, uid_precondition, old->uid);
+    }
+    if (!resource_version_precondition.empty() &&
+        resource_version_precondition != absl::StrCat(old->resource_version)) {
+      return DeletePreconditionFailed(kind, name, false, resource_version_precondition,
+                                      absl::StrCat(old->resource_version));
     }
     map.erase(it);
     ++resource_version_;
@@ -789,16 +799,12 @@ absl::StatusOr<ClusterStore::DeleteResult> ClusterStore::DeletePod(absl::string_
     if (it == pods_.end()) return PodNotFound(name);
     const ObjectPtr old = it->second;
     if (!request.uid.empty() && request.uid != old->uid) {
-      return absl::AbortedError(absl::StrCat("Operation cannot be fulfilled on pods \"", name,
-                                             "\": Precondition failed: UID in precondition: ",
-                                             request.uid, ", UID in object meta: ", old->uid));
+      return DeletePreconditionFailed(Kind::kPod, name, true, request.uid, old->uid);
     }
     if (!request.resource_version.empty() &&
         request.resource_version != absl::StrCat(old->resource_version)) {
-      return absl::AbortedError(absl::StrCat(
-          "Operation cannot be fulfilled on pods \"", name,
-          "\": Precondition failed: ResourceVersion in precondition: ", request.resource_version,
-          ", ResourceVersion in object meta: ", old->resource_version));
+      return DeletePreconditionFailed(Kind::kPod, name, false, request.resource_version,
+                                      absl::StrCat(old->resource_version));
     }
     json pod = json::parse(old->json);
     json& metadata = pod["metadata"];
@@ -1111,7 +1117,6 @@ std::shared_ptr<const ClusterStore::State> ClusterStore::StateAtLocked(Kind kind
 
 absl::StatusOr<ListResult> ClusterStore::List(const ListRequest& request) {
   const ObjectFilter& filter = request.filter;
-  if (filter.kind == Kind::kLease) return LeaseRefused();
   std::string start;
   std::optional<uint64_t> rv = request.exact;
   if (!request.continue_token.empty()) {
@@ -1260,11 +1265,6 @@ void ClusterStore::ForgetHistory() {
 uint64_t ClusterStore::resource_version() const {
   ReaderMutexLock lock(&mu_);
   return resource_version_;
-}
-
-uint64_t ClusterStore::AllocateResourceVersion() {
-  MutexLock lock(&mu_);
-  return ++resource_version_;
 }
 
 StoreStats ClusterStore::Stats() const {

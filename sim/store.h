@@ -132,8 +132,8 @@ struct GeneratedPodShape {
   ObjectFields fields;  // of a filled-in sample; namespace, name, node and pod IP set per pod
 };
 
-// Every kind but kLease (Leases have a store of their own, sim/leases.h): Get, List, CreateObject,
-// UpdateObject and DeleteObject answer Internal for kLease, and a watch of it sees nothing.
+// Every kind the sim serves, Leases too, with one resourceVersion and one event history: one
+// watch machinery serves them all (SimServer::HandleListOrWatch).
 //
 // Thread-safe: every public method takes mu_ (shared for reads) and never calls out while holding
 // it, except ChangeSignal::Notify after releasing it.
@@ -220,7 +220,7 @@ class ClusterStore {
   // admitted, or its node does not exist.
   std::optional<Admission> AdmitPod(absl::string_view namespace_name, absl::string_view name);
 
-  // Objects of the other kinds (events, deployments, replica sets), and updates of pods and
+  // Objects of the other kinds (events, deployments, replica sets, leases), and updates of pods and
   // nodes (PATCH, PUT; the HTTP layer computes the new object and applies the API server's update
   // rules first, sim/api_objects.h).
   //
@@ -244,10 +244,12 @@ class ClusterStore {
   int ExpireEvents();
 
   // Deletes an object of `kind` (not kPod: DeletePod; not kNode) at once (a DELETED event).
-  // NotFound; Aborted (409) when `uid_precondition` is set and differs.
+  // NotFound; Aborted (409) when a precondition (DeleteOptions.preconditions: uid,
+  // resourceVersion) is set and differs, worded as storage.Preconditions.Check
+  // (apiserver pkg/storage/interfaces.go).
   absl::StatusOr<ObjectPtr> DeleteObject(Kind kind, absl::string_view namespace_name,
-                                         absl::string_view name,
-                                         absl::string_view uid_precondition);
+                                         absl::string_view name, absl::string_view uid_precondition,
+                                         absl::string_view resource_version_precondition = "");
 
   // Sets status.phase (e.g. Succeeded); a terminal phase frees kubelet capacity. NotFound;
   // InvalidArgument for an unknown phase.
@@ -290,10 +292,6 @@ class ClusterStore {
   void ForgetHistory();
 
   uint64_t resource_version() const;
-  // Takes the next resourceVersion for an object kept outside this store (Leases, sim/leases.h):
-  // the API server's resourceVersion is one etcd revision across every kind. Records no event;
-  // pod and node watches skip the gap.
-  uint64_t AllocateResourceVersion();
   StoreStats Stats() const;
   // Bumped after every change to objects of `kind` (a pod watch does not wake for node
   // changes, nor the other way round; the other kinds share one signal).
@@ -371,12 +369,11 @@ class ClusterStore {
   uint64_t uid_counter_ ABSL_GUARDED_BY(mu_) = 0;
   ObjectMap pods_ ABSL_GUARDED_BY(mu_);
   ObjectMap nodes_ ABSL_GUARDED_BY(mu_);
-  // Events, deployments, replica sets (Kind order from kEvent). Leases are not here: the public
-  // methods refuse kLease before MapLocked sees it.
+  // Events, deployments, replica sets, leases (Kind order from kEvent).
   static constexpr int kFirstOtherKind = static_cast<int>(Kind::kEvent);
   static_assert(static_cast<int>(Kind::kReplicaSet) - kFirstOtherKind == 2 &&
                 static_cast<int>(Kind::kLease) - kFirstOtherKind == 3);
-  ObjectMap others_[3] ABSL_GUARDED_BY(mu_);
+  ObjectMap others_[4] ABSL_GUARDED_BY(mu_);
   std::map<std::string, int, std::less<>> node_index_ ABSL_GUARDED_BY(mu_);        // for IPs
   std::map<std::string, int64_t, std::less<>> pods_started_ ABSL_GUARDED_BY(mu_);  // per node
   std::deque<Event> history_ ABSL_GUARDED_BY(mu_);

@@ -132,6 +132,12 @@ json ReplicaSetCells(const json& rs, absl::Time now) {
   return cells;
 }
 
+// printers.go printLease: NAME HOLDER AGE.
+json LeaseCells(const json& lease, absl::Time now) {
+  return json::array({Str(Child(lease, "metadata"), "name"),
+                      Str(Child(lease, "spec"), "holderIdentity"), Age(lease, now)});
+}
+
 // printers.go printEvent: LAST SEEN TYPE REASON OBJECT MESSAGE (SUBOBJECT SOURCE FIRST SEEN COUNT
 // NAME with -o wide).
 json EventCells(const json& e, absl::Time now) {
@@ -192,6 +198,13 @@ json TableColumns(Kind kind) {
   const char* kAgeDescription =
       "CreationTimestamp is a timestamp representing the server time when this object was "
       "created.";
+  if (kind == Kind::kLease) {
+    return json::array(
+        {Column("Name", "string", "name", "Name must be unique within a namespace.", 0),
+         Column("Holder", "string", "",
+                "holderIdentity contains the identity of the holder of a current lease.", 0),
+         Column("Age", "string", "", kAgeDescription, 0)});
+  }
   if (kind == Kind::kDeployment || kind == Kind::kReplicaSet) {
     json columns = json::array(
         {Column("Name", "string", "name", "Name must be unique within a namespace.", 0)});
@@ -299,7 +312,8 @@ json TableRow(const StoredObject& object, absl::Time now, TableObject include) {
     case Kind::kReplicaSet:
       cells = ReplicaSetCells(j, now);
       break;
-    case Kind::kLease:  // not a ClusterStore object: LeaseTableJson (sim/leases.h)
+    case Kind::kLease:
+      cells = LeaseCells(j, now);
       break;
   }
   json row = {{"cells", cells}};

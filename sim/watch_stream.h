@@ -1,5 +1,5 @@
-// One watch stream of fitledger-sim, for every kind it serves (pods, nodes and the other objects
-// of ClusterStore, and Leases of LeaseStore): its state, and the step the HTTP server calls until
+// One watch stream of fitledger-sim, for every kind it serves (the objects of ClusterStore): its
+// state, and the step the HTTP server calls until
 // the stream ends. The rules are the API server's (cacher/cache_watcher.go): a watch from "" or
 // "0", or a WatchList, gets the current objects as ADDED first (a WatchList with bookmarks then a
 // BOOKMARK annotated k8s.io/initial-events-end); then the events as they become visible, a

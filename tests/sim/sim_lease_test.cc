@@ -91,9 +91,10 @@ TEST_F(SimLeaseTest, CreateGetAndUpdateWithOptimisticConcurrency) {
   json update = LeaseBody("sched", "pod-b_2", 1);
   HttpResult no_rv = Put("sched", update);
   EXPECT_EQ(no_rv.status, 422) << no_rv.raw;
-  EXPECT_THAT(no_rv.body.value("message", ""),
-              HasSubstr("metadata.resourceVersion: Invalid value: 0x0: must be specified for an "
-                        "update"));
+  EXPECT_THAT(
+      no_rv.body.value("message", ""),
+      HasSubstr("leases.coordination.k8s.io \"sched\" is invalid: metadata.resourceVersion: "
+                "Invalid value: 0: must be specified for an update"));
   update["metadata"]["resourceVersion"] = "1";
   HttpResult stale = Put("sched", update);
   EXPECT_EQ(stale.status, 409) << stale.raw;
@@ -209,15 +210,15 @@ TEST_F(SimLeaseTest, DeleteAnswersASuccessStatusAndTheWatchSeesDeleted) {
   const std::string uid = created.body["metadata"]["uid"];
   WatchStream watch(sim_->port(),
                     absl::StrCat(kLeases, "?watch=true&timeoutSeconds=10&resourceVersion=", rv));
-  // Preconditions that do not hold: 409 Conflict, nothing deleted (storage.Preconditions.Check).
+  // Preconditions that do not hold: 409 Conflict, nothing deleted (rest/delete.go BeforeDelete).
   HttpResult wrong_uid = Call(*client_, "DELETE", absl::StrCat(kLeases, "/sched"),
                               R"({"preconditions":{"uid":"not-the-uid"}})");
   EXPECT_EQ(wrong_uid.status, 409) << wrong_uid.raw;
-  EXPECT_EQ(wrong_uid.body.value("message", ""),
-            absl::StrCat("Operation cannot be fulfilled on leases.coordination.k8s.io \"sched\": "
-                         "Precondition failed: UID in precondition: not-the-uid, UID in object "
-                         "meta: ",
-                         uid));
+  EXPECT_EQ(
+      wrong_uid.body.value("message", ""),
+      absl::StrCat("Operation cannot be fulfilled on Lease.coordination.k8s.io \"sched\": the "
+                   "UID in the precondition (not-the-uid) does not match the UID in record (",
+                   uid, "). The object might have been deleted and then recreated"));
   EXPECT_EQ(Call(*client_, "DELETE", absl::StrCat(kLeases, "/sched"),
                  R"({"preconditions":{"resourceVersion":"1"}})")
                 .status,

@@ -564,11 +564,56 @@ TEST_F(StoreTest, OtherKindsCreateUpdateDelete) {
   EXPECT_EQ(batch.events[1].type, EventType::kModified);
 
   EXPECT_THAT(store_.DeleteObject(Kind::kDeployment, "default", name, "other-uid"),
-              StatusIs(absl::StatusCode::kAborted, HasSubstr("Precondition failed")));
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("Deployment.apps \"" + name +
+                                 "\": the UID in the precondition (other-uid) does not match")));
+  EXPECT_THAT(store_.DeleteObject(Kind::kDeployment, "default", name, "", "1"),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("the ResourceVersion in the precondition (1) does not match")));
   ASSERT_TRUE(store_.DeleteObject(Kind::kDeployment, "default", name, "").ok());
   EXPECT_THAT(store_.Get(Kind::kDeployment, "default", name),
               StatusIs(absl::StatusCode::kNotFound,
                        absl::StrCat("deployments.apps \"", name, "\" not found")));
+}
+
+// Leases live in the one store: one resourceVersion, one history, the same watch rules; an
+// update that changes nothing is not written (etcd3/store.go GuaranteedUpdate), for any kind.
+TEST_F(StoreTest, LeasesShareTheHistoryAndAnUnchangedUpdateIsNotWritten) {
+  json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata", {{"name", "sched"}}},
+                {"spec", {{"holderIdentity", "a_1"}, {"leaseDurationSeconds", 15}}}};
+  const uint64_t before = store_.resource_version();
+  auto created = store_.CreateObject(Kind::kLease, "kube-system", lease);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ((*created)->resource_version, before + 1);
+  json stored = json::parse((*created)->json);
+  auto same = store_.UpdateObject(Kind::kLease, "kube-system", "sched",
+                                  (*created)->resource_version, stored);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ((*same)->resource_version, (*created)->resource_version);
+  EXPECT_EQ(store_.resource_version(), before + 1);
+  stored["spec"]["holderIdentity"] = "b_2";
+  auto moved = store_.UpdateObject(Kind::kLease, "kube-system", "sched",
+                                   (*created)->resource_version, stored);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ((*moved)->resource_version, before + 2);
+
+  ObjectFilter leases;
+  leases.kind = Kind::kLease;
+  absl::StatusOr<FieldSelector> by_name = FieldSelector::Parse("metadata.name=sched", Kind::kLease);
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  leases.fields = *by_name;
+  WatchBatch batch = store_.Poll(leases, before, now_, absl::ZeroDuration(), 100);
+  ASSERT_EQ(batch.events.size(), 2u);  // ADDED, MODIFIED: the unchanged update left none
+  EXPECT_EQ(batch.events[0].type, EventType::kAdded);
+  EXPECT_EQ(batch.events[1].type, EventType::kModified);
+  ObjectFilter pods;
+  pods.kind = Kind::kPod;
+  EXPECT_TRUE(store_.Poll(pods, before, now_, absl::ZeroDuration(), 100).events.empty());
+  ASSERT_TRUE(store_.DeleteObject(Kind::kLease, "kube-system", "sched", "").ok());
+  EXPECT_EQ(store_.Poll(leases, before, now_, absl::ZeroDuration(), 100).events.back().type,
+            EventType::kDeleted);
 }
 
 TEST_F(StoreTest, EventsSelectableByInvolvedObject) {

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -78,6 +79,14 @@ func firstEvents(w watch.Interface, stop func(watch.Event) bool) string {
 			s := string(e.Type)
 			switch o := e.Object.(type) {
 			case *corev1.Pod:
+				if e.Type == watch.Bookmark {
+					if o.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
+						s += "(initial-events-end)"
+					}
+				} else {
+					s += "(" + o.Name + ")"
+				}
+			case *coordinationv1.Lease:
 				if e.Type == watch.Bookmark {
 					if o.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
 						s += "(initial-events-end)"
@@ -237,8 +246,40 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 		if err == nil {
 			obs["GET the Lease: decoded"] = fmt.Sprintf("holder=%s duration=%d transitions=%d", *got.Spec.HolderIdentity,
 				*got.Spec.LeaseDurationSeconds, *got.Spec.LeaseTransitions)
+			// An update that changes nothing is not written: the same resourceVersion.
+			same, err := leases.Update(ctx, got, metav1.UpdateOptions{})
+			obs["PUT the Lease unchanged"] = outcome(err)
+			if err == nil {
+				obs["PUT the Lease unchanged: resourceVersion kept"] = fmt.Sprint(same.ResourceVersion == got.ResourceVersion)
+			}
+			blind := got.DeepCopy()
+			blind.ResourceVersion = ""
+			_, err = leases.Update(ctx, blind, metav1.UpdateOptions{})
+			obs["PUT the Lease without a resourceVersion"] = outcome(err)
 		}
 	}
+	// A PUT of a Lease that does not exist creates it (AllowCreateOnUpdate).
+	second := lease + "-b"
+	_, err = leases.Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: second},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.UpdateOptions{})
+	obs["PUT a missing Lease"] = outcome(err)
+	page, err := read.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{Limit: 1})
+	obs["LIST Leases with limit=1"] = outcome(err)
+	if err == nil {
+		obs["LIST Leases with limit=1: page"] = fmt.Sprintf("items=%d continue=%v", len(page.Items), page.Continue != "")
+	}
+	w, err = read.CoordinationV1().Leases("default").Watch(ctx, metav1.ListOptions{SendInitialEvents: ptrBool(true),
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true,
+		FieldSelector: "metadata.name=" + second})
+	obs["WatchList a Lease by name"] = outcome(err)
+	if err == nil {
+		obs["WatchList a Lease by name: events"] = firstEvents(w, func(e watch.Event) bool { return e.Type == watch.Bookmark || e.Type == watch.Error })
+	}
+	// "... the ResourceVersion in record (N)": N is each server's own.
+	obs["DELETE a Lease with a stale resourceVersion precondition"] = regexp.MustCompile(`in record \(\d+\)`).ReplaceAllString(
+		outcome(leases.Delete(ctx, second, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: ptrString("1")}})),
+		"in record (N)")
+	obs["DELETE the second Lease"] = outcome(leases.Delete(ctx, second, metav1.DeleteOptions{}))
 
 	events := write.CoreV1().Events("default")
 	now := metav1.Now()
@@ -257,6 +298,11 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 		}
 		obs["LIST Events by involvedObject: items"] = strings.Join(rs, " ")
 	}
+	// "... the UID in record (U)": U is each server's own.
+	stale := types.UID("00000000-0000-0000-0000-000000000000")
+	obs["DELETE a pod with a stale UID precondition"] = regexp.MustCompile(`in record \([^)]*\)`).ReplaceAllString(
+		outcome(wpods.Delete(ctx, "diff-a", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &stale}})),
+		"in record (U)")
 	zero := int64(0)
 	err = wpods.Delete(ctx, "diff-a", metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	obs["DELETE the bound pod with gracePeriodSeconds=0"] = outcome(err)
@@ -270,8 +316,9 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 	return obs
 }
 
-func ptrBool(b bool) *bool    { return &b }
-func ptrInt32(v int32) *int32 { return &v }
+func ptrBool(b bool) *bool       { return &b }
+func ptrInt32(v int32) *int32    { return &v }
+func ptrString(v string) *string { return &v }
 
 // startSim runs fitledger-sim (no nodes, no watch lag) and returns its kubeconfig.
 func startSim(t *testing.T, c *cluster.Cluster) string {

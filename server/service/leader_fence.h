@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
-#include "server/kube/lease_watcher.h"
+#include "server/kube/objects.h"
 #include "server/kube/watcher.h"
 
 namespace fitledger {

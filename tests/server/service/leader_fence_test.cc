@@ -44,38 +44,6 @@ TEST(HolderIsIdentityTest, MatchesKubeSchedulersHostnameUnderscoreUuid) {
   }
 }
 
-TEST(ParseLeaseTest, ReadsTheLeaderElectionRecord) {
-  absl::StatusOr<kube::LeaseRecord> lease = kube::ParseLease(R"({
-    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-    "metadata": {"name": "fitledger-scheduler", "namespace": "fitledger", "resourceVersion": "42"},
-    "spec": {"holderIdentity": "pod-a_1234", "leaseDurationSeconds": 15,
-             "acquireTime": "2026-05-01T10:00:00.000000Z",
-             "renewTime": "2026-05-01T10:00:04.250000Z", "leaseTransitions": 3}})");
-  ASSERT_TRUE(lease.ok()) << lease.status();
-  EXPECT_EQ(lease->namespace_name, "fitledger");
-  EXPECT_EQ(lease->name, "fitledger-scheduler");
-  EXPECT_EQ(lease->resource_version, "42");
-  EXPECT_EQ(lease->holder_identity, "pod-a_1234");
-  EXPECT_EQ(lease->lease_duration_seconds, 15);
-  EXPECT_EQ(lease->lease_transitions, 3);
-  ASSERT_TRUE(lease->renew_time.has_value());
-  EXPECT_EQ(*lease->renew_time - *lease->acquire_time, absl::Milliseconds(4250));
-}
-
-TEST(ParseLeaseTest, AbsentFieldsAreZeroAndBadOnesAreNamed) {
-  absl::StatusOr<kube::LeaseRecord> lease =
-      kube::ParseLease(R"({"metadata":{"name":"l"},"spec":{"holderIdentity":null}})");
-  ASSERT_TRUE(lease.ok()) << lease.status();
-  EXPECT_EQ(lease->holder_identity, "");
-  EXPECT_FALSE(lease->renew_time.has_value());
-  EXPECT_THAT(kube::ParseLease(R"({"spec":{"leaseDurationSeconds":"15"}})").status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("leaseDurationSeconds")));
-  EXPECT_THAT(kube::ParseLease(R"({"spec":{"renewTime":"yesterday"}})").status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("spec.renewTime")));
-  EXPECT_THAT(kube::ParseLease("{not json").status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not JSON")));
-}
-
 // A fence over a scripted Lease, a relist that completes when the test says, and a count of
 // the re-reads asked for.
 class LeaderFenceTest : public ::testing::Test {

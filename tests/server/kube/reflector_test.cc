@@ -653,16 +653,21 @@ class Holders {
   std::vector<std::string> holders_ ABSL_GUARDED_BY(mu_);
 };
 
-TEST(LeaseWatcherTest, FollowsTheNamedLeaseAndRefreshListsConsistently) {
-  ScriptedApi api;
-  Holders holders;
+// The Lease kube-system/sched, retried at once.
+LeaseWatcherOptions SchedLease() {
   LeaseWatcherOptions options;
   options.namespace_name = "kube-system";
   options.name = "sched";
   options.initial_backoff = absl::Milliseconds(1);
   options.max_backoff = absl::Milliseconds(5);
   options.min_refresh_interval = absl::ZeroDuration();
-  LeaseWatcher watcher(&api, options, holders.OnChange());
+  return options;
+}
+
+TEST(LeaseWatcherTest, FollowsTheNamedLeaseAndRefreshListsConsistently) {
+  ScriptedApi api;
+  Holders holders;
+  LeaseWatcher watcher(&api, SchedLease(), holders.OnChange());
   // A server that ignored the field selector: the other Lease is never handed on.
   api.Push(LeaseList({LeaseObject("other", "x", "5"), LeaseObject("sched", "a", "6")}, "10"));
   api.Push(StreamReply(
@@ -699,10 +704,7 @@ TEST(LeaseWatcherTest, FollowsTheNamedLeaseAndRefreshListsConsistently) {
 TEST(LeaseWatcherTest, AnUndecodableLeaseIsSkippedAndADeletedOneStillRemoved) {
   ScriptedApi api;
   Holders holders;
-  LeaseWatcherOptions options;
-  options.namespace_name = "ns";
-  options.name = "sched";
-  LeaseWatcher watcher(&api, options, holders.OnChange());
+  LeaseWatcher watcher(&api, SchedLease(), holders.OnChange());
   const std::string bad = R"({"metadata":{"name":"sched","resourceVersion":"12"},)"
                           R"("spec":{"renewTime":"yesterday"}})";
   api.Push(LeaseList({LeaseObject("sched", "a", "6")}, "10"));

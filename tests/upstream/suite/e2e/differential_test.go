@@ -78,24 +78,16 @@ func firstEvents(w watch.Interface, stop func(watch.Event) bool) string {
 			}
 			s := string(e.Type)
 			switch o := e.Object.(type) {
-			case *corev1.Pod:
-				if e.Type == watch.Bookmark {
-					if o.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
-						s += "(initial-events-end)"
-					}
-				} else {
-					s += "(" + o.Name + ")"
-				}
-			case *coordinationv1.Lease:
-				if e.Type == watch.Bookmark {
-					if o.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
-						s += "(initial-events-end)"
-					}
-				} else {
-					s += "(" + o.Name + ")"
-				}
 			case *metav1.Status:
 				s += fmt.Sprintf("(%d %s: %s)", o.Code, o.Reason, o.Message)
+			case metav1.Object: // a Pod, a Lease
+				if e.Type == watch.Bookmark {
+					if o.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+						s += "(initial-events-end)"
+					}
+				} else {
+					s += "(" + o.GetName() + ")"
+				}
 			}
 			out = append(out, s)
 			if stop(e) {

@@ -33,21 +33,40 @@ OUT="${OUT:-$(mktemp -d /tmp/fitledger-all.XXXXXX)}"
 mkdir -p "$OUT"
 step() { echo "[$(date +%H:%M:%S)] tests/perf/all.sh: $*" >&2; }
 
-step "run.sh"
-"$PERF/run.sh" --out "$OUT/run" > "$OUT/run.log" 2>&1
-step "run.sh --churn 200"
-"$PERF/run.sh" --no-build --churn 200 --out "$OUT/churn" > "$OUT/churn.log" 2>&1
-step "grpc_hop.sh"
-"$PERF/grpc_hop.sh" --body "$OUT/run/body_names.json" --out "$OUT/hop" > "$OUT/hop.log" 2>&1
-step "scale.sh"
-"$PERF/scale.sh" --no-build --out "$OUT/scale" > "$OUT/scale.log" 2>&1
-step "sched.sh"
-"$PERF/sched.sh" --out "$OUT/sched" > "$OUT/sched.log" 2>&1
-step "sched.sh --sync"
-"$PERF/sched.sh" --sync --out "$OUT/sync" > "$OUT/sync.log" 2>&1
+# What the harnesses need, checked before the first one starts (each checks again).
+missing=()
+for tool in wrk:wrk nginx:nginx-light curl:curl python3:python3 /usr/lib/go-1.19/bin/go:golang-1.19-go; do
+  command -v "${tool%%:*}" >/dev/null || missing+=("${tool%%:*} (apt-get install ${tool#*:})")
+done
+command -v go >/dev/null || [[ -x /usr/local/go/bin/go ]] || missing+=("Go 1.26 for sched.sh (docs/testing.md)")
+if (( ${#missing[@]} )); then
+  printf 'tests/perf/all.sh needs: %s\n' "${missing[@]}" >&2
+  exit 2
+fi
+
+# One harness: its output in OUT/NAME.log. A harness that fails is reported (the end of its log)
+# and the next one runs; all.sh then exits 1.
+failed=()
+harness() {
+  local name="$1" rc=0
+  shift
+  step "$name: $*"
+  "$@" > "$OUT/$name.log" 2>&1 || rc=$?
+  if (( rc != 0 )); then
+    echo "tests/perf/all.sh: $name failed (exit $rc); the end of $OUT/$name.log:" >&2
+    tail -5 "$OUT/$name.log" >&2
+    failed+=("$name")
+  fi
+}
+
+harness run "$PERF/run.sh" --out "$OUT/run"
+harness churn "$PERF/run.sh" --no-build --churn 200 --out "$OUT/churn"
+harness hop "$PERF/grpc_hop.sh" --body "$OUT/run/body_names.json" --out "$OUT/hop"
+harness scale "$PERF/scale.sh" --no-build --out "$OUT/scale"
+harness sched "$PERF/sched.sh" --out "$OUT/sched"
+harness sync "$PERF/sched.sh" --sync --out "$OUT/sync"
 if (( SOAK )); then
-  step "soak.sh (an hour)"
-  "$PERF/soak.sh" --out "$OUT/soak" > "$OUT/soak.log" 2>&1
+  harness soak "$PERF/soak.sh" --out "$OUT/soak"
 fi
 
 {
@@ -66,4 +85,9 @@ fi
     echo "## $part (figures, no target)"
     cat "$OUT/$part/table.md"
   done
+  if (( ${#failed[@]} )); then
+    echo
+    echo "## failed (see OUT/NAME.log): ${failed[*]}"
+  fi
 } | tee "$OUT/targets.md"
+(( ${#failed[@]} == 0 ))

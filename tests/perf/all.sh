@@ -13,8 +13,8 @@
 #
 #   tests/perf/all.sh [--out DIR] [--soak]
 #
-# About 75 minutes without --soak on a 2-core machine. Each harness's own output is in
-# OUT/<name>/ (its table.md and log).
+# About 25 minutes without --soak on a 2-core machine (24.5 at 0a95822). Each harness's own
+# output is in OUT/<name>/ (its table.md and log).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PERF="$ROOT/tests/perf"

@@ -261,20 +261,33 @@ absl::Status CheckLeaseTypes(const json& lease) {
   return absl::OkStatus();
 }
 
-// ValidateLease (pkg/apis/coordination/validation/validation.go): the name is a DNS subdomain
-// (ValidateObjectMeta with ValidateLeaseName), spec.leaseDurationSeconds > 0 and
-// spec.leaseTransitions >= 0 when set.
-std::vector<std::string> LeaseErrors(const json& lease) {
+// ValidateLease (pkg/apis/coordination/validation/validation.go): on create, generateName as a
+// prefix and the name are DNS subdomains (ValidateObjectMeta with NameIsDNSSubdomain);
+// spec.leaseDurationSeconds > 0 and spec.leaseTransitions >= 0 when set.
+std::vector<std::string> LeaseErrors(const json& lease, bool create) {
   std::vector<std::string> errors;
-  const std::string name = JsonStr(JsonMember(lease, "metadata"), "name");
-  if (!IsDns1123Subdomain(name)) {
+  auto subdomain = [&errors](absl::string_view field, absl::string_view value) {
     errors.push_back(absl::StrCat(
-        "metadata.name: Invalid value: \"", name,
+        "metadata.", field, ": Invalid value: \"", value,
         "\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
         "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
         "regex used for validation is "
         "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"));
+  };
+  const json& metadata = JsonMember(lease, "metadata");
+  // ValidateObjectMetaAccessor: generateName first, as a prefix (NameIsDNSSubdomain with
+  // prefix=true masks a trailing dash as maskTrailingDash does: the last two characters become
+  // "a"), then the name.
+  // On update only the spec is validated (ValidateLeaseUpdate: ValidateObjectMetaUpdate), and
+  // the name cannot change.
+  const std::string generate = create ? JsonStr(metadata, "generateName") : "";
+  if (!generate.empty()) {
+    std::string masked = generate;
+    if (masked.size() > 1 && masked.back() == '-') masked = masked.substr(0, masked.size() - 2) + "a";
+    if (!IsDns1123Subdomain(masked)) subdomain("generateName", generate);
   }
+  const std::string name = JsonStr(metadata, "name");
+  if (!IsDns1123Subdomain(name)) subdomain("name", name);
   const json& spec = JsonMember(lease, "spec");
   const json& duration = JsonMember(spec, "leaseDurationSeconds");
   if (duration.is_number_integer() && duration.get<int64_t>() <= 0) {
@@ -390,9 +403,10 @@ absl::StatusOr<json> PrepareCreate(Kind kind, absl::string_view path_namespace, 
     }
   } else if (kind == Kind::kLease) {
     if (absl::Status s = CheckLeaseTypes(object); !s.ok()) return s;
-    // A name from generateName is the store's; a missing one is its 422 too.
+    // ObjectApi::Create names a Lease from its generateName first; a missing name is the store's
+    // 422.
     if (!name.empty()) {
-      std::vector<std::string> errors = LeaseErrors(object);
+      std::vector<std::string> errors = LeaseErrors(object, /*create=*/true);
       if (!errors.empty()) return Invalid(kind, name, errors);
     }
   }
@@ -534,7 +548,7 @@ absl::StatusOr<json> PrepareUpdate(Kind kind, Subresource subresource, const jso
   if (kind == Kind::kLease) {
     if (absl::Status s = CheckLeaseTypes(updated); !s.ok()) return s;
     metadata["name"] = std::string(url_name);
-    std::vector<std::string> errors = LeaseErrors(updated);
+    std::vector<std::string> errors = LeaseErrors(updated, /*create=*/false);
     if (!errors.empty()) return Invalid(kind, url_name, errors);
   }
   return updated;

@@ -23,6 +23,23 @@ using nlohmann::json;
 
 namespace {
 
+// A PUT's uid precondition that failed: the storage's InvalidObj error through
+// InterpretUpdateError, a 409 Conflict quoting the storage error (apiserver pkg/storage/errors.go
+// StorageError.Error) with the object's etcd key under kube-apiserver's default prefix /registry
+// (nodes are stored as "minions") and ResourceVersion 0 (NewInvalidObjError sets none).
+absl::Status UidPreconditionFailed(Kind kind, const ApiPath& path, absl::string_view asked,
+                                   absl::string_view stored) {
+  const KindInfo& info = InfoOf(kind);
+  const std::string key =
+      absl::StrCat("/registry/", kind == Kind::kNode ? "minions" : info.resource, "/",
+                   info.namespaced ? absl::StrCat(path.namespace_name, "/") : "", path.name);
+  return absl::AbortedError(absl::StrCat(
+      "Operation cannot be fulfilled on ", QualifiedResource(kind), " \"", path.name,
+      "\": StorageError: invalid object, Code: 4, Key: ", key,
+      ", ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: ", asked,
+      ", UID in object meta: ", stored));
+}
+
 // How many times a PATCH or an unconditional PUT is retried after losing a race with another
 // writer (the API server's GuaranteedUpdate retries until it wins).
 constexpr int kUpdateAttempts = 16;
@@ -307,17 +324,33 @@ ApiResponse ObjectApi::Put(const ApiRequest& request, const ApiPath& path) {
                  "the body of the request was in an unknown format - accepted media types "
                  "include: application/json");
   }
+  // The update handler's first check (rest.EnsureObjectNamespaceMatchesRequestNamespace).
+  const std::string ns = JsonStr(JsonMember(body, "metadata"), "namespace");
+  if (InfoOf(*path.kind).namespaced && !ns.empty() && ns != path.namespace_name) {
+    return Error(400,
+                 "the namespace of the provided object does not match the namespace sent on the "
+                 "request");
+  }
+  // The body's metadata.uid, if any, is a precondition of the update (rest.DefaultUpdatedObjectInfo
+  // Preconditions), checked by the storage against the stored object before anything else
+  // (etcd3 store.go GuaranteedUpdate: storage.Preconditions.Check), so a 409, not a 422.
+  const std::string uid = JsonStr(JsonMember(body, "metadata"), "uid");
   if (*path.kind == Kind::kLease && path.subresource.empty()) {
     // The Lease strategy's AllowCreateOnUpdate: a PUT of a Lease that does not exist creates it
     // (registry/generic/registry/store.go Update), 201.
     auto current = store_->Get(Kind::kLease, path.namespace_name, path.name);
     if (absl::IsNotFound(current.status())) {
+      // The precondition is checked against the empty object: a client's cached copy of a Lease
+      // deleted meanwhile does not create it again.
+      if (!uid.empty()) return Error(UidPreconditionFailed(*path.kind, path, uid, ""));
       const std::string name = JsonStr(JsonMember(body, "metadata"), "name");
       if (!name.empty() && name != path.name) {
         return Error(400, absl::StrCat("the name of the object (", name,
                                        ") does not match the name on the URL (", path.name, ")"));
       }
-      body["metadata"]["name"] = path.name;
+      if (!body.contains("metadata")) body["metadata"] = json::object();
+      // A metadata that is no object gets PrepareCreate's 400.
+      if (body["metadata"].is_object()) body["metadata"]["name"] = path.name;
       ApiResponse created = Create(request, path, std::move(body));
       // Created meanwhile by another request: update it, as the API server's retry would.
       if (created.code != 409 || !absl::StrContains(created.body, "AlreadyExists")) {
@@ -327,7 +360,13 @@ ApiResponse ObjectApi::Put(const ApiRequest& request, const ApiPath& path) {
     }
   }
   return Update(
-      path, [&](const json&) -> absl::StatusOr<json> { return body; }, WantsTable(request.accept));
+      path,
+      [&](const json& old) -> absl::StatusOr<json> {
+        const std::string stored = JsonStr(JsonMember(old, "metadata"), "uid");
+        if (!uid.empty() && uid != stored) return UidPreconditionFailed(*path.kind, path, uid, stored);
+        return body;
+      },
+      WantsTable(request.accept));
 }
 
 ApiResponse ObjectApi::Create(const ApiRequest& request, const ApiPath& path) {
@@ -364,6 +403,13 @@ ApiResponse ObjectApi::Create(const ApiRequest& request, const ApiPath& path, js
         false);
     if (stored.code == 200) stored.code = 201;
     return stored;
+  }
+  if (kind == Kind::kLease && JsonMember(body, "metadata").is_object() &&
+      JsonStr(body["metadata"], "name").empty()) {
+    // rest.BeforeCreate generates the name before the strategy validates the object, so a Lease
+    // named by generateName is validated, its generated name too (ValidateLease).
+    const std::string generate = JsonStr(body["metadata"], "generateName");
+    if (!generate.empty()) body["metadata"]["name"] = store_->GenerateName(generate);
   }
   absl::StatusOr<json> prepared = PrepareCreate(kind, path.namespace_name, std::move(body));
   if (!prepared.ok()) return Error(prepared.status());
@@ -428,6 +474,12 @@ ApiResponse ObjectApi::Delete(const ApiRequest& request, const ApiPath& path) {
     // (pkg/controller/garbagecollector orphanDependents).
     auto owner = store_->Get(kind, path.namespace_name, path.name);
     if (!owner.ok()) return Error(owner.status());
+    // A failed precondition leaves the dependents as they were (rest.BeforeDelete fails the
+    // delete before the orphan finalizer is set).
+    if (absl::Status s = CheckDeletePreconditions(kind, path.name, **owner, uid, resource_version);
+        !s.ok()) {
+      return Error(s);
+    }
     const std::string owner_uid = (*owner)->uid;
     ObjectFilter filter;
     filter.kind = kind == Kind::kDeployment ? Kind::kReplicaSet : Kind::kPod;

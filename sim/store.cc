@@ -211,7 +211,26 @@ bool ObjectFilter::Matches(const StoredObject& object) const {
   return fields.Matches(object.fields) && labels.Matches(object.fields.labels);
 }
 
+absl::Status CheckDeletePreconditions(Kind kind, absl::string_view name,
+                                      const StoredObject& object, absl::string_view uid,
+                                      absl::string_view resource_version) {
+  if (!uid.empty() && uid != object.uid) {
+    return DeletePreconditionFailed(kind, name, true, uid, object.uid);
+  }
+  if (!resource_version.empty() && resource_version != absl::StrCat(object.resource_version)) {
+    return DeletePreconditionFailed(kind, name, false, resource_version,
+                                    absl::StrCat(object.resource_version));
+  }
+  return absl::OkStatus();
+}
+
 ClusterStore::ClusterStore(Options options) : options_(std::move(options)) {}
+
+std::string ClusterStore::GenerateName(absl::string_view prefix) {
+  MutexLock lock(&mu_);
+  // Its own sequence (the top bit set), apart from CreateObject's suffixes.
+  return absl::StrCat(prefix, RandomSuffix((uint64_t{1} << 63) | ++generated_names_));
+}
 
 std::string ClusterStore::NextUidLocked() { return FormatUid(ProcessSalt(), ++uid_counter_); }
 
@@ -767,14 +786,8 @@ absl::StatusOr<ObjectPtr> ClusterStore::DeleteObject(
           absl::StrCat(QualifiedResource(kind), " \"", name, "\" not found"));
     }
     const ObjectPtr old = it->second;
-    if (!uid_precondition.empty() && uid_precondition != old->uid) {
-      return DeletePreconditionFailed(kind, name, true, uid_precondition, old->uid);
-    }
-    if (!resource_version_precondition.empty() &&
-        resource_version_precondition != absl::StrCat(old->resource_version)) {
-      return DeletePreconditionFailed(kind, name, false, resource_version_precondition,
-                                      absl::StrCat(old->resource_version));
-    }
+    RETURN_IF_ERROR(CheckDeletePreconditions(kind, name, *old, uid_precondition,
+                                             resource_version_precondition));
     map.erase(it);
     ++resource_version_;
     const std::vector<std::pair<absl::string_view, std::string>> members = {
@@ -798,14 +811,8 @@ absl::StatusOr<ClusterStore::DeleteResult> ClusterStore::DeletePod(absl::string_
     auto it = pods_.find(StoreKey(namespace_name, name));
     if (it == pods_.end()) return PodNotFound(name);
     const ObjectPtr old = it->second;
-    if (!request.uid.empty() && request.uid != old->uid) {
-      return DeletePreconditionFailed(Kind::kPod, name, true, request.uid, old->uid);
-    }
-    if (!request.resource_version.empty() &&
-        request.resource_version != absl::StrCat(old->resource_version)) {
-      return DeletePreconditionFailed(Kind::kPod, name, false, request.resource_version,
-                                      absl::StrCat(old->resource_version));
-    }
+    RETURN_IF_ERROR(
+        CheckDeletePreconditions(Kind::kPod, name, *old, request.uid, request.resource_version));
     json pod = json::parse(old->json);
     json& metadata = pod["metadata"];
     const json& spec = pod["spec"];

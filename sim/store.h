@@ -62,6 +62,13 @@ struct StoredObject {
 };
 using ObjectPtr = std::shared_ptr<const StoredObject>;
 
+// A delete's preconditions (DeleteOptions.preconditions: uid, resourceVersion; empty: not set)
+// against `object`, the stored version of `name`: Aborted (409) worded as rest.BeforeDelete words
+// it (apiserver pkg/registry/rest/delete.go), which checks them before any finalizer or orphaning.
+absl::Status CheckDeletePreconditions(Kind kind, absl::string_view name,
+                                      const StoredObject& object, absl::string_view uid,
+                                      absl::string_view resource_version);
+
 enum class EventType { kAdded, kModified, kDeleted };
 absl::string_view EventTypeName(EventType type);
 
@@ -243,10 +250,14 @@ class ClusterStore {
   // each). Returns how many. The controllers' loop calls it.
   int ExpireEvents();
 
+  // A name for metadata.generateName `prefix`, as CreateObject would make one (the prefix and 5
+  // random characters: apiserver's names.SimpleNameGenerator), for a create that validates the
+  // name before it stores the object.
+  std::string GenerateName(absl::string_view prefix);
+
   // Deletes an object of `kind` (not kPod: DeletePod; not kNode) at once (a DELETED event).
   // NotFound; Aborted (409) when a precondition (DeleteOptions.preconditions: uid,
-  // resourceVersion) is set and differs, worded as storage.Preconditions.Check
-  // (apiserver pkg/storage/interfaces.go).
+  // resourceVersion) is set and differs (CheckDeletePreconditions).
   absl::StatusOr<ObjectPtr> DeleteObject(Kind kind, absl::string_view namespace_name,
                                          absl::string_view name, absl::string_view uid_precondition,
                                          absl::string_view resource_version_precondition = "");
@@ -367,6 +378,7 @@ class ClusterStore {
   // Guarded by mu_.
   uint64_t resource_version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t uid_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generated_names_ ABSL_GUARDED_BY(mu_) = 0;  // GenerateName's
   ObjectMap pods_ ABSL_GUARDED_BY(mu_);
   ObjectMap nodes_ ABSL_GUARDED_BY(mu_);
   // Events, deployments, replica sets, leases (Kind order from kEvent).

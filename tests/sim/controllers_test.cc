@@ -1,13 +1,17 @@
 // The in-process controllers driven one pass at a time (Controllers::SyncOnce) over a real store.
 #include "sim/controllers.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "sim/api_objects.h"
+#include "sim/object_api.h"
 
 namespace fitledger::sim {
 namespace {
@@ -166,6 +170,42 @@ TEST_F(ControllersTest, DeletingTheDeploymentDeletesWhatItMade) {
   controllers_.SyncOnce();
   EXPECT_TRUE(Objects(Kind::kReplicaSet).empty());
   EXPECT_TRUE(Objects(Kind::kPod).empty());  // unbound pods: deleted at once
+}
+
+// DELETE ?propagationPolicy=Orphan with a precondition that does not hold fails before anything
+// is orphaned (rest.BeforeDelete checks the preconditions before the orphan finalizer is set:
+// apiserver pkg/registry/rest/delete.go); one that holds orphans the replica set, then deletes.
+TEST_F(ControllersTest, AnOrphaningDeleteWithAFailedPreconditionOrphansNothing) {
+  CreateDeployment(1);
+  controllers_.SyncOnce();
+  ASSERT_EQ(Objects(Kind::kReplicaSet).size(), 1u);
+  auto owned = [this] {
+    return absl::StrContains(Objects(Kind::kReplicaSet)[0]->json, "ownerReferences");
+  };
+  ASSERT_TRUE(owned());
+  ObjectApi api(&store_);
+  ApiRequest request;
+  request.method = "DELETE";
+  request.path = "/apis/apps/v1/namespaces/default/deployments/web";
+  request.body = R"({"propagationPolicy":"Orphan","preconditions":{"uid":"not-it"}})";
+  std::optional<ApiResponse> r = api.Handle(request);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, 409) << r->body;
+  EXPECT_THAT(r->body, HasSubstr("the UID in the precondition (not-it) does not match"));
+  request.body = R"({"propagationPolicy":"Orphan","preconditions":{"resourceVersion":"1"}})";
+  r = api.Handle(request);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, 409) << r->body;
+  EXPECT_TRUE(owned());
+  EXPECT_TRUE(store_.Get(Kind::kDeployment, "default", "web").ok());
+
+  request.body = absl::StrCat(R"({"propagationPolicy":"Orphan","preconditions":{"uid":")",
+                              (*store_.Get(Kind::kDeployment, "default", "web"))->uid, R"("}})");
+  r = api.Handle(request);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, 200) << r->body;
+  EXPECT_FALSE(owned());
+  EXPECT_FALSE(store_.Get(Kind::kDeployment, "default", "web").ok());
 }
 
 // The deployment is deleted while its replica set is due a pass anyway (one of its pods just

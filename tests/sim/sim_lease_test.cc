@@ -140,6 +140,72 @@ TEST_F(SimLeaseTest, ValidationAsTheApiServer) {
   EXPECT_EQ(Put("sched", LeaseBody("other-name", "a")).status, 400);
 }
 
+// A Lease named by generateName is validated with its generated name (rest.BeforeCreate names it
+// before ValidateLease), and generateName as a prefix too.
+TEST_F(SimLeaseTest, ALeaseNamedByGenerateNameIsValidated) {
+  json generated = LeaseBody("", "a");
+  generated["metadata"] = {{"generateName", "gen-"}};
+  generated["spec"]["leaseDurationSeconds"] = 0;
+  HttpResult r = Create(generated);
+  EXPECT_EQ(r.status, 422) << r.raw;
+  EXPECT_THAT(r.body.value("message", ""),
+              ContainsRegex("^Lease.coordination.k8s.io \"gen-[b-z2-9]{5}\" is invalid: "
+                            "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0$"));
+  generated["metadata"] = {{"generateName", "Bad_"}};
+  generated["spec"]["leaseDurationSeconds"] = 15;
+  r = Create(generated);
+  EXPECT_EQ(r.status, 422) << r.raw;
+  EXPECT_THAT(r.body.value("message", ""),
+              ContainsRegex("is invalid: \\[metadata.generateName: Invalid value: \"Bad_\": .*, "
+                            "metadata.name: Invalid value: \"Bad_[b-z2-9]{5}\": "));
+  // A trailing dash is masked, not an error; the stored Lease has the generated name.
+  generated["metadata"] = {{"generateName", "ok-"}};
+  r = Create(generated);
+  ASSERT_EQ(r.status, 201) << r.raw;
+  EXPECT_THAT(r.body["metadata"]["name"].get<std::string>(), ContainsRegex("^ok-[b-z2-9]{5}$"));
+  EXPECT_EQ(r.body["metadata"]["generateName"], "ok-");
+}
+
+// A PUT: the namespace in the body must be the request's (400); a metadata that is no object is a
+// 400, not a crash; the body's uid is a precondition checked before anything else (409), so a
+// client's cached copy of a deleted Lease does not create it again.
+TEST_F(SimLeaseTest, APutChecksTheNamespaceAndTheUidAsTheApiServer) {
+  HttpResult created = Create(LeaseBody("sched", "a"));
+  ASSERT_EQ(created.status, 201) << created.raw;
+  const std::string uid = created.body["metadata"]["uid"];
+  json other_ns = created.body;
+  other_ns["metadata"]["namespace"] = "elsewhere";
+  HttpResult r = Put("sched", other_ns);
+  EXPECT_EQ(r.status, 400) << r.raw;
+  EXPECT_EQ(r.body.value("message", ""),
+            "the namespace of the provided object does not match the namespace sent on the "
+            "request");
+  json no_metadata = LeaseBody("x", "a");
+  no_metadata["metadata"] = "not an object";
+  EXPECT_EQ(Put("missing", no_metadata).status, 400);
+  EXPECT_EQ(Put("sched", no_metadata).status, 400);
+
+  json wrong_uid = created.body;
+  wrong_uid["metadata"]["uid"] = "not-the-uid";
+  r = Put("sched", wrong_uid);
+  EXPECT_EQ(r.status, 409) << r.raw;
+  EXPECT_EQ(r.body.value("reason", ""), "Conflict");
+  EXPECT_EQ(r.body.value("message", ""),
+            absl::StrCat("Operation cannot be fulfilled on leases.coordination.k8s.io \"sched\": "
+                         "StorageError: invalid object, Code: 4, Key: "
+                         "/registry/leases/fitledger/sched, ResourceVersion: 0, AdditionalErrorMsg: "
+                         "Precondition failed: UID in precondition: not-the-uid, UID in object "
+                         "meta: ",
+                         uid));
+
+  ASSERT_EQ(Call(*client_, "DELETE", absl::StrCat(kLeases, "/sched")).status, 200);
+  r = Put("sched", created.body);
+  EXPECT_EQ(r.status, 409) << r.raw;
+  EXPECT_THAT(r.body.value("message", ""),
+              HasSubstr(absl::StrCat("UID in precondition: ", uid, ", UID in object meta: ")));
+  EXPECT_EQ(Get("sched").status, 404);
+}
+
 TEST_F(SimLeaseTest, ListAndWatchByNameSeeOnlyThatLease) {
   ASSERT_EQ(Create(LeaseBody("sched", "pod-a_1")).status, 201);
   ASSERT_EQ(Create(LeaseBody("unrelated", "x")).status, 201);

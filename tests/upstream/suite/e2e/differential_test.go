@@ -255,6 +255,38 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 	_, err = leases.Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: second},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.UpdateOptions{})
 	obs["PUT a missing Lease"] = outcome(err)
+	// A Lease named by generateName is validated with its generated name, and generateName as a
+	// prefix too (rest.BeforeCreate names it before ValidateLease). The 5 random characters differ.
+	generated := regexp.MustCompile(`(diff-gen-|Bad_)[a-z0-9]{5}`)
+	_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{GenerateName: "diff-gen-"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptrInt32(0)}}, metav1.CreateOptions{})
+	obs["POST a Lease by generateName with leaseDurationSeconds 0"] = generated.ReplaceAllString(outcome(err), "${1}R")
+	_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{GenerateName: "Bad_"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{})
+	obs["POST a Lease by an invalid generateName"] = generated.ReplaceAllString(outcome(err), "${1}R")
+	// A PUT whose body names another namespace; a PUT's uid is a precondition (a 409, checked
+	// before anything else): a cached copy of a deleted Lease does not create it again, and one of
+	// a Lease recreated since is refused. The UIDs are each server's own.
+	uids := regexp.MustCompile(`UID in (precondition|object meta): [0-9a-f-]+`)
+	third := lease + "-c"
+	cached, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: third},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{})
+	obs["POST a third Lease"] = outcome(err)
+	if err == nil {
+		moved := cached.DeepCopy()
+		moved.Namespace = "kube-system"
+		_, err = leases.Update(ctx, moved, metav1.UpdateOptions{})
+		obs["PUT a Lease whose body names another namespace"] = outcome(err)
+		obs["DELETE the third Lease"] = outcome(leases.Delete(ctx, third, metav1.DeleteOptions{}))
+		_, err = leases.Update(ctx, cached, metav1.UpdateOptions{})
+		obs["PUT a deleted Lease's cached copy"] = uids.ReplaceAllString(outcome(err), "UID in $1: U")
+		_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: third},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{})
+		obs["POST the third Lease again"] = outcome(err)
+		_, err = leases.Update(ctx, cached, metav1.UpdateOptions{})
+		obs["PUT a recreated Lease's old cached copy"] = uids.ReplaceAllString(outcome(err), "UID in $1: U")
+		obs["DELETE the recreated third Lease"] = outcome(leases.Delete(ctx, third, metav1.DeleteOptions{}))
+	}
 	page, err := read.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{Limit: 1})
 	obs["LIST Leases with limit=1"] = outcome(err)
 	if err == nil {

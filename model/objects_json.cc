@@ -1,5 +1,6 @@
 #include "model/objects_json.h"
 
+#include <limits>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -101,6 +102,13 @@ absl::StatusOr<QuantityList> DecodeQuantities(value& v, const Path& field) {
     }
     absl::StatusOr<Quantity> q = Quantity::Parse(absl::StripAsciiWhitespace(Sv(text)));
     if (!q.ok()) return FieldError(at, q.status().message());
+    // A key given twice: the last one counts, as Go's decoding into a ResourceList (a map) has it.
+    for (auto& [name, quantity] : out) {
+      if (name == Sv(key)) {
+        quantity = *q;
+        return absl::OkStatus();
+      }
+    }
     out.emplace_back(std::string(key), *q);
     return absl::OkStatus();
   }));
@@ -234,6 +242,12 @@ absl::StatusOr<Pod> DecodePod(value v, std::string* resource_version) {
           if (IsNull(s)) return absl::OkStatus();
           int64_t priority = 0;
           if (auto err = s.get_int64().get(priority)) return JsonError(Path(p, "priority"), err);
+          // spec.priority is an int32: Go's decoder refuses a larger number.
+          if (priority < std::numeric_limits<int32_t>::min() ||
+              priority > std::numeric_limits<int32_t>::max()) {
+            return FieldError(Path(p, "priority"),
+                              absl::StrCat(priority, " is out of the int32 range"));
+          }
           pod.priority = static_cast<int32_t>(priority);
         }
         return absl::OkStatus();

@@ -175,6 +175,9 @@ TEST(DecodePodTest, AnErrorNamesTheFieldWhereDecodingStopped) {
       {R"({"spec": {"resources": {"requests": {"cpu": []}}}})",
        "field spec.resources.requests.cpu: a quantity must be a string or a number"},
       {R"({"spec": {"priority": "high"}})", "field spec.priority: "},
+      {R"({"spec": {"priority": 3000000000}})",
+       "field spec.priority: 3000000000 is out of the int32 range"},
+      {R"({"spec": {"priority": -2147483649}})", "field spec.priority: "},
       {R"({"spec": {"nodeName": {}}})", "field spec.nodeName: "},
       {R"({"status": {"phase": 1}})", "field status.phase: "},
       {R"({"status": {"conditions": [{"type": "Ready"}, {"reason": 3}]}})",
@@ -193,6 +196,21 @@ TEST(DecodePodTest, AnErrorNamesTheFieldWhereDecodingStopped) {
     EXPECT_EQ(pod.status().message().substr(0, c.message.size()), c.message)
         << c.json << "\n  got: " << pod.status().message();
   }
+}
+
+// A resource list with a key given twice keeps the last value, as Go's decoding into a map does:
+// the overhead is not counted twice.
+TEST(DecodePodTest, ARepeatedResourceKeyKeepsTheLastValue) {
+  absl::StatusOr<Pod> pod = ParsePod(
+      R"({"spec": {"overhead": {"cpu": "1", "cpu": "250m"},
+                   "containers": [{"resources": {"requests": {"memory": "1Gi", "cpu": "1",
+                                                              "memory": "2Gi"}}}]}})");
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_THAT(pod->overhead, ElementsAre(Pair("cpu", Q("250m"))));
+  ASSERT_EQ(pod->containers.size(), 1u);
+  EXPECT_THAT(pod->containers[0].requests,
+              ElementsAre(Pair("memory", Q("2Gi")), Pair("cpu", Q("1"))));
+  EXPECT_EQ(ParsePod(R"({"spec": {"priority": 2147483647}})")->priority, 2147483647);
 }
 
 TEST(DecodePodTest, NotAnObjectIsAnError) {

@@ -64,7 +64,15 @@ absl::StatusOr<FilterResult> Extender::Filter(const Pod& pod,
   if (!synced_()) return NotSynced();
   if (fence_ != nullptr) RETURN_IF_ERROR(fence_->CheckServing(options_.clock->Now()));
   ASSIGN_OR_RETURN(Resources requests, PodRequests(pod, RequestBasis::kSpec));
-  Remember(pod.uid, requests);
+  if (pod.pod_requests.has_value()) {
+    // Bind assumes the pod on a node, where kube-scheduler's cache counts it on NodeInfo's basis:
+    // with pod-level requests, its scoring amounts default only what the pod's requests lack
+    // (RequestBasis), unlike the incoming pod's. Its fit amounts are the same.
+    ASSIGN_OR_RETURN(Resources on_node, PodRequests(pod, RequestBasis::kSpecAndStatus));
+    Remember(pod.uid, on_node);
+  } else {
+    Remember(pod.uid, requests);
+  }
   FilterResult result = ledger_->Filter(requests, node_names, pod.uid);
   if (LogEnabled(LogLevel::kDebug)) {
     LogDebug("filtered", {{"verb", "filter"},
@@ -116,7 +124,7 @@ absl::StatusOr<Resources> Extender::RequestsFor(const BindRequest& request, absl
                                             " not found (the pod by that name has UID ", pod->uid,
                                             ")"));
   }
-  return PodRequests(*pod, RequestBasis::kSpec);
+  return PodRequests(*pod, RequestBasis::kSpecAndStatus);  // as it will count on its node
 }
 
 void Extender::Count(const std::string& outcome) {

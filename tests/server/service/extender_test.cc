@@ -81,6 +81,10 @@ class FakeBinder : public kube::Binder {
     p.containers = {c};
     pods_["ns/" + name] = p;
   }
+  void SetPod(const Pod& pod) {
+    MutexLock lock(&mu_);
+    pods_[pod.namespace_name + "/" + pod.name] = pod;
+  }
   void RemovePod(const std::string& name) {
     MutexLock lock(&mu_);
     pods_.erase("ns/" + name);
@@ -453,6 +457,37 @@ TEST_F(ExtenderTest, BindWithoutFilterReadsThePodFromTheApi) {
   EXPECT_THAT(extender_.Bind({"", "p9", "", ""}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("; empty: PodNamespace, PodUID, Node")));
+}
+
+// A pod with pod-level requests is assumed as kube-scheduler's cache counts it on a node
+// (framework/types.go calculateResource): its scoring memory defaults only when the pod's
+// requests lack memory, so a container without requests adds no 200Mi here. Filter and Prioritize
+// still see it as the incoming pod. Both ways to the requests: Filter's, and the API's.
+TEST_F(ExtenderTest, APodWithPodLevelRequestsIsAssumedAsOnItsNode) {
+  Pod p = MakePod("u1", "p1", 0);
+  p.pod_requests = QuantityList{{"cpu", Quantity::FromMillis(500)}};
+  p.containers[0].requests = {{"memory", *Quantity::Parse("100Mi")}};
+  Container bare;
+  bare.name = "bare";
+  p.containers.push_back(bare);
+  ASSERT_THAT(extender_.Filter(p, {"w1"}), IsOk());
+  ASSERT_THAT(extender_.Bind({"ns", "p1", "u1", "w1"}), IsOk());
+  auto assumed = [this](const std::string& node) {
+    for (const NodeSummary& n : ledger_.Nodes()) {
+      if (n.name == node) return n.assumed;
+    }
+    return Resources();
+  };
+  EXPECT_EQ(assumed("w1").milli_cpu, 500);
+  EXPECT_EQ(assumed("w1").non_zero_memory_bytes, int64_t{100} << 20);
+
+  // Without Filter, the requests come from the API's copy of the pod.
+  p.uid = "u2";
+  p.name = "p2";
+  binder_.SetPod(p);
+  ASSERT_THAT(extender_.Bind({"ns", "p2", "u2", "w2"}), IsOk());
+  EXPECT_EQ(assumed("w2").milli_cpu, 500);
+  EXPECT_EQ(assumed("w2").non_zero_memory_bytes, int64_t{100} << 20);
 }
 
 TEST_F(ExtenderTest, ASuccessfulBindForgetsWhatFilterRemembered) {

@@ -413,6 +413,11 @@ absl::StatusOr<json> PrepareCreate(Kind kind, absl::string_view path_namespace, 
   return object;
 }
 
+absl::Status CheckDecodable(Kind kind, const json& object) {
+  if (absl::Status s = CheckTypeMeta(kind, object); !s.ok()) return s;
+  return kind == Kind::kLease ? CheckLeaseTypes(object) : absl::OkStatus();
+}
+
 absl::StatusOr<NodeSpec> NodeSpecFromObject(const json& node) {
   if (absl::Status s = CheckTypeMeta(Kind::kNode, node); !s.ok()) return s;
   NodeSpec spec;

@@ -33,6 +33,12 @@ absl::StatusOr<NodeSpec> NodeSpecFromObject(const nlohmann::json& node);
 
 enum class Subresource { kMain, kStatus };
 
+// What decoding a create's or an update's body into the kind refuses, before anything else is
+// checked (the handler decodes first: apiserver endpoints/handlers/create.go, update.go):
+// InvalidArgument (400) for a wrong apiVersion / kind or wrong JSON types (for Leases, the spec's
+// too). PrepareCreate and PrepareUpdate check the same again.
+absl::Status CheckDecodable(Kind kind, const nlohmann::json& object);
+
 // The object an update stores, from the stored `old` and the requested `updated` (a PUT body, or
 // `old` with a patch applied), as the API server's update does (apiserver rest/update.go
 // BeforeUpdate and the kind's strategy):

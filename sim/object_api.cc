@@ -324,7 +324,9 @@ ApiResponse ObjectApi::Put(const ApiRequest& request, const ApiPath& path) {
                  "the body of the request was in an unknown format - accepted media types "
                  "include: application/json");
   }
-  // The update handler's first check (rest.EnsureObjectNamespaceMatchesRequestNamespace).
+  // The body decoded into the kind (a 400), then the update handler's first check
+  // (rest.EnsureObjectNamespaceMatchesRequestNamespace).
+  if (absl::Status s = CheckDecodable(*path.kind, body); !s.ok()) return Error(s);
   const std::string ns = JsonStr(JsonMember(body, "metadata"), "namespace");
   if (InfoOf(*path.kind).namespaced && !ns.empty() && ns != path.namespace_name) {
     return Error(400,

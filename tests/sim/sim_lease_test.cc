@@ -185,6 +185,14 @@ TEST_F(SimLeaseTest, APutChecksTheNamespaceAndTheUidAsTheApiServer) {
   EXPECT_EQ(Put("missing", no_metadata).status, 400);
   EXPECT_EQ(Put("sched", no_metadata).status, 400);
 
+  // Decoding comes first: a wrong type is a 400 even with a stale resourceVersion.
+  json typed = created.body;
+  typed["metadata"]["resourceVersion"] = "1";
+  typed["spec"]["leaseDurationSeconds"] = "15";
+  r = Put("sched", typed);
+  EXPECT_EQ(r.status, 400) << r.raw;
+  EXPECT_THAT(r.body.value("message", ""), HasSubstr("cannot be handled as a Lease"));
+
   json wrong_uid = created.body;
   wrong_uid["metadata"]["uid"] = "not-the-uid";
   r = Put("sched", wrong_uid);

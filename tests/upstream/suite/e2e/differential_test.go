@@ -277,6 +277,12 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 		moved.Namespace = "kube-system"
 		_, err = leases.Update(ctx, moved, metav1.UpdateOptions{})
 		obs["PUT a Lease whose body names another namespace"] = outcome(err)
+		// Decoding comes before the resourceVersion check: a wrong field type with a stale
+		// resourceVersion is a 400. The decoder's own words differ: only the code and the start.
+		typed := fmt.Sprintf(`{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":%q,"resourceVersion":"1"},"spec":{"leaseDurationSeconds":"15"}}`, third)
+		err = write.CoordinationV1().RESTClient().Put().Namespace("default").Resource("leases").Name(third).
+			Body([]byte(typed)).SetHeader("Content-Type", "application/json").Do(ctx).Error()
+		obs["PUT a Lease with a wrong field type and a stale resourceVersion"] = regexp.MustCompile(`(cannot be handled as a Lease: ).*`).ReplaceAllString(outcome(err), "$1...")
 		obs["DELETE the third Lease"] = outcome(leases.Delete(ctx, third, metav1.DeleteOptions{}))
 		_, err = leases.Update(ctx, cached, metav1.UpdateOptions{})
 		obs["PUT a deleted Lease's cached copy"] = uids.ReplaceAllString(outcome(err), "UID in $1: U")

@@ -996,7 +996,9 @@ void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& re
     return SendStatus(res, code, ReasonForCode(code), message);
   }
   if (fault.has_value()) {
+    ++bindings_held_;
     SleepUntil(absl::Now() + fault->hang_for);
+    --bindings_held_;
     if (!fault->then_bind) {
       return SendStatus(res, 504, "Timeout",
                         "Timeout: request did not complete within the allowed duration");
@@ -1073,7 +1075,8 @@ void SimServer::HandleAdmin(const httplib::Request& req, httplib::Response& res)
                 {"bindings", stats.bindings},
                 {"nodes", stats.nodes},
                 {"resourceVersion", stats.resource_version},
-                {"watchesOpen", watches_open_.load()}};
+                {"watchesOpen", watches_open_.load()},
+                {"bindingsHeld", bindings_held_.load()}};
     return SendJson(res, 200, Dump(out));
   }
   if (path == "/sim/requests" && (req.method == "GET" || req.method == "DELETE")) {

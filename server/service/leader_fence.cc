@@ -1,5 +1,6 @@
 #include "server/service/leader_fence.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -71,6 +72,7 @@ void LeaderFence::PublishLocked() {
 void LeaderFence::OnLease(const std::optional<kube::LeaseRecord>& lease, absl::Time now) {
   uint64_t generation = 0;
   bool start = false;
+  bool waits = false;
   bool lost = false;
   std::string holder;
   {
@@ -83,12 +85,14 @@ void LeaderFence::OnLease(const std::optional<kube::LeaseRecord>& lease, absl::T
       const std::string term = TermKey(*lease);
       if (term != term_ || resync_ == Resync::kNone) {
         term_ = term;
-        resync_ = Resync::kListing;
+        resync_ = Resync::kWaiting;
         resync_started_ = now;
-        generation = ++generation_;
+        list_after_ = now + options_.handover_wait;
+        ++generation_;
         ever_held_ = true;
-        start = true;
+        waits = options_.handover_wait > absl::ZeroDuration();
       }
+      start = ListDueLocked(now, &generation);
     } else if (!ours && !term_.empty()) {
       // Another holder (or none): the term is over; holding again is a new one.
       term_.clear();
@@ -101,9 +105,26 @@ void LeaderFence::OnLease(const std::optional<kube::LeaseRecord>& lease, absl::T
     LogWarn("this server's scheduler no longer holds the Lease: refusing new binds",
             {{"lease", LeaseName()}, {"holder", holder}});
   }
-  if (!start) return;
+  if (waits && !start) {
+    LogInfo("this server's scheduler holds the Lease: waiting for the binds the previous "
+            "leader had in flight, then re-listing the pods before serving",
+            {{"lease", LeaseName()},
+             {"holder", holder},
+             {"wait", absl::FormatDuration(options_.handover_wait)}});
+  }
+  if (start) StartList(generation);
+}
+
+bool LeaderFence::ListDueLocked(absl::Time now, uint64_t* generation) {
+  if (resync_ != Resync::kWaiting || now < list_after_ || !HoldsLocked(now)) return false;
+  resync_ = Resync::kListing;
+  *generation = generation_;
+  return true;
+}
+
+void LeaderFence::StartList(uint64_t generation) {
   LogInfo("this server's scheduler holds the Lease: re-listing the pods before serving",
-          {{"lease", LeaseName()}, {"holder", holder}});
+          {{"lease", LeaseName()}, {"holder", stats().holder}});
   relist_([this, generation](const kube::ConsistentPodList& list) {
     OnPodList(generation, list, absl::Now());
   });
@@ -132,6 +153,15 @@ void LeaderFence::OnPodList(uint64_t generation, const kube::ConsistentPodList& 
 absl::Status LeaderFence::RefusalLocked(absl::Time now, bool bind, bool* refresh) const {
   *refresh = false;
   if (HoldsLocked(now)) {
+    if (resync_ == Resync::kWaiting) {
+      return absl::UnavailableError(absl::StrCat(
+          "not synced: this fitledger-server's scheduler became the leader (Lease ", LeaseName(),
+          "); waiting ",
+          absl::FormatDuration(absl::Trunc(std::max(list_after_ - now, absl::ZeroDuration()),
+                                           absl::Milliseconds(1))),
+          " more for the binds the previous leader had in flight, then re-listing the pods "
+          "from the API before answering; retry shortly"));
+    }
     return absl::UnavailableError(absl::StrCat(
         "not synced: this fitledger-server's scheduler became the leader (Lease ", LeaseName(),
         "); re-listing the pods from the API before answering (for ",
@@ -164,12 +194,24 @@ absl::Status LeaderFence::Check(absl::Time now, bool bind) {
     return absl::OkStatus();
   }
   bool refresh = false;
+  bool waiting = false;
   absl::Status refused;
   {
     ReaderMutexLock lock(&mu_);
     // The fast path may have missed a state published a moment ago.
     if (absl::ToUnixNanos(now) < serving_until_ns_.load()) return absl::OkStatus();
+    waiting = resync_ == Resync::kWaiting;
     refused = RefusalLocked(now, bind, &refresh);
+  }
+  if (waiting) {
+    // The handover wait may be over: a refused call starts the LIST if no Lease event did.
+    uint64_t generation = 0;
+    bool start = false;
+    {
+      MutexLock lock(&mu_);
+      start = ListDueLocked(now, &generation);
+    }
+    if (start) StartList(generation);
   }
   if (refresh && refresh_) refresh_();
   return refused;

@@ -31,6 +31,11 @@ struct LeaderFenceOptions {
   std::string lease_namespace;
   std::string lease_name;
   std::string identity;  // the hostname part of this pod's kube-scheduler identity
+  // How long after it sees its scheduler take a new term the fence waits before it asks for the
+  // LIST: a bind the previous leader's server had in flight then lands before the LIST, so the
+  // LIST counts it. fitledger-server sets the bind budget (the longest a bind takes) plus a
+  // second for the two servers' views of the Lease and their clocks. Zero: at once.
+  absl::Duration handover_wait = absl::ZeroDuration();
 };
 
 struct LeaderFenceStats {
@@ -49,10 +54,14 @@ struct LeaderFenceStats {
 // kube-scheduler of the same pod, on the same node's clock). A term is one holding: holder,
 // acquireTime and leaseTransitions (client-go leaderelection.go tryAcquireOrRenew writes a new
 // acquireTime and transitions + 1 on every acquisition and keeps both on a renewal). When the
-// Lease shows this server's scheduler holding a term it has not re-listed for, the fence asks
-// for a consistent LIST of pods (`relist`, Watcher::RequestConsistentPodList) and refuses every
-// verb ("not synced", Unavailable: kube-scheduler retries) until that LIST is applied: then
-// every bind the previous leader completed is counted. A renewal of the same term changes
+// Lease shows this server's scheduler holding a term it has not re-listed for, the fence waits
+// `handover_wait`, then asks for a consistent LIST of pods (`relist`,
+// Watcher::RequestConsistentPodList), and refuses every verb ("not synced", Unavailable:
+// kube-scheduler retries) until that LIST is applied: then every bind the previous leader
+// completed is counted. The wait is for the binds the previous leader's server had already
+// accepted when the Lease moved (a planned handover releases the Lease at once, while they still
+// run): each ends within the bind budget, so it lands before the LIST. It ends at the first
+// OnLease or check after it (kube-scheduler renews every retryPeriod and retries refused calls). A renewal of the same term changes
 // nothing; a Lease that showed the term expired and then renewed (this server's view lagged; no
 // one else acquired it, or the term would differ) needs no new LIST.
 //
@@ -88,7 +97,10 @@ class LeaderFence {
   const LeaderFenceOptions& options() const { return options_; }
 
  private:
-  enum class Resync { kNone, kListing, kDone };
+  enum class Resync { kNone, kWaiting, kListing, kDone };
+  // Asks for the LIST if the term's wait is over at `now`; true if it did (call StartList).
+  bool ListDueLocked(absl::Time now, uint64_t* generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartList(uint64_t generation);
   // The consistent LIST asked for term `generation` has been applied.
   void OnPodList(uint64_t generation, const kube::ConsistentPodList& list, absl::Time now);
   // Why the verbs are refused at `now` (REQUIRES: they are), and whether the Lease should be read
@@ -117,7 +129,8 @@ class LeaderFence {
   std::string term_ ABSL_GUARDED_BY(mu_);
   Resync resync_ ABSL_GUARDED_BY(mu_) = Resync::kNone;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // one per term
-  absl::Time resync_started_ ABSL_GUARDED_BY(mu_);
+  absl::Time resync_started_ ABSL_GUARDED_BY(mu_);  // the term seen
+  absl::Time list_after_ ABSL_GUARDED_BY(mu_);      // resync_started_ + handover_wait
   bool ever_held_ ABSL_GUARDED_BY(mu_) = false;
   LeaderFenceStats stats_ ABSL_GUARDED_BY(mu_);
 };

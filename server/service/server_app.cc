@@ -265,7 +265,9 @@ class ServerAppImpl : public ServerApp {
       if (gethostname(host, sizeof(host) - 1) == 0) identity = host;
     }
     return std::make_unique<LeaderFence>(
-        LeaderFenceOptions{config_.lease_namespace, config_.lease_name, identity},
+        LeaderFenceOptions{config_.lease_namespace, config_.lease_name, identity,
+                           // The previous leader's binds in flight end within the bind budget.
+                           config_.bind_budget + absl::Seconds(1)},
         [this](std::function<void(const kube::ConsistentPodList&)> done) {
           watcher_.RequestConsistentPodList(std::move(done));
         },

@@ -296,6 +296,67 @@ TEST_P(FailoverE2eTest, WithTheResyncTheNewLeaderCountsTheOldLeadersBindsAndNoth
   EXPECT_EQ(MetricValue(metrics_a, "fitledger_leader_resyncs_total"), 1);
 }
 
+// A planned handover: the old leader's server has a bind in flight when the Lease moves (the
+// binding POST hangs 2 s in the API, then binds). The new leader's server waits the bind budget
+// and a second before it re-lists, so its LIST counts that bind: with the workers one pod short
+// of full, it finds no room for more and the kubelet rejects nothing. (Re-listing at once, as
+// before the wait, its LIST lacked the pod in flight: it bound one more and the kubelet rejected
+// the pod in flight when it landed.)
+TEST_P(FailoverE2eTest, TheNewLeaderWaitsForTheOldLeadersBindInFlightBeforeItReLists) {
+  ASSERT_NO_FATAL_FAILURE(StartServers(true, GetParam()));
+  E2eCluster& c = *cluster_;
+  HttpResult created = c.Api("POST", "/apis/coordination.k8s.io/v1/namespaces/fitledger/leases",
+                             LeaseFor("pod-a_4f1c2b7e-0000-4000-8000-000000000001", 0, ""));
+  ASSERT_EQ(created.status, 201) << created.raw;
+  std::vector<json> pods;
+  for (int i = 0; i < 17; ++i) {
+    absl::StatusOr<json> pod = c.CreatePod(absl::StrCat("burst-", i), "400m", "128Mi");
+    ASSERT_TRUE(pod.ok()) << pod.status();
+    pods.push_back(*pod);
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  Driver first(c.extender().shim_port);
+  first.Schedule({pods.begin(), pods.begin() + 14}, deadline);  // 14 of the 15 slots
+  ASSERT_EQ(first.bound(), 14) << absl::StrJoin(first.errors(), "\n");
+
+  // The 15th pod's binding hangs 2 s in the API, then binds. The watches deliver nothing from
+  // here: the old server keeps believing it leads and accepts the bind; the new one can count it
+  // only by its LIST.
+  ASSERT_EQ(c.Api("POST", "/sim/faults/binding",
+                  {{"names", {"default/burst-14"}}, {"mode", "hang"}, {"seconds", 2},
+                   {"thenBind", true}})
+                .status,
+            200);
+  ASSERT_EQ(c.Api("POST", "/sim/faults/bookmarks-only", {{"on", true}}).status, 200);
+  std::thread in_flight([&] { first.Schedule({pods[14]}, deadline); });
+  // The Lease moves once that binding is held in the API: it lands 2 s after, well within the
+  // new leader's wait (its bind budget and a second).
+  const bool held = E2eCluster::WaitFor(
+      [&] { return c.Api("GET", "/sim/stats").body.value("bindingsHeld", 0) == 1; },
+      absl::Seconds(30));
+  if (!held) in_flight.join();
+  ASSERT_TRUE(held) << "the 15th pod's binding never reached the API: "
+                    << absl::StrJoin(first.errors(), "\n");
+  const json before = Lease();
+  HttpResult switched = c.Api("PUT", kLeasePath,
+                              LeaseFor("pod-b_9a8b7c6d-0000-4000-8000-000000000002", 1,
+                                       before["metadata"]["resourceVersion"].get<std::string>()));
+  EXPECT_EQ(switched.status, 200) << switched.raw;
+  Driver second(c.second_extender().shim_port);
+  second.Schedule({pods.begin() + 15, pods.end()}, deadline);
+  in_flight.join();
+  EXPECT_EQ(c.Api("POST", "/sim/faults/bookmarks-only", {{"on", false}}).status, 200);
+
+  EXPECT_EQ(first.bound(), 15) << absl::StrJoin(first.errors(), "\n");  // it landed
+  EXPECT_EQ(second.bound(), 0) << absl::StrJoin(second.errors(), "\n");
+  HttpResult stats = c.Api("GET", "/sim/stats");
+  EXPECT_EQ(stats.body["pods"].value("Running", 0), 15) << stats.raw;
+  EXPECT_EQ(stats.body["pods"].value("Pending", 0), 2) << stats.raw;
+  EXPECT_TRUE(stats.body["rejections"].empty()) << stats.raw;
+  EXPECT_THAT(absl::StrJoin(second.errors(), "\n"),
+              HasSubstr("for the binds the previous leader had in flight"));
+}
+
 // The control: the same burst and switch with no Lease configured (a server without the
 // resync), so the test can fail: the second server's view lacks the first one's binds.
 TEST_P(FailoverE2eTest, WithoutTheResyncTheKubeletRejectsPods) {

@@ -48,9 +48,9 @@ TEST(HolderIsIdentityTest, MatchesKubeSchedulersHostnameUnderscoreUuid) {
 // the re-reads asked for.
 class LeaderFenceTest : public ::testing::Test {
  protected:
-  LeaderFenceTest()
+  explicit LeaderFenceTest(absl::Duration handover_wait = absl::ZeroDuration())
       : fence_(
-            {"fitledger", "fitledger-scheduler", "pod-a"},
+            {"fitledger", "fitledger-scheduler", "pod-a", handover_wait},
             [this](std::function<void(const kube::ConsistentPodList&)> done) {
               relists_.push_back(std::move(done));
             },
@@ -193,6 +193,69 @@ TEST_F(LeaderFenceTest, AListForAnEarlierTermDoesNotServeALaterOne) {
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("re-listing")));
   FinishRelist();
   EXPECT_THAT(fence_.CheckServing(t2), IsOk());
+}
+
+// fitledger-server's fence waits the bind budget and a second (here 5 s) after its scheduler takes
+// a term before it asks for the LIST: a bind the previous leader's server had in flight (a
+// planned handover releases the Lease while they run) lands before the LIST, so it is counted.
+class HandoverWaitTest : public LeaderFenceTest {
+ protected:
+  HandoverWaitTest() : LeaderFenceTest(absl::Seconds(5)) {}
+};
+
+TEST_F(HandoverWaitTest, TheListIsAskedForOnlyOnceTheWaitIsOverThenServes) {
+  fence_.OnLease(Lease("pod-b_1", t0_, 1, t0_), t0_);
+  const absl::Time t1 = t0_ + absl::Seconds(1);
+  fence_.OnLease(Lease("pod-a_77", t1, 2, t1), t1);
+  EXPECT_TRUE(relists_.empty());
+  EXPECT_THAT(fence_.CheckServing(t1 + absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("not synced: this fitledger-server's scheduler became the leader "
+                                 "(Lease fitledger/fitledger-scheduler); waiting 4s more for the "
+                                 "binds the previous leader had in flight")));
+  EXPECT_THAT(fence_.CheckBind(t1 + absl::Milliseconds(4999)),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("waiting 1ms more")));
+  EXPECT_TRUE(relists_.empty());
+  // The first refused call after the wait asks for the LIST (no Lease event came meanwhile).
+  EXPECT_THAT(fence_.CheckServing(t1 + absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
+  ASSERT_EQ(relists_.size(), 1u);
+  EXPECT_THAT(fence_.CheckServing(t1 + absl::Seconds(6)),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("re-listing the pods")));
+  EXPECT_EQ(relists_.size(), 1u);
+  FinishRelist();
+  EXPECT_THAT(fence_.CheckBind(t1 + absl::Seconds(6)), IsOk());
+  EXPECT_EQ(fence_.stats().resyncs, 1u);
+}
+
+TEST_F(HandoverWaitTest, ARenewalAfterTheWaitAsksForTheList) {
+  fence_.OnLease(Lease("pod-a_77", t0_, 1, t0_), t0_);
+  fence_.OnLease(Lease("pod-a_77", t0_ + absl::Seconds(2), 1, t0_), t0_ + absl::Seconds(2));
+  EXPECT_TRUE(relists_.empty());
+  fence_.OnLease(Lease("pod-a_77", t0_ + absl::Seconds(6), 1, t0_), t0_ + absl::Seconds(6));
+  ASSERT_EQ(relists_.size(), 1u);
+  fence_.OnLease(Lease("pod-a_77", t0_ + absl::Seconds(8), 1, t0_), t0_ + absl::Seconds(8));
+  EXPECT_EQ(relists_.size(), 1u);  // one LIST per term
+  FinishRelist();
+  EXPECT_THAT(fence_.CheckServing(t0_ + absl::Seconds(8)), IsOk());
+}
+
+TEST_F(HandoverWaitTest, ATermLostDuringTheWaitAsksForNoList) {
+  fence_.OnLease(Lease("pod-a_77", t0_, 1, t0_), t0_);
+  const absl::Time t1 = t0_ + absl::Seconds(3);
+  fence_.OnLease(Lease("pod-b_1", t1, 2, t1), t1);
+  EXPECT_THAT(fence_.CheckBind(t0_ + absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("refusing new binds")));
+  EXPECT_TRUE(relists_.empty());
+  // Holding again is a new term, with its own wait.
+  const absl::Time t2 = t0_ + absl::Seconds(20);
+  fence_.OnLease(Lease("pod-a_78", t2, 3, t2), t2);
+  EXPECT_THAT(fence_.CheckServing(t2 + absl::Seconds(4)),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("waiting 1s more")));
+  EXPECT_TRUE(relists_.empty());
+  EXPECT_THAT(fence_.CheckServing(t2 + absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
+  EXPECT_EQ(relists_.size(), 1u);
 }
 
 }  // namespace

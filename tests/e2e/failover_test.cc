@@ -5,7 +5,7 @@
 //
 // The sim has the seed's two workers (4 + 2 cpu: 15 pods of 400m) and a 2 s watch lag; the burst
 // is 20 pods. 8 go through the first server, whose binds the second server's watch has not shown
-// when the rest arrive: from the switch until the burst is bound the sim holds every watch event
+// when the rest arrive: from the first bind until the burst is bound the sim holds every watch event
 // (bookmarks-only), so the second server can count the first one's binds only through the
 // consistent LIST it takes when it becomes the leader. With it, 7 more are bound and 5 stay
 // pending: nothing is rejected. Without a Lease configured (no resync), the second server places
@@ -67,7 +67,7 @@ json LeaseFor(const std::string& holder, int transitions, const std::string& res
 }
 
 // kube-scheduler's view of one webhook: the serial scheduling cycle (Filter, then Prioritize, on
-// both workers; the best-scored passing node) and concurrent binding cycles. A Filter or Bind
+// both workers; the best-scored passing node), then the pod's Bind. A Filter or Bind
 // refused while the server is not serving ("not synced": not the leader yet, or re-listing) is
 // retried, as kube-scheduler retries a pod after an extender error. Returns the pods bound, by
 // name; a pod no node fits stays unbound.
@@ -75,15 +75,15 @@ class Driver {
  public:
   explicit Driver(int port) : port_(port) {}
 
-  // Schedules `pods`; every refusal is retried until `deadline`.
+  // Schedules `pods`, one at a time: each is bound before the next is filtered, so every Filter
+  // sees the binds before it (kube-scheduler assumes a pod between its Filter and its Bind; this
+  // driver does not, and with binds overlapping, two pods chosen for a node's last slot left one
+  // "no longer fits", unbound, on a loaded machine). Every refusal is retried until `deadline`.
   void Schedule(const std::vector<json>& pods, absl::Time deadline) {
-    std::vector<std::thread> binds;
     for (const json& pod : pods) {
       std::string node = Choose(pod, deadline);
-      if (node.empty()) continue;
-      binds.emplace_back([this, pod, node, deadline] { Bind(pod, node, deadline); });
+      if (!node.empty()) Bind(pod, node, deadline);
     }
-    for (std::thread& t : binds) t.join();
   }
   int bound() const {
     MutexLock lock(&mu_);
@@ -180,6 +180,7 @@ struct BurstResult {
   int rejected = 0;
   int bound_first = 0;
   int bound_second = 0;
+  std::vector<std::string> first_errors;
   std::vector<std::string> second_errors;
 };
 
@@ -201,34 +202,47 @@ class FailoverE2eTest : public ::testing::TestWithParam<Layout> {
   }
 
   json Lease() { return cluster_->Api("GET", kLeasePath).body; }
+  // The first server's scheduler acquires the Lease, as in the chart.
+  void LeaseToFirst() {
+    HttpResult created =
+        cluster_->Api("POST", "/apis/coordination.k8s.io/v1/namespaces/fitledger/leases",
+                      LeaseFor("pod-a_4f1c2b7e-0000-4000-8000-000000000001", 0, ""));
+    EXPECT_EQ(created.status, 201) << created.raw;
+  }
+  // The second server's scheduler acquires it: a new term (transitions 1).
+  void LeaseToSecond() {
+    const json before = Lease();
+    HttpResult switched = cluster_->Api(
+        "PUT", kLeasePath,
+        LeaseFor("pod-b_9a8b7c6d-0000-4000-8000-000000000002", 1,
+                 before["metadata"]["resourceVersion"].get<std::string>()));
+    EXPECT_EQ(switched.status, 200) << switched.raw;
+  }
 
   // The burst: the first 8 pods through the first server while its scheduler holds the Lease,
   // the switch, the other 12 through the second server.
   BurstResult Burst() {
     BurstResult result;
     E2eCluster& c = *cluster_;
-    HttpResult created = c.Api("POST", "/apis/coordination.k8s.io/v1/namespaces/fitledger/leases",
-                               LeaseFor("pod-a_4f1c2b7e-0000-4000-8000-000000000001", 0, ""));
-    EXPECT_EQ(created.status, 201) << created.raw;
+    LeaseToFirst();
     std::vector<json> pods;
     for (int i = 0; i < kPods; ++i) {
       absl::StatusOr<json> pod = c.CreatePod(absl::StrCat("burst-", i), "400m", "128Mi");
       EXPECT_TRUE(pod.ok()) << pod.status();
       if (pod.ok()) pods.push_back(*pod);
     }
+    // From here the watches deliver nothing until the burst is bound: the second server sees the
+    // first one's binds only by its consistent LIST (or, without a Lease, not at all). Held from
+    // before the first bind, not from the switch: a first half slower than the watch lag (a
+    // loaded machine) would otherwise let some of its binds through.
+    EXPECT_EQ(c.Api("POST", "/sim/faults/bookmarks-only", {{"on", true}}).status, 200);
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     Driver first(c.extender().shim_port);
     first.Schedule({pods.begin(), pods.begin() + kBeforeSwitch}, deadline);
     result.bound_first = first.bound();
+    result.first_errors = first.errors();
 
-    // From here the watches deliver nothing until the burst is bound: the second server sees the
-    // first one's binds only by its consistent LIST (or, without a Lease, not at all).
-    EXPECT_EQ(c.Api("POST", "/sim/faults/bookmarks-only", {{"on", true}}).status, 200);
-    const json before = Lease();
-    HttpResult switched = c.Api("PUT", kLeasePath,
-                                LeaseFor("pod-b_9a8b7c6d-0000-4000-8000-000000000002", 1,
-                                         before["metadata"]["resourceVersion"].get<std::string>()));
-    EXPECT_EQ(switched.status, 200) << switched.raw;
+    LeaseToSecond();
     Driver second(c.second_extender().shim_port);
     second.Schedule({pods.begin() + kBeforeSwitch, pods.end()}, deadline);
     result.bound_second = second.bound();
@@ -251,7 +265,7 @@ class FailoverE2eTest : public ::testing::TestWithParam<Layout> {
 TEST_P(FailoverE2eTest, WithTheResyncTheNewLeaderCountsTheOldLeadersBindsAndNothingIsRejected) {
   ASSERT_NO_FATAL_FAILURE(StartServers(true, GetParam()));
   BurstResult r = Burst();
-  EXPECT_EQ(r.bound_first, kBeforeSwitch);
+  EXPECT_EQ(r.bound_first, kBeforeSwitch) << absl::StrJoin(r.first_errors, "\n");
   EXPECT_EQ(r.rejected, 0);
   EXPECT_EQ(r.running, 15);
   EXPECT_EQ(r.pending, 5);
@@ -305,9 +319,7 @@ TEST_P(FailoverE2eTest, WithTheResyncTheNewLeaderCountsTheOldLeadersBindsAndNoth
 TEST_P(FailoverE2eTest, TheNewLeaderWaitsForTheOldLeadersBindInFlightBeforeItReLists) {
   ASSERT_NO_FATAL_FAILURE(StartServers(true, GetParam()));
   E2eCluster& c = *cluster_;
-  HttpResult created = c.Api("POST", "/apis/coordination.k8s.io/v1/namespaces/fitledger/leases",
-                             LeaseFor("pod-a_4f1c2b7e-0000-4000-8000-000000000001", 0, ""));
-  ASSERT_EQ(created.status, 201) << created.raw;
+  LeaseToFirst();
   std::vector<json> pods;
   for (int i = 0; i < 17; ++i) {
     absl::StatusOr<json> pod = c.CreatePod(absl::StrCat("burst-", i), "400m", "128Mi");
@@ -337,11 +349,7 @@ TEST_P(FailoverE2eTest, TheNewLeaderWaitsForTheOldLeadersBindInFlightBeforeItReL
   if (!held) in_flight.join();
   ASSERT_TRUE(held) << "the 15th pod's binding never reached the API: "
                     << absl::StrJoin(first.errors(), "\n");
-  const json before = Lease();
-  HttpResult switched = c.Api("PUT", kLeasePath,
-                              LeaseFor("pod-b_9a8b7c6d-0000-4000-8000-000000000002", 1,
-                                       before["metadata"]["resourceVersion"].get<std::string>()));
-  EXPECT_EQ(switched.status, 200) << switched.raw;
+  LeaseToSecond();
   Driver second(c.second_extender().shim_port);
   second.Schedule({pods.begin() + 15, pods.end()}, deadline);
   in_flight.join();
@@ -362,8 +370,9 @@ TEST_P(FailoverE2eTest, TheNewLeaderWaitsForTheOldLeadersBindInFlightBeforeItReL
 TEST_P(FailoverE2eTest, WithoutTheResyncTheKubeletRejectsPods) {
   ASSERT_NO_FATAL_FAILURE(StartServers(false, GetParam()));
   BurstResult r = Burst();
-  EXPECT_EQ(r.bound_first, kBeforeSwitch);
-  EXPECT_EQ(r.bound_second, kPods - kBeforeSwitch);  // it saw room for all of them
+  EXPECT_EQ(r.bound_first, kBeforeSwitch) << absl::StrJoin(r.first_errors, "\n");
+  EXPECT_EQ(r.bound_second, kPods - kBeforeSwitch)  // it saw room for all of them
+      << absl::StrJoin(r.second_errors, "\n");
   EXPECT_EQ(r.rejected, 5);  // 20 x 400m bound on 6 cpu: the kubelet admits 15
   EXPECT_EQ(r.running, 15);
 }

@@ -283,7 +283,9 @@ std::vector<std::string> LeaseErrors(const json& lease, bool create) {
   const std::string generate = create ? JsonStr(metadata, "generateName") : "";
   if (!generate.empty()) {
     std::string masked = generate;
-    if (masked.size() > 1 && masked.back() == '-') masked = masked.substr(0, masked.size() - 2) + "a";
+    if (masked.size() > 1 && masked.back() == '-') {
+      masked = masked.substr(0, masked.size() - 2) + "a";
+    }
     if (!IsDns1123Subdomain(masked)) subdomain("generateName", generate);
   }
   const std::string name = JsonStr(metadata, "name");

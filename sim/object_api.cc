@@ -365,7 +365,9 @@ ApiResponse ObjectApi::Put(const ApiRequest& request, const ApiPath& path) {
       path,
       [&](const json& old) -> absl::StatusOr<json> {
         const std::string stored = JsonStr(JsonMember(old, "metadata"), "uid");
-        if (!uid.empty() && uid != stored) return UidPreconditionFailed(*path.kind, path, uid, stored);
+        if (!uid.empty() && uid != stored) {
+          return UidPreconditionFailed(*path.kind, path, uid, stored);
+        }
         return body;
       },
       WantsTable(request.accept));

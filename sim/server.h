@@ -138,8 +138,8 @@ class SimServer {
   std::atomic<uint64_t> watch_epoch_{0};  // bumped to close every watch
   std::atomic<int64_t> watches_open_{0};
   std::atomic<int64_t> bindings_held_{0};  // binding requests a hang fault holds now
-  ChangeSignal stop_signal_;     // wakes held (hanging) requests on Stop()
-  ChangeSignal kubelet_signal_;  // wakes the delayed kubelet
+  ChangeSignal stop_signal_;               // wakes held (hanging) requests on Stop()
+  ChangeSignal kubelet_signal_;            // wakes the delayed kubelet
 
   mutable Mutex mu_;
   // Guarded by mu_.

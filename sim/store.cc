@@ -211,9 +211,8 @@ bool ObjectFilter::Matches(const StoredObject& object) const {
   return fields.Matches(object.fields) && labels.Matches(object.fields.labels);
 }
 
-absl::Status CheckDeletePreconditions(Kind kind, absl::string_view name,
-                                      const StoredObject& object, absl::string_view uid,
-                                      absl::string_view resource_version) {
+absl::Status CheckDeletePreconditions(Kind kind, absl::string_view name, const StoredObject& object,
+                                      absl::string_view uid, absl::string_view resource_version) {
   if (!uid.empty() && uid != object.uid) {
     return DeletePreconditionFailed(kind, name, true, uid, object.uid);
   }

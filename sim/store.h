@@ -65,9 +65,8 @@ using ObjectPtr = std::shared_ptr<const StoredObject>;
 // A delete's preconditions (DeleteOptions.preconditions: uid, resourceVersion; empty: not set)
 // against `object`, the stored version of `name`: Aborted (409) worded as rest.BeforeDelete words
 // it (apiserver pkg/registry/rest/delete.go), which checks them before any finalizer or orphaning.
-absl::Status CheckDeletePreconditions(Kind kind, absl::string_view name,
-                                      const StoredObject& object, absl::string_view uid,
-                                      absl::string_view resource_version);
+absl::Status CheckDeletePreconditions(Kind kind, absl::string_view name, const StoredObject& object,
+                                      absl::string_view uid, absl::string_view resource_version);
 
 enum class EventType { kAdded, kModified, kDeleted };
 absl::string_view EventTypeName(EventType type);

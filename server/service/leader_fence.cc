@@ -106,11 +106,12 @@ void LeaderFence::OnLease(const std::optional<kube::LeaseRecord>& lease, absl::T
             {{"lease", LeaseName()}, {"holder", holder}});
   }
   if (waits && !start) {
-    LogInfo("this server's scheduler holds the Lease: waiting for the binds the previous "
-            "leader had in flight, then re-listing the pods before serving",
-            {{"lease", LeaseName()},
-             {"holder", holder},
-             {"wait", absl::FormatDuration(options_.handover_wait)}});
+    LogInfo(
+        "this server's scheduler holds the Lease: waiting for the binds the previous "
+        "leader had in flight, then re-listing the pods before serving",
+        {{"lease", LeaseName()},
+         {"holder", holder},
+         {"wait", absl::FormatDuration(options_.handover_wait)}});
   }
   if (start) StartList(generation);
 }

@@ -61,9 +61,9 @@ struct LeaderFenceStats {
 // completed is counted. The wait is for the binds the previous leader's server had already
 // accepted when the Lease moved (a planned handover releases the Lease at once, while they still
 // run): each ends within the bind budget, so it lands before the LIST. It ends at the first
-// OnLease or check after it (kube-scheduler renews every retryPeriod and retries refused calls). A renewal of the same term changes
-// nothing; a Lease that showed the term expired and then renewed (this server's view lagged; no
-// one else acquired it, or the term would differ) needs no new LIST.
+// OnLease or check after it (kube-scheduler renews every retryPeriod and retries refused calls). A
+// renewal of the same term changes nothing; a Lease that showed the term expired and then renewed
+// (this server's view lagged; no one else acquired it, or the term would differ) needs no new LIST.
 //
 // When this server's scheduler does not hold the Lease, the verbs are refused too, and a new
 // Bind with "this fitledger-server's scheduler no longer holds the Lease NS/NAME (holder: X);
@@ -128,7 +128,7 @@ class LeaderFence {
   // where its re-list is.
   std::string term_ ABSL_GUARDED_BY(mu_);
   Resync resync_ ABSL_GUARDED_BY(mu_) = Resync::kNone;
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // one per term
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;    // one per term
   absl::Time resync_started_ ABSL_GUARDED_BY(mu_);  // the term seen
   absl::Time list_after_ ABSL_GUARDED_BY(mu_);      // resync_started_ + handover_wait
   bool ever_held_ ABSL_GUARDED_BY(mu_) = false;

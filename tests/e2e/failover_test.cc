@@ -5,8 +5,8 @@
 //
 // The sim has the seed's two workers (4 + 2 cpu: 15 pods of 400m) and a 2 s watch lag; the burst
 // is 20 pods. 8 go through the first server, whose binds the second server's watch has not shown
-// when the rest arrive: from the first bind until the burst is bound the sim holds every watch event
-// (bookmarks-only), so the second server can count the first one's binds only through the
+// when the rest arrive: from the first bind until the burst is bound the sim holds every watch
+// event (bookmarks-only), so the second server can count the first one's binds only through the
 // consistent LIST it takes when it becomes the leader. With it, 7 more are bound and 5 stay
 // pending: nothing is rejected. Without a Lease configured (no resync), the second server places
 // the 12 on nodes its view shows empty and the kubelet rejects 5.
@@ -212,10 +212,10 @@ class FailoverE2eTest : public ::testing::TestWithParam<Layout> {
   // The second server's scheduler acquires it: a new term (transitions 1).
   void LeaseToSecond() {
     const json before = Lease();
-    HttpResult switched = cluster_->Api(
-        "PUT", kLeasePath,
-        LeaseFor("pod-b_9a8b7c6d-0000-4000-8000-000000000002", 1,
-                 before["metadata"]["resourceVersion"].get<std::string>()));
+    HttpResult switched =
+        cluster_->Api("PUT", kLeasePath,
+                      LeaseFor("pod-b_9a8b7c6d-0000-4000-8000-000000000002", 1,
+                               before["metadata"]["resourceVersion"].get<std::string>()));
     EXPECT_EQ(switched.status, 200) << switched.raw;
   }
 
@@ -334,11 +334,11 @@ TEST_P(FailoverE2eTest, TheNewLeaderWaitsForTheOldLeadersBindInFlightBeforeItReL
   // The 15th pod's binding hangs 2 s in the API, then binds. The watches deliver nothing from
   // here: the old server keeps believing it leads and accepts the bind; the new one can count it
   // only by its LIST.
-  ASSERT_EQ(c.Api("POST", "/sim/faults/binding",
-                  {{"names", {"default/burst-14"}}, {"mode", "hang"}, {"seconds", 2},
-                   {"thenBind", true}})
-                .status,
-            200);
+  ASSERT_EQ(
+      c.Api("POST", "/sim/faults/binding",
+            {{"names", {"default/burst-14"}}, {"mode", "hang"}, {"seconds", 2}, {"thenBind", true}})
+          .status,
+      200);
   ASSERT_EQ(c.Api("POST", "/sim/faults/bookmarks-only", {{"on", true}}).status, 200);
   std::thread in_flight([&] { first.Schedule({pods[14]}, deadline); });
   // The Lease moves once that binding is held in the API: it lands 2 s after, well within the

@@ -148,9 +148,10 @@ TEST_F(SimLeaseTest, ALeaseNamedByGenerateNameIsValidated) {
   generated["spec"]["leaseDurationSeconds"] = 0;
   HttpResult r = Create(generated);
   EXPECT_EQ(r.status, 422) << r.raw;
-  EXPECT_THAT(r.body.value("message", ""),
-              ContainsRegex("^Lease.coordination.k8s.io \"gen-[b-z2-9]{5}\" is invalid: "
-                            "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0$"));
+  EXPECT_THAT(
+      r.body.value("message", ""),
+      ContainsRegex("^Lease.coordination.k8s.io \"gen-[b-z2-9]{5}\" is invalid: "
+                    "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0$"));
   generated["metadata"] = {{"generateName", "Bad_"}};
   generated["spec"]["leaseDurationSeconds"] = 15;
   r = Create(generated);
@@ -198,13 +199,14 @@ TEST_F(SimLeaseTest, APutChecksTheNamespaceAndTheUidAsTheApiServer) {
   r = Put("sched", wrong_uid);
   EXPECT_EQ(r.status, 409) << r.raw;
   EXPECT_EQ(r.body.value("reason", ""), "Conflict");
-  EXPECT_EQ(r.body.value("message", ""),
-            absl::StrCat("Operation cannot be fulfilled on leases.coordination.k8s.io \"sched\": "
-                         "StorageError: invalid object, Code: 4, Key: "
-                         "/registry/leases/fitledger/sched, ResourceVersion: 0, AdditionalErrorMsg: "
-                         "Precondition failed: UID in precondition: not-the-uid, UID in object "
-                         "meta: ",
-                         uid));
+  EXPECT_EQ(
+      r.body.value("message", ""),
+      absl::StrCat("Operation cannot be fulfilled on leases.coordination.k8s.io \"sched\": "
+                   "StorageError: invalid object, Code: 4, Key: "
+                   "/registry/leases/fitledger/sched, ResourceVersion: 0, AdditionalErrorMsg: "
+                   "Precondition failed: UID in precondition: not-the-uid, UID in object "
+                   "meta: ",
+                   uid));
 
   ASSERT_EQ(Call(*client_, "DELETE", absl::StrCat(kLeases, "/sched")).status, 200);
   r = Put("sched", created.body);

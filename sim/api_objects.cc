@@ -363,11 +363,7 @@ absl::StatusOr<json> PrepareCreate(Kind kind, absl::string_view path_namespace, 
   object["kind"] = std::string(info.name);
   if (!object.contains("metadata")) object["metadata"] = json::object();
   json& metadata = object["metadata"];
-  const std::string ns = JsonStr(metadata, "namespace");
-  if (info.namespaced && !ns.empty() && ns != path_namespace) {
-    return absl::InvalidArgumentError(
-        "the namespace of the provided object does not match the namespace sent on the request");
-  }
+  if (absl::Status s = CheckRequestNamespace(kind, object, path_namespace); !s.ok()) return s;
   for (const char* key : {"uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
                           "deletionGracePeriodSeconds"}) {
     metadata.erase(key);
@@ -413,6 +409,16 @@ absl::StatusOr<json> PrepareCreate(Kind kind, absl::string_view path_namespace, 
     }
   }
   return object;
+}
+
+absl::Status CheckRequestNamespace(Kind kind, const json& object,
+                                   absl::string_view path_namespace) {
+  const std::string ns = JsonStr(JsonMember(object, "metadata"), "namespace");
+  if (InfoOf(kind).namespaced && !ns.empty() && ns != path_namespace) {
+    return absl::InvalidArgumentError(
+        "the namespace of the provided object does not match the namespace sent on the request");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckDecodable(Kind kind, const json& object) {

@@ -39,6 +39,12 @@ enum class Subresource { kMain, kStatus };
 // too). PrepareCreate and PrepareUpdate check the same again.
 absl::Status CheckDecodable(Kind kind, const nlohmann::json& object);
 
+// The handlers' namespace rule for a create's or an update's body
+// (rest.EnsureObjectNamespaceMatchesRequestNamespace): InvalidArgument (400) when a namespaced
+// object names another namespace than the URL's.
+absl::Status CheckRequestNamespace(Kind kind, const nlohmann::json& object,
+                                   absl::string_view path_namespace);
+
 // The object an update stores, from the stored `old` and the requested `updated` (a PUT body, or
 // `old` with a patch applied), as the API server's update does (apiserver rest/update.go
 // BeforeUpdate and the kind's strategy):

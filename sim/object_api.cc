@@ -324,14 +324,10 @@ ApiResponse ObjectApi::Put(const ApiRequest& request, const ApiPath& path) {
                  "the body of the request was in an unknown format - accepted media types "
                  "include: application/json");
   }
-  // The body decoded into the kind (a 400), then the update handler's first check
-  // (rest.EnsureObjectNamespaceMatchesRequestNamespace).
+  // The body decoded into the kind (a 400), then the update handler's first check.
   if (absl::Status s = CheckDecodable(*path.kind, body); !s.ok()) return Error(s);
-  const std::string ns = JsonStr(JsonMember(body, "metadata"), "namespace");
-  if (InfoOf(*path.kind).namespaced && !ns.empty() && ns != path.namespace_name) {
-    return Error(400,
-                 "the namespace of the provided object does not match the namespace sent on the "
-                 "request");
+  if (absl::Status s = CheckRequestNamespace(*path.kind, body, path.namespace_name); !s.ok()) {
+    return Error(s);
   }
   // The body's metadata.uid, if any, is a precondition of the update (rest.DefaultUpdatedObjectInfo
   // Preconditions), checked by the storage against the stored object before anything else
@@ -350,9 +346,7 @@ ApiResponse ObjectApi::Put(const ApiRequest& request, const ApiPath& path) {
         return Error(400, absl::StrCat("the name of the object (", name,
                                        ") does not match the name on the URL (", path.name, ")"));
       }
-      if (!body.contains("metadata")) body["metadata"] = json::object();
-      // A metadata that is no object gets PrepareCreate's 400.
-      if (body["metadata"].is_object()) body["metadata"]["name"] = path.name;
+      body["metadata"]["name"] = path.name;  // metadata is an object or absent: CheckDecodable
       ApiResponse created = Create(request, path, std::move(body));
       // Created meanwhile by another request: update it, as the API server's retry would.
       if (created.code != 409 || !absl::StrContains(created.body, "AlreadyExists")) {
@@ -408,10 +402,10 @@ ApiResponse ObjectApi::Create(const ApiRequest& request, const ApiPath& path, js
     if (stored.code == 200) stored.code = 201;
     return stored;
   }
-  if (kind == Kind::kLease && JsonMember(body, "metadata").is_object() &&
-      JsonStr(body["metadata"], "name").empty()) {
-    // rest.BeforeCreate generates the name before the strategy validates the object, so a Lease
-    // named by generateName is validated, its generated name too (ValidateLease).
+  if (JsonMember(body, "metadata").is_object() && JsonStr(body["metadata"], "name").empty()) {
+    // rest.BeforeCreate generates the name before the strategy validates the object, so an
+    // object named by generateName is validated with its generated name (a Lease's name too,
+    // ValidateLease) and an error names it.
     const std::string generate = JsonStr(body["metadata"], "generateName");
     if (!generate.empty()) body["metadata"]["name"] = store_->GenerateName(generate);
   }

@@ -1,5 +1,6 @@
 #include "webhook/webhook.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -40,6 +41,28 @@ bool IsGet(const HttpRequest& r) { return r.method == "GET" || r.method == "HEAD
 
 }  // namespace
 
+void ShiftPriorities(absl::Span<const std::pair<size_t, int64_t>> scores,
+                     absl::Span<const absl::string_view> candidates, std::vector<bool>* listed,
+                     std::vector<std::pair<absl::string_view, int64_t>>* out) {
+  listed->assign(candidates.size(), false);
+  size_t distinct = 0;
+  int64_t lowest = 0;
+  bool first = true;
+  for (const auto& [i, score] : scores) {
+    if (i >= candidates.size()) continue;
+    if (!(*listed)[i]) {
+      (*listed)[i] = true;
+      ++distinct;
+    }
+    lowest = first ? score : std::min(lowest, score);
+    first = false;
+  }
+  if (distinct < candidates.size()) lowest = std::min<int64_t>(lowest, 0);  // unlisted: 0
+  for (const auto& [i, score] : scores) {
+    if (i < candidates.size() && score != lowest) out->emplace_back(candidates[i], score - lowest);
+  }
+}
+
 // The candidates of the connection's current Filter or Prioritize, valid until its reply is
 // written: views into the request body, or into `owned` (names the body does not hold as they
 // are: escaped ones, and the names of full Node objects).
@@ -53,6 +76,7 @@ struct Webhook::Scratch : HttpConnectionState {
   std::string pod;                           // "namespace/name", for the log
   FilterResultView filter_view;
   HostPriorityView priority_view;
+  std::vector<bool> listed;
   std::vector<absl::string_view> passing_nodes;
 
   // Makes `names` outlive the decoder: a name outside `body` is copied into `owned`.
@@ -329,9 +353,7 @@ void Webhook::Prioritize(const HttpCall& call) const {
       BackendFailure(Verb::kPrioritize, answer.status, s.pod, reply);
     } else {
       s.priority_view.clear();
-      for (const auto& [i, score] : answer.scores) {
-        if (i < s.names.size()) s.priority_view.emplace_back(s.names[i], score);
-      }
+      ShiftPriorities(answer.scores, s.names, &s.listed, &s.priority_view);
       EncodeHostPriorityList(s.priority_view, &reply.body);
     }
     s.Trim();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "client/ctl/scheduler.h"
 #include "common/mutex.h"
 #include "model/quantity.h"
 #include "nlohmann/json.hpp"
@@ -226,18 +227,7 @@ absl::StatusOr<BurstReport> RunBurst(const BurstOptions& o) {
     if (error.empty() && !feasible.empty()) {
       json prioritize_args = {{"Pod", work.pod}, {"NodeNames", feasible}};
       absl::StatusOr<json> scores = Call(webhook, "POST", "/prioritize", prioritize_args, 200);
-      int64_t best = -1;
-      if (scores.ok() && scores->is_array()) {
-        for (const json& hp : *scores) {
-          int64_t s = hp.value("Score", int64_t{0});
-          std::string host = hp.value("Host", "");
-          if (s > best || (s == best && host < chosen)) {
-            best = s;
-            chosen = host;
-          }
-        }
-      }
-      if (chosen.empty()) chosen = feasible.front();
+      chosen = BestScored(feasible, scores.ok() ? *scores : json());
     } else if (error.empty() && filtered.ok()) {
       std::vector<std::string> why;
       for (const char* key : {"FailedNodes", "FailedAndUnresolvableNodes"}) {

@@ -254,19 +254,7 @@ class DemoScheduler {
       absl::StatusOr<json> scores =
           Call(webhook_, "POST", "/prioritize", json{{"Pod", pod}, {"NodeNames", feasible}}, 200,
                o_.request_timeout);
-      if (scores.ok() && scores->is_array()) {
-        int64_t best = -1;
-        for (const json& host : *scores) {
-          const std::string name = Str(host, "Host");
-          const json& score = Member(host, "Score");
-          const int64_t s = score.is_number_integer() ? score.get<int64_t>() : 0;
-          if (std::find(feasible.begin(), feasible.end(), name) == feasible.end()) continue;
-          if (s > best || (s == best && name < chosen)) {
-            best = s;
-            chosen = name;
-          }
-        }
-      }
+      chosen = BestScored(feasible, scores.ok() ? *scores : json());
     }
     MutexLock lock(&mu_);
     in_flight_.insert(Str(Member(pod, "metadata"), "uid"));
@@ -462,6 +450,24 @@ std::string FitErrorMessage(int all_nodes,
   if (!histogram.empty()) absl::StrAppend(&out, ": ", absl::StrJoin(histogram, ", "));
   absl::StrAppend(&out, ".");
   return out;
+}
+
+std::string BestScored(const std::vector<std::string>& feasible, const json& scores) {
+  std::map<std::string, int64_t> score;
+  for (const std::string& node : feasible) score.emplace(node, 0);
+  if (scores.is_array()) {
+    for (const json& host : scores) {
+      if (!host.is_object()) continue;
+      auto it = score.find(Str(host, "Host"));
+      const json& value = Member(host, "Score");
+      if (it != score.end() && value.is_number_integer()) it->second = value.get<int64_t>();
+    }
+  }
+  auto best = score.begin();  // by name: the first of equal scores stays
+  for (auto it = score.begin(); it != score.end(); ++it) {
+    if (it->second > best->second) best = it;
+  }
+  return best == score.end() ? std::string() : best->first;
 }
 
 absl::Status RunScheduler(const SchedulerOptions& options, const std::atomic<bool>* stop) {

@@ -49,6 +49,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace fitledger::ctl {
 
@@ -75,6 +76,12 @@ struct SchedulerOptions {
 // strings. `failed` maps a node to its reasons.
 std::string FitErrorMessage(int all_nodes,
                             const std::map<std::string, std::vector<std::string>>& failed);
+
+// The node a HostPriorityList (the webhook's /prioritize answer, or null when it failed) puts
+// first among `feasible` (not empty): the highest score, a feasible node it does not list
+// scoring 0 (as kube-scheduler adds nothing to it; fitledger's webhook leaves out the nodes at
+// the lowest score), ties to the first by name. Entries naming other nodes are ignored.
+std::string BestScored(const std::vector<std::string>& feasible, const nlohmann::json& scores);
 
 // Schedules until `*stop` becomes true (then waits for the binds in flight and returns OK).
 // An error only for bad options or an unreadable kubeconfig; API and webhook errors are logged

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/e2e/harness.h"
 
 namespace fitledger::testing {
@@ -25,6 +26,22 @@ std::string PairYaml() { return ReadFileOrEmpty(FITLEDGER_SOURCE_DIR "/config/si
 
 // FitError.Error's wording (pkg/scheduler/framework/types.go): reasons counted over the nodes,
 // "count reason" sorted as strings.
+// fitledger's webhook leaves out the nodes at the lowest score; a feasible node not listed
+// scores 0, so the demo's scheduler still picks the node kube-scheduler's totals put first.
+TEST(BestScoredTest, AnUnlistedNodeScoresZeroAndTiesGoToTheFirstName) {
+  using nlohmann::json;
+  EXPECT_EQ(ctl::BestScored({"c", "a", "b"}, json::array()), "a");
+  EXPECT_EQ(ctl::BestScored({"c", "a", "b"}, json()), "a");  // prioritize failed
+  EXPECT_EQ(ctl::BestScored({"c", "a", "b"}, json::parse(R"([{"Host":"c","Score":2}])")), "c");
+  EXPECT_EQ(ctl::BestScored({"c", "a", "b"},
+                            json::parse(R"([{"Host":"c","Score":2},{"Host":"b","Score":2}])")),
+            "b");
+  // A node not among the feasible ones, or a score that is not an integer, does not count.
+  EXPECT_EQ(ctl::BestScored({"c", "b"}, json::parse(R"([{"Host":"z","Score":9},)"
+                                                    R"({"Host":"c","Score":"9"},1])")),
+            "b");
+}
+
 TEST(FitErrorMessageTest, CountsAndSortsTheReasonsAsKubeSchedulerDoes) {
   EXPECT_EQ(ctl::FitErrorMessage(2, {{"a", {"Insufficient cpu"}}, {"b", {"Insufficient cpu"}}}),
             "0/2 nodes are available: 2 Insufficient cpu.");

@@ -2,6 +2,7 @@
 // codes of failures per verb, answers that come later from other threads, and probes.
 #include "webhook/webhook.h"
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -163,6 +164,58 @@ TEST_P(WebhookTest, FilterAnswersByPositionAndDropsPositionsOutOfRange) {
   EXPECT_EQ(r->body, R"({"NodeNames":["w1","w2"],"FailedNodes":{"w0":"Insufficient cpu"},)"
                      R"("FailedAndUnresolvableNodes":{"w3":"Insufficient example.com/gpu"},)"
                      R"("Error":""})");
+}
+
+// kube-scheduler adds an extender's score to the nodes it lists and nothing to the others, so
+// the webhook sends every score less the lowest candidate's and leaves out the candidates at it.
+TEST_P(WebhookTest, PrioritizeSendsTheScoresAboveTheLowest) {
+  backend_.prioritize_answer.scores = {{0, 7}, {1, 3}, {2, 9}, {3, 3}, {8, 1}};
+  httplib::Result r = Post("/prioritize", kArgs);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, R"([{"Host":"w0","Score":4},{"Host":"w2","Score":6}])");
+
+  // A candidate the backend leaves out scores 0: nothing to take off the others.
+  backend_.prioritize_answer.scores = {{0, 7}, {2, 0}, {3, 1}};
+  r = Post("/prioritize", kArgs);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"([{"Host":"w0","Score":7},{"Host":"w3","Score":1}])");
+
+  // Every candidate at the same score: an empty list, as a score of 0 for each.
+  backend_.prioritize_answer.scores = {{0, 10}, {1, 10}, {2, 10}, {3, 10}};
+  r = Post("/prioritize", kArgs);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "[]");
+}
+
+TEST(ShiftPrioritiesTest, KeepsEveryDifferenceBetweenCandidates) {
+  const std::vector<absl::string_view> names = {"a", "b", "c", "d", "e"};
+  std::vector<bool> listed;
+  for (const std::vector<std::pair<size_t, int64_t>>& scores :
+       std::vector<std::vector<std::pair<size_t, int64_t>>>{
+           {{0, 5}, {1, 2}, {2, 8}, {3, 2}, {4, 10}},
+           {{4, 0}, {3, 0}, {2, 0}, {1, 0}, {0, 0}},
+           {{1, 6}, {3, 4}},  // a, c, e unlisted: 0
+           {{0, -3}, {1, 2}, {2, 2}, {3, 2}, {4, 2}},
+           {{0, 4}, {1, 4}, {2, 4}, {3, 4}, {4, 9}, {7, 1}},  // position 7: no such candidate
+       }) {
+    std::vector<std::pair<absl::string_view, int64_t>> out;
+    ShiftPriorities(scores, names, &listed, &out);
+    // What kube-scheduler adds to each candidate, before and after: the same up to one offset.
+    std::vector<int64_t> before(names.size(), 0), after(names.size(), 0);
+    for (const auto& [i, score] : scores) {
+      if (i < names.size()) before[i] += score;
+    }
+    for (const auto& [host, score] : out) {
+      EXPECT_GT(score, 0) << host;
+      after[host[0] - 'a'] += score;
+    }
+    for (size_t i = 1; i < names.size(); ++i) {
+      EXPECT_EQ(before[i] - before[0], after[i] - after[0]) << names[i];
+    }
+    EXPECT_EQ(*std::min_element(after.begin(), after.end()), 0);
+  }
 }
 
 TEST_P(WebhookTest, FailuresHaveEachVerbsStatusCode) {

@@ -10,13 +10,16 @@
 #
 #   tests/perf/sched.sh [--nodes N] [--init-pods N] [--pods N] [--rounds N]
 #                       [--configs baseline,server,shim,go] [--profile]
-#                       [--build-dir DIR] [--out DIR]
+#                       [--build-dir DIR] [--upstream-bin DIR] [--server-b BINARY] [--out DIR]
 #   tests/perf/sched.sh --sync [--nodes N] [--init-pods N] [--rounds N] [--build-dir DIR] [--out DIR]
 #
 # --configs: which configurations, in this order each round (server-fb: fitledger-server with
 # filter and bind but no prioritize, the chart's extender.prioritize: false). --profile: round 1
 # of each runs under `perf record -a` (linux-perf); OUT/<config>.txt has the CPU share of each
-# process and the top symbols of kube-scheduler and fitledger.
+# process and the top symbols of kube-scheduler and fitledger. --upstream-bin: a folder with the
+# upstream binaries to run instead of tests/upstream/build's (e.g. a kube-scheduler built with its
+# symbols, for --profile: upstream's ldflags strip them). --server-b: another fitledger-server
+# binary, run as the configuration server-b (as server), to measure a change in one run.
 #
 # --sync (issue 49 item 4): instead, NODES nodes and INIT_PODS bound pods (default 5,000 and
 # 150,000) in etcd, then fitledger-server started ROUNDS times against kube-apiserver: start to
@@ -37,6 +40,8 @@ OUT=""
 CONFIGS=""
 PROFILE=0
 SYNC=0
+UPSTREAM_BIN=""
+SERVER_B=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nodes) NODES="$2"; shift ;;
@@ -47,6 +52,8 @@ while [[ $# -gt 0 ]]; do
     --profile) PROFILE=1 ;;
     --sync) SYNC=1 ;;
     --build-dir) BUILD="$2"; shift ;;
+    --upstream-bin) UPSTREAM_BIN="$2"; shift ;;
+    --server-b) SERVER_B="$(realpath "$2")"; shift ;;
     --out) OUT="$2"; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
@@ -65,7 +72,7 @@ if (( PROFILE )); then
   command -v perf >/dev/null || { echo "--profile needs perf (apt-get install linux-perf)" >&2; exit 2; }
 fi
 
-UPSTREAM_BIN="$("$ROOT/tests/upstream/build" | tail -n 1)"
+[[ -n "${UPSTREAM_BIN:-}" ]] || UPSTREAM_BIN="$("$ROOT/tests/upstream/build" | tail -n 1)"
 if [[ ! -x "$BUILD/server/fitledger-server" || ! -x "$BUILD/client/shim/fitledger-shim" ]]; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DFITLEDGER_UPSTREAM_BIN="$UPSTREAM_BIN" >/dev/null
@@ -91,7 +98,7 @@ fi
 echo "sched.sh: $NODES nodes, $INIT_PODS bound pods, $PODS measured pods, $ROUNDS rounds; out $OUT"
 env GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
   FITLEDGER_UPSTREAM_BIN="$UPSTREAM_BIN" FITLEDGER_SERVER="$SERVER" FITLEDGER_SHIM="$SHIM" \
-  FITLEDGER_SOURCE_DIR="$ROOT" FITLEDGER_GO="$GO" \
+  FITLEDGER_SERVER_B="$SERVER_B" FITLEDGER_SOURCE_DIR="$ROOT" FITLEDGER_GO="$GO" \
   SCHEDPERF_NODES="$NODES" SCHEDPERF_INIT_PODS="$INIT_PODS" SCHEDPERF_PODS="$PODS" \
   SCHEDPERF_ROUNDS="$ROUNDS" SCHEDPERF_OUT="$OUT/table.md" SCHEDPERF_CONFIGS="$CONFIGS" \
   SCHEDPERF_PROFILE_DIR="$([[ $PROFILE == 1 ]] && echo "$OUT")" \

@@ -52,6 +52,8 @@ type ServerOptions struct {
 	// Extra is appended to the config file as is.
 	Extra string
 	Args  []string
+	// BinaryEnv names the environment variable holding the binary (default FITLEDGER_SERVER).
+	BinaryEnv string
 }
 
 // StartServer runs fitledger-server with a config file, waits for its ready file and /readyz.
@@ -81,7 +83,11 @@ ledger:
 log: {level: info}
 %s
 `, o.Kubeconfig, s.Socket, webhook, ledger, o.Extra)
-	return startServer(t, c, o.Name, dir, config, o.Args)
+	env := o.BinaryEnv
+	if env == "" {
+		env = "FITLEDGER_SERVER"
+	}
+	return startServer(t, c, o.Name, dir, config, o.Args, env)
 }
 
 // StartServerWithConfig runs fitledger-server with a configuration given as a YAML tree (the
@@ -94,10 +100,10 @@ func StartServerWithConfig(t testing.TB, c *cluster.Cluster, name string, config
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startServer(t, c, name, dir, string(text), nil)
+	return startServer(t, c, name, dir, string(text), nil, "FITLEDGER_SERVER")
 }
 
-func startServer(t testing.TB, c *cluster.Cluster, name, dir, config string, extraArgs []string) *Server {
+func startServer(t testing.TB, c *cluster.Cluster, name, dir, config string, extraArgs []string, binaryEnv string) *Server {
 	t.Helper()
 	s := &Server{Dir: dir, Socket: filepath.Join(dir, "server.sock")}
 	configPath := filepath.Join(dir, "server.yaml")
@@ -106,7 +112,7 @@ func startServer(t testing.TB, c *cluster.Cluster, name, dir, config string, ext
 	}
 	ready := filepath.Join(dir, "ready.json")
 	args := append([]string{"--config", configPath, "--ready-file", ready}, extraArgs...)
-	s.Proc = c.Process(name, Binary(t, "FITLEDGER_SERVER"), args)
+	s.Proc = c.Process(name, Binary(t, binaryEnv), args)
 	var ports struct {
 		GRPC    []int `json:"grpc_ports"`
 		Monitor int   `json:"monitor_port"`

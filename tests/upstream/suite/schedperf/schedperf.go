@@ -54,6 +54,9 @@ const (
 	// ServerFilterBind is Server without the prioritize verb (the chart's extender.prioritize:
 	// false): one call in each scheduling cycle instead of two. Not in AllConfigs.
 	ServerFilterBind = "server-fb"
+	// ServerB is Server with another fitledger-server binary ($FITLEDGER_SERVER_B): a change
+	// measured against the binary before it in one run. Not in AllConfigs.
+	ServerB = "server-b"
 )
 
 // AllConfigs is every configuration.
@@ -73,7 +76,7 @@ type Options struct {
 	Creators                      int      // goroutines creating pods (default 32)
 	// ProfileDir: when set, round 1 of each configuration runs under `perf record -a` (every
 	// process on the machine) and ProfileDir/<config>.txt gets perf's CPU share per process and
-	// kube-scheduler's top symbols.
+	// kube-scheduler's top symbols; ProfileDir/<config>.data keeps the samples (perf report -i).
 	ProfileDir string
 	Log        func(format string, args ...any)
 }
@@ -226,7 +229,10 @@ func extender(t testing.TB, c *cluster.Cluster, o Options, config string, round 
 	switch config {
 	case Baseline:
 		return nil, func() {}, ""
-	case Server, ServerFilterBind:
+	case Server, ServerFilterBind, ServerB:
+		if config == ServerB {
+			serverOptions.BinaryEnv = "FITLEDGER_SERVER_B"
+		}
 		s := fl.StartServer(t, c, serverOptions)
 		return &fl.Extender{URL: s.WebhookURL, Bind: true, FilterOnly: config == ServerFilterBind}, s.Proc.Stop, s.MonitorURL
 	case Shim:
@@ -364,7 +370,7 @@ func summarizeProfile(t testing.TB, data, out string) {
 	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.Remove(data)
+	// data stays beside it, for `perf report -i` by caller (the summary is the top of each).
 }
 
 // histogram is one Prometheus histogram's samples summed over the series a filter keeps.
@@ -573,7 +579,7 @@ func Report(results []Result) (text string, ok bool) {
 	base, haveBase := s[Baseline]
 	fmt.Fprintf(&b, "| configuration | rounds | pods/s (median) | of baseline | attempt p50 ms | attempt p99 ms | p99 of baseline's | algorithm mean ms | algorithm p99 ms | extender's share of the cycle | fitledger's own ms per pod | pods/s per round |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, config := range append(append([]string(nil), AllConfigs...), ServerFilterBind) {
+	for _, config := range append(append([]string(nil), AllConfigs...), ServerFilterBind, ServerB) {
 		x, have := s[config]
 		if !have {
 			continue

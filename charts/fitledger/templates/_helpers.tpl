@@ -413,6 +413,27 @@ values (the chart's defaults, the release's previous values) has the key.
 {{- if lt (int64 (include "fitledger.durationMillis" $ext.httpTimeout)) 2000 }}
 {{- fail (printf "extender.httpTimeout must be at least 2s, got %s: fitledger's Bind verb must end 1s before it (kubernetes.bindBudget = httpTimeout - 1s), and a bind (a GET, the binding POST and a GET of the pod) needs a second of its own" (toString $ext.httpTimeout)) }}
 {{- end }}
+{{- /* kube-scheduler refuses these at start (client-go tools/leaderelection NewLeaderElector, component-base ValidateLeaderElectionConfiguration): say so at install instead of a crash loop */}}
+{{- if .Values.scheduler.enabled }}
+{{- $le := .Values.scheduler.leaderElection }}
+{{- $lease := int64 (include "fitledger.durationMillis" $le.leaseDuration) }}
+{{- $renew := int64 (include "fitledger.durationMillis" $le.renewDeadline) }}
+{{- $retry := int64 (include "fitledger.durationMillis" $le.retryPeriod) }}
+{{- range $key, $ms := dict "leaseDuration" $lease "renewDeadline" $renew "retryPeriod" $retry }}
+{{- if le $ms 0 }}
+{{- fail (printf "scheduler.leaderElection.%s must be greater than zero (at least 1ms), got %s" $key (toString (index $le $key))) }}
+{{- end }}
+{{- end }}
+{{- if le $lease $renew }}
+{{- fail (printf "scheduler.leaderElection.leaseDuration (%s) must be greater than renewDeadline (%s): kube-scheduler refuses to start otherwise" (toString $le.leaseDuration) (toString $le.renewDeadline)) }}
+{{- end }}
+{{- if le (float64 $renew) (mulf (float64 $retry) 1.2) }}
+{{- fail (printf "scheduler.leaderElection.renewDeadline (%s) must be greater than 1.2 x retryPeriod (%s): kube-scheduler refuses to start otherwise (client-go's leader election, JitterFactor 1.2)" (toString $le.renewDeadline) (toString $le.retryPeriod)) }}
+{{- end }}
+{{- end }}
+{{- if lt (int64 (include "fitledger.durationMillis" .Values.server.ledger.assumedReconcileAge)) 6000 }}
+{{- fail (printf "server.ledger.assumedReconcileAge must be at least 6s, got %s: twice fitledger-server's kubernetes.bindTimeout (3s), since a binding the server gave up on may still be applied by the API server; fitledger-server refuses to start otherwise" (toString .Values.server.ledger.assumedReconcileAge)) }}
+{{- end }}
 {{- $fit := .Values.scheduler.nodeResourcesFit | default dict }}
 {{- range $i, $r := ($fit.ignoredResources | default list) }}
 {{- if not (regexMatch `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$` (toString $r)) }}

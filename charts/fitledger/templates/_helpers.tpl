@@ -431,6 +431,12 @@ values (the chart's defaults, the release's previous values) has the key.
 {{- fail (printf "scheduler.leaderElection.renewDeadline (%s) must be greater than 1.2 x retryPeriod (%s): kube-scheduler refuses to start otherwise (client-go's leader election, JitterFactor 1.2)" (toString $le.renewDeadline) (toString $le.retryPeriod)) }}
 {{- end }}
 {{- end }}
+{{- $pct := .Values.scheduler.percentageOfNodesToScore }}
+{{- if not (kindIs "invalid" $pct) }}
+{{- if not (and (or (kindIs "int64" $pct) (kindIs "int" $pct) (kindIs "float64" $pct)) (eq (floor (float64 $pct)) (float64 $pct)) (ge (float64 $pct) 0.0) (le (float64 $pct) 100.0)) }}
+{{- fail (printf "scheduler.percentageOfNodesToScore must be an integer in 0..100 (kube-scheduler's validation), or empty; got %v" $pct) }}
+{{- end }}
+{{- end }}
 {{- if lt (int64 (include "fitledger.durationMillis" .Values.server.ledger.assumedReconcileAge)) 6000 }}
 {{- fail (printf "server.ledger.assumedReconcileAge must be at least 6s, got %s: twice fitledger-server's kubernetes.bindTimeout (3s), since a binding the server gave up on may still be applied by the API server; fitledger-server refuses to start otherwise" (toString .Values.server.ledger.assumedReconcileAge)) }}
 {{- end }}
@@ -621,6 +627,9 @@ leaderElection:
   retryPeriod: {{ .Values.scheduler.leaderElection.retryPeriod | quote }}
 profiles:
   - schedulerName: {{ .Values.scheduler.name | quote }}
+    {{- with .Values.scheduler.percentageOfNodesToScore }}
+    percentageOfNodesToScore: {{ int . }}
+    {{- end }}
     {{- $fit := .Values.scheduler.nodeResourcesFit | default dict }}
     {{- if or $fit.ignoredResources $fit.ignoredResourceGroups }}
     pluginConfig:

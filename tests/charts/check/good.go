@@ -72,6 +72,7 @@ func checkGoodSet(c *Checker, e *Env, s goodSet) {
 			c.Check(name("leader election on the release's own Lease, which fitledger-server follows; profile for the scheduler name"), checkLeaderElection(r, w))
 			c.Check(name("deadlines: bind budget < shim's server timeout < kube-scheduler's httpTimeout"), checkDeadlines(r))
 			c.Check(name("the ledger ignores what kube-scheduler's NodeResourcesFit ignores (profile args, extenders' ignoredByScheduler)"), checkIgnoredResources(r, w))
+			c.Check(name("the profile's percentageOfNodesToScore is the values'"), checkPercentageOfNodesToScore(r, w))
 			c.Check(name("kube-scheduler mounts its config, TLS files and runs --config"), checkSchedulerWiring(r, w))
 		}
 	} else {

@@ -155,6 +155,9 @@ func ValidateKubeSchedulerConfiguration(cfg *KubeSchedulerConfiguration) error {
 			return fmt.Errorf("profiles[%d].schedulerName: duplicate %q", i, *p.SchedulerName)
 		}
 		names[*p.SchedulerName] = true
+		if p.PercentageOfNodesToScore != nil && (*p.PercentageOfNodesToScore < 0 || *p.PercentageOfNodesToScore > 100) {
+			return fmt.Errorf("profiles[%d].percentageOfNodesToScore: %d not in valid range [0-100]", i, *p.PercentageOfNodesToScore)
+		}
 		if err := validatePluginConfig(i, p.PluginConfig); err != nil {
 			return err
 		}

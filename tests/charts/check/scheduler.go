@@ -130,6 +130,19 @@ func checkDeadlines(r *rendered) error {
 	return nil
 }
 
+// checkPercentageOfNodesToScore: the profile carries
+// scheduler.percentageOfNodesToScore when set (not 0), and no such key otherwise.
+func checkPercentageOfNodesToScore(r *rendered, w *Want) error {
+	got := r.sched.Profiles[0].PercentageOfNodesToScore
+	switch {
+	case w.PercentageOfNodesToScore == 0 && got != nil:
+		return fmt.Errorf("profile percentageOfNodesToScore %d, want none", *got)
+	case w.PercentageOfNodesToScore != 0 && (got == nil || *got != w.PercentageOfNodesToScore):
+		return fmt.Errorf("profile percentageOfNodesToScore %v, want %d", got, w.PercentageOfNodesToScore)
+	}
+	return nil
+}
+
 // checkIgnoredResources: the profile's NodeResourcesFit arguments are the
 // values', and the server's ledger ignores what kube-scheduler will ignore,
 // computed here from the rendered KubeSchedulerConfiguration by

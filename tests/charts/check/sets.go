@@ -58,6 +58,8 @@ type Want struct {
 	// server's ledger ignores.
 	FitIgnored, FitIgnoredGroups       []string
 	LedgerIgnored, LedgerIgnoredGroups []string
+	// The profile's percentageOfNodesToScore (0: not written).
+	PercentageOfNodesToScore int32
 }
 
 // defaults is the expectation for `helm template fitledger charts/fitledger`.
@@ -271,6 +273,14 @@ func goodSets(e *Env) []goodSet {
 	sets = append(sets, goodSet{name: "http-timeout-2500ms-shim-mode", want: inShim(slow),
 		args: []string{"--set", "extender.httpTimeout=2500ms", "-f", shim}})
 
+	// Fewer candidates per cycle (docs/performance.md), and 0: the adaptive default, unwritten.
+	pct := defaults()
+	pct.PercentageOfNodesToScore = 20
+	sets = append(sets, goodSet{name: "percentage-of-nodes-to-score-20", want: pct,
+		args: []string{"--set", "scheduler.percentageOfNodesToScore=20"}})
+	sets = append(sets, goodSet{name: "percentage-of-nodes-to-score-0", want: defaults(),
+		args: []string{"--set", "scheduler.percentageOfNodesToScore=0"}})
+
 	// What kube-scheduler ignores, fitledger's ledger ignores: the profile's
 	// NodeResourcesFitArgs...
 	ign := defaults()
@@ -345,6 +355,10 @@ func badSets(e *Env) []badSet {
 			wantTemplate: "scheduler.leaderElection.renewDeadline (2400ms) must be greater than 1.2 x retryPeriod (2s)"},
 		{name: "retryPeriod of zero", args: []string{"--set", "scheduler.leaderElection.retryPeriod=0s"},
 			wantTemplate: "scheduler.leaderElection.retryPeriod must be greater than zero (at least 1ms), got 0s"},
+		{name: "percentageOfNodesToScore above 100", args: []string{"--set", "scheduler.percentageOfNodesToScore=101"},
+			want: "scheduler.percentageOfNodesToScore", wantTemplate: "scheduler.percentageOfNodesToScore must be an integer in 0..100 (kube-scheduler's validation), or empty; got 101"},
+		{name: "percentageOfNodesToScore not an integer", args: []string{"--set", "scheduler.percentageOfNodesToScore=12.5"},
+			want: "scheduler.percentageOfNodesToScore", wantTemplate: "scheduler.percentageOfNodesToScore must be an integer in 0..100 (kube-scheduler's validation), or empty; got 12.5"},
 		{name: "assumedReconcileAge under twice the bind timeout", args: []string{"--set", "server.ledger.assumedReconcileAge=5s"},
 			wantTemplate: "server.ledger.assumedReconcileAge must be at least 6s, got 5s: twice fitledger-server's kubernetes.bindTimeout (3s)"},
 		{name: "ignored resource group with a slash", args: []string{"--set", "scheduler.nodeResourcesFit.ignoredResourceGroups[0]=example.com/gpu"},

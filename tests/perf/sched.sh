@@ -10,7 +10,8 @@
 #
 #   tests/perf/sched.sh [--nodes N] [--init-pods N] [--pods N] [--rounds N]
 #                       [--configs baseline,server,shim,go] [--profile]
-#                       [--build-dir DIR] [--upstream-bin DIR] [--server-b BINARY] [--out DIR]
+#                       [--build-dir DIR] [--upstream-bin DIR] [--server-b BINARY]
+#                       [--percentage N] [--out DIR]
 #   tests/perf/sched.sh --sync [--nodes N] [--init-pods N] [--rounds N] [--build-dir DIR] [--out DIR]
 #
 # --configs: which configurations, in this order each round (server-fb: fitledger-server with
@@ -20,6 +21,7 @@
 # upstream binaries to run instead of tests/upstream/build's (e.g. a kube-scheduler built with its
 # symbols, for --profile: upstream's ldflags strip them). --server-b: another fitledger-server
 # binary, run as the configuration server-b (as server), to measure a change in one run.
+# --percentage: the profile's percentageOfNodesToScore (default: kube-scheduler's adaptive 10%).
 #
 # --sync (issue 49 item 4): instead, NODES nodes and INIT_PODS bound pods (default 5,000 and
 # 150,000) in etcd, then fitledger-server started ROUNDS times against kube-apiserver: start to
@@ -42,6 +44,7 @@ PROFILE=0
 SYNC=0
 UPSTREAM_BIN=""
 SERVER_B=""
+PERCENTAGE=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nodes) NODES="$2"; shift ;;
@@ -53,6 +56,7 @@ while [[ $# -gt 0 ]]; do
     --sync) SYNC=1 ;;
     --build-dir) BUILD="$2"; shift ;;
     --upstream-bin) UPSTREAM_BIN="$2"; shift ;;
+    --percentage) PERCENTAGE="$2"; shift ;;
     --server-b) SERVER_B="$(realpath "$2")"; shift ;;
     --out) OUT="$2"; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -101,6 +105,7 @@ env GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
   FITLEDGER_SERVER_B="$SERVER_B" FITLEDGER_SOURCE_DIR="$ROOT" FITLEDGER_GO="$GO" \
   SCHEDPERF_NODES="$NODES" SCHEDPERF_INIT_PODS="$INIT_PODS" SCHEDPERF_PODS="$PODS" \
   SCHEDPERF_ROUNDS="$ROUNDS" SCHEDPERF_OUT="$OUT/table.md" SCHEDPERF_CONFIGS="$CONFIGS" \
+  SCHEDPERF_PERCENTAGE="$PERCENTAGE" \
   SCHEDPERF_PROFILE_DIR="$([[ $PROFILE == 1 ]] && echo "$OUT")" \
   "$GO" test -run '^$' -bench '^BenchmarkSchedulingThroughput$' -benchtime 1x -timeout 3h \
     ./schedperf | tee "$OUT/run.log"

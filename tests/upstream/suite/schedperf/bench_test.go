@@ -22,16 +22,18 @@ func envInt(b *testing.B, name string, def int) int {
 
 // BenchmarkSchedulingThroughput is issue 49's first measurement, run by tests/perf/sched.sh (with
 // -benchtime 1x: one measurement of Rounds rounds). Sizes from SCHEDPERF_NODES, _INIT_PODS, _PODS,
-// _ROUNDS (default 5,000 / 5,000 / 3,000 / 3), SCHEDPERF_CONFIGS (comma-separated; default
+// _ROUNDS (default 5,000 / 5,000 / 3,000 / 3), SCHEDPERF_PERCENTAGE (the profile's
+// percentageOfNodesToScore; default unset), SCHEDPERF_CONFIGS (comma-separated; default
 // baseline,server,shim,go; server-fb is the server without prioritize) and
 // SCHEDPERF_PROFILE_DIR (perf profiles of round 1); the table goes to stdout and, when set, to
 // SCHEDPERF_OUT.
 func BenchmarkSchedulingThroughput(b *testing.B) {
 	o := Options{
-		Nodes:    envInt(b, "SCHEDPERF_NODES", 5000),
-		InitPods: envInt(b, "SCHEDPERF_INIT_PODS", 5000),
-		Pods:     envInt(b, "SCHEDPERF_PODS", 3000),
-		Rounds:   envInt(b, "SCHEDPERF_ROUNDS", 3),
+		Nodes:                    envInt(b, "SCHEDPERF_NODES", 5000),
+		InitPods:                 envInt(b, "SCHEDPERF_INIT_PODS", 5000),
+		Pods:                     envInt(b, "SCHEDPERF_PODS", 3000),
+		Rounds:                   envInt(b, "SCHEDPERF_ROUNDS", 3),
+		PercentageOfNodesToScore: envInt(b, "SCHEDPERF_PERCENTAGE", 0),
 		Log: func(format string, args ...any) {
 			fmt.Printf(format+"\n", args...)
 		},
@@ -44,8 +46,8 @@ func BenchmarkSchedulingThroughput(b *testing.B) {
 	c := Start(b)
 	results := Measure(b, c, o)
 	text, _ := Report(results)
-	fmt.Printf("\nkube-scheduler v1.37.2, %d nodes, %d bound pods, %d measured pods, %d rounds:\n\n%s",
-		o.Nodes, o.InitPods, o.Pods, o.Rounds, text)
+	fmt.Printf("\nkube-scheduler v1.37.2, %d nodes, %d bound pods, %d measured pods, %d rounds, percentageOfNodesToScore %d (0: adaptive):\n\n%s",
+		o.Nodes, o.InitPods, o.Pods, o.Rounds, o.PercentageOfNodesToScore, text)
 	if out := os.Getenv("SCHEDPERF_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(text), 0o644); err != nil {
 			b.Fatal(err)

@@ -74,6 +74,9 @@ type Options struct {
 	Configs                       []string // default AllConfigs
 	GoBaseline                    string   // the go-baseline binary (GoExtender)
 	Creators                      int      // goroutines creating pods (default 32)
+	// PercentageOfNodesToScore: the profile's (0: kube-scheduler's adaptive default, 10% at
+	// 5,000 nodes), so each extender call carries that share of the nodes.
+	PercentageOfNodesToScore int
 	// ProfileDir: when set, round 1 of each configuration runs under `perf record -a` (every
 	// process on the machine) and ProfileDir/<config>.txt gets perf's CPU share per process and
 	// kube-scheduler's top symbols; ProfileDir/<config>.data keeps the samples (perf report -i).
@@ -276,6 +279,11 @@ func runOne(t testing.TB, c *cluster.Cluster, o Options, config string, round in
 	ext, stopExtender, monitor := extender(t, c, o, config, round, kubeconfig)
 	defer stopExtender()
 	schedConfig := fl.SchedulerConfig([]string{schedulerName}, ext)
+	if o.PercentageOfNodesToScore != 0 {
+		profile := fmt.Sprintf("  - schedulerName: %q\n", schedulerName)
+		schedConfig = strings.Replace(schedConfig, profile,
+			profile+fmt.Sprintf("    percentageOfNodesToScore: %d\n", o.PercentageOfNodesToScore), 1)
+	}
 	sched, port := fl.StartSchedulerWithPort(t, c, fmt.Sprintf("kube-scheduler-%s-%d", config, round), schedConfig, kubeconfig)
 	defer sched.Stop()
 

@@ -288,7 +288,9 @@ void Controllers::ReconcileDeployment(const std::string& key) {
     if (auto list = store_->List(rs_filter, 0, ""); list.ok()) {
       for (const ObjectPtr& rs : list->items) {
         if (ControllerUid(json::parse(rs->json)) == uid->second) {
-          (void)store_->DeleteObject(Kind::kReplicaSet, ns, rs->fields.name, rs->uid);
+          DeletePreconditions same;
+          same.uid = rs->uid;
+          (void)store_->DeleteObject(Kind::kReplicaSet, ns, rs->fields.name, same);
         }
       }
     }

@@ -441,18 +441,16 @@ ApiResponse ObjectApi::Get(const ApiRequest& request, const ApiPath& path) {
 
 ApiResponse ObjectApi::Delete(const ApiRequest& request, const ApiPath& path) {
   const Kind kind = *path.kind;
-  std::string uid;
-  std::string resource_version;
+  DeletePreconditions preconditions;
   std::string propagation = "Background";
   if (!request.body.empty()) {
     json options = json::parse(request.body, nullptr, false);
     if (options.is_discarded() || !options.is_object()) {
       return Error(400, "the DeleteOptions body is not a JSON object");
     }
-    if (options.contains("preconditions") && options["preconditions"].is_object()) {
-      uid = JsonStr(options["preconditions"], "uid");
-      resource_version = JsonStr(options["preconditions"], "resourceVersion");
-    }
+    absl::StatusOr<DeletePreconditions> parsed = ParseDeletePreconditions(options);
+    if (!parsed.ok()) return Error(parsed.status());
+    preconditions = *std::move(parsed);
     if (options.contains("propagationPolicy") && options["propagationPolicy"].is_string()) {
       propagation = options["propagationPolicy"].get<std::string>();
     } else if (options.contains("orphanDependents") && options["orphanDependents"] == true) {
@@ -474,7 +472,8 @@ ApiResponse ObjectApi::Delete(const ApiRequest& request, const ApiPath& path) {
     if (!owner.ok()) return Error(owner.status());
     // A failed precondition leaves the dependents as they were (rest.BeforeDelete fails the
     // delete before the orphan finalizer is set).
-    if (absl::Status s = CheckDeletePreconditions(kind, path.name, **owner, uid, resource_version);
+    if (absl::Status s = CheckDeletePreconditions(kind, path.name, **owner, preconditions.uid,
+                                                  preconditions.resource_version);
         !s.ok()) {
       return Error(s);
     }
@@ -510,7 +509,7 @@ ApiResponse ObjectApi::Delete(const ApiRequest& request, const ApiPath& path) {
           false);
     }
   }
-  auto deleted = store_->DeleteObject(kind, path.namespace_name, path.name, uid, resource_version);
+  auto deleted = store_->DeleteObject(kind, path.namespace_name, path.name, preconditions);
   if (!deleted.ok()) return Error(deleted.status());
   // Deployments and replica sets answer a Status (they are not ReturnDeletedObject); events and
   // leases too (pkg/registry/coordination/lease/storage/storage.go).

@@ -905,10 +905,10 @@ void SimServer::HandleDeletePod(const httplib::Request& req, httplib::Response& 
   if (!req.body.empty()) {
     auto options = ParseBody(req.body);
     if (!options.ok()) return SendError(res, options.status());
-    if (auto it = options->find("preconditions"); it != options->end()) {
-      request.uid = JsonStr(*it, "uid");
-      request.resource_version = JsonStr(*it, "resourceVersion");
-    }
+    absl::StatusOr<DeletePreconditions> preconditions = ParseDeletePreconditions(*options);
+    if (!preconditions.ok()) return SendError(res, preconditions.status());
+    request.uid = std::move(preconditions->uid);
+    request.resource_version = std::move(preconditions->resource_version);
     if (auto it = options->find("gracePeriodSeconds"); it != options->end() && !it->is_null()) {
       if (absl::Status s = grace(*it); !s.ok()) return SendError(res, s);
     }

@@ -211,14 +211,34 @@ bool ObjectFilter::Matches(const StoredObject& object) const {
   return fields.Matches(object.fields) && labels.Matches(object.fields.labels);
 }
 
-absl::Status CheckDeletePreconditions(Kind kind, absl::string_view name, const StoredObject& object,
-                                      absl::string_view uid, absl::string_view resource_version) {
-  if (!uid.empty() && uid != object.uid) {
-    return DeletePreconditionFailed(kind, name, true, uid, object.uid);
+absl::StatusOr<DeletePreconditions> ParseDeletePreconditions(const json& options) {
+  DeletePreconditions out;
+  auto it = options.find("preconditions");
+  if (it == options.end() || it->is_null()) return out;
+  if (!it->is_object()) {
+    return absl::InvalidArgumentError("preconditions: must be an object (uid, resourceVersion)");
   }
-  if (!resource_version.empty() && resource_version != absl::StrCat(object.resource_version)) {
-    return DeletePreconditionFailed(kind, name, false, resource_version,
-                                    absl::StrCat(object.resource_version));
+  for (auto [key, field] :
+       {std::pair{"uid", &out.uid}, std::pair{"resourceVersion", &out.resource_version}}) {
+    auto value = it->find(key);
+    if (value == it->end() || value->is_null()) continue;
+    if (!value->is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat("preconditions.", key, ": must be a string"));
+    }
+    *field = value->get<std::string>();
+  }
+  return out;
+}
+
+absl::Status CheckDeletePreconditions(Kind kind, absl::string_view name, const StoredObject& object,
+                                      const Precondition& uid,
+                                      const Precondition& resource_version) {
+  if (uid.has_value() && *uid != object.uid) {
+    return DeletePreconditionFailed(kind, name, true, *uid, object.uid);
+  }
+  const std::string stored_version = absl::StrCat(object.resource_version);
+  if (resource_version.has_value() && *resource_version != stored_version) {
+    return DeletePreconditionFailed(kind, name, false, *resource_version, stored_version);
   }
   return absl::OkStatus();
 }
@@ -764,14 +784,16 @@ int ClusterStore::ExpireEvents() {
   int expired = 0;
   for (const EventExpiry& e : due) {
     // Already deleted by a client, or replaced by another of that name (another uid): skipped.
-    if (DeleteObject(Kind::kEvent, e.namespace_name, e.name, e.uid).ok()) ++expired;
+    DeletePreconditions same;
+    same.uid = e.uid;
+    if (DeleteObject(Kind::kEvent, e.namespace_name, e.name, same).ok()) ++expired;
   }
   return expired;
 }
 
-absl::StatusOr<ObjectPtr> ClusterStore::DeleteObject(
-    Kind kind, absl::string_view namespace_name, absl::string_view name,
-    absl::string_view uid_precondition, absl::string_view resource_version_precondition) {
+absl::StatusOr<ObjectPtr> ClusterStore::DeleteObject(Kind kind, absl::string_view namespace_name,
+                                                     absl::string_view name,
+                                                     const DeletePreconditions& preconditions) {
   if (kind == Kind::kPod || kind == Kind::kNode) {
     return absl::InternalError("DeleteObject does not delete pods or nodes");
   }
@@ -785,8 +807,8 @@ absl::StatusOr<ObjectPtr> ClusterStore::DeleteObject(
           absl::StrCat(QualifiedResource(kind), " \"", name, "\" not found"));
     }
     const ObjectPtr old = it->second;
-    RETURN_IF_ERROR(CheckDeletePreconditions(kind, name, *old, uid_precondition,
-                                             resource_version_precondition));
+    RETURN_IF_ERROR(CheckDeletePreconditions(kind, name, *old, preconditions.uid,
+                                             preconditions.resource_version));
     map.erase(it);
     ++resource_version_;
     const std::vector<std::pair<absl::string_view, std::string>> members = {
@@ -884,7 +906,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::DeletePod(absl::string_view namespace_na
                                                   absl::string_view name,
                                                   absl::string_view uid_precondition) {
   DeleteRequest request;
-  request.uid = std::string(uid_precondition);
+  if (!uid_precondition.empty()) request.uid = std::string(uid_precondition);
   request.grace_period_seconds = 0;
   auto result = DeletePod(namespace_name, name, request);
   if (!result.ok()) return result.status();

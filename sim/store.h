@@ -62,11 +62,25 @@ struct StoredObject {
 };
 using ObjectPtr = std::shared_ptr<const StoredObject>;
 
-// A delete's preconditions (DeleteOptions.preconditions: uid, resourceVersion; empty: not set)
-// against `object`, the stored version of `name`: Aborted (409) worded as rest.BeforeDelete words
-// it (apiserver pkg/registry/rest/delete.go), which checks them before any finalizer or orphaning.
+// One of DeleteOptions.preconditions (uid, resourceVersion): unset (absent or null), or the value
+// given, "" included: the API server compares any value it is given (its fields are pointers;
+// TestDifferentialSimAgainstAPIServer: "DELETE a Lease with an empty UID precondition", "DELETE a
+// pod with an empty resourceVersion precondition").
+using Precondition = std::optional<std::string>;
+struct DeletePreconditions {
+  Precondition uid;
+  Precondition resource_version;
+};
+// The preconditions of a DELETE's DeleteOptions body (`options`, an object): InvalidArgument when
+// preconditions is not an object or null, or one of its values not a string or null.
+absl::StatusOr<DeletePreconditions> ParseDeletePreconditions(const nlohmann::json& options);
+
+// A delete's preconditions against `object`, the stored version of `name`: Aborted (409) worded as
+// rest.BeforeDelete words it (apiserver pkg/registry/rest/delete.go), which checks them before any
+// finalizer or orphaning.
 absl::Status CheckDeletePreconditions(Kind kind, absl::string_view name, const StoredObject& object,
-                                      absl::string_view uid, absl::string_view resource_version);
+                                      const Precondition& uid,
+                                      const Precondition& resource_version);
 
 enum class EventType { kAdded, kModified, kDeleted };
 absl::string_view EventTypeName(EventType type);
@@ -174,8 +188,8 @@ class ClusterStore {
 
   // DELETE's options (DeleteOptions): preconditions and the grace period.
   struct DeleteRequest {
-    std::string uid;                              // preconditions.uid; empty: none
-    std::string resource_version;                 // preconditions.resourceVersion; empty: none
+    Precondition uid;                             // preconditions.uid
+    Precondition resource_version;                // preconditions.resourceVersion
     std::optional<int64_t> grace_period_seconds;  // unset: spec.terminationGracePeriodSeconds
   };
   struct DeleteResult {
@@ -192,7 +206,7 @@ class ClusterStore {
   // (409) for a failed precondition.
   absl::StatusOr<DeleteResult> DeletePod(absl::string_view namespace_name, absl::string_view name,
                                          const DeleteRequest& request);
-  // DeletePod with grace period 0 (a force delete) and an optional UID precondition.
+  // DeletePod with grace period 0 (a force delete) and a UID precondition (empty: none).
   absl::StatusOr<ObjectPtr> DeletePod(absl::string_view namespace_name, absl::string_view name,
                                       absl::string_view uid_precondition);
   // The end of a graceful deletion: the kubelet of the pod's node stops its containers (they
@@ -258,8 +272,8 @@ class ClusterStore {
   // NotFound; Aborted (409) when a precondition (DeleteOptions.preconditions: uid,
   // resourceVersion) is set and differs (CheckDeletePreconditions).
   absl::StatusOr<ObjectPtr> DeleteObject(Kind kind, absl::string_view namespace_name,
-                                         absl::string_view name, absl::string_view uid_precondition,
-                                         absl::string_view resource_version_precondition = "");
+                                         absl::string_view name,
+                                         const DeletePreconditions& preconditions);
 
   // Sets status.phase (e.g. Succeeded); a terminal phase frees kubelet capacity. NotFound;
   // InvalidArgument for an unknown phase.

@@ -166,7 +166,7 @@ TEST_F(ControllersTest, DeletingTheDeploymentDeletesWhatItMade) {
   CreateDeployment(2);
   controllers_.SyncOnce();
   ASSERT_EQ(Objects(Kind::kPod).size(), 2u);
-  ASSERT_TRUE(store_.DeleteObject(Kind::kDeployment, "default", "web", "").ok());
+  ASSERT_TRUE(store_.DeleteObject(Kind::kDeployment, "default", "web", {}).ok());
   controllers_.SyncOnce();
   EXPECT_TRUE(Objects(Kind::kReplicaSet).empty());
   EXPECT_TRUE(Objects(Kind::kPod).empty());  // unbound pods: deleted at once
@@ -218,7 +218,7 @@ TEST_F(ControllersTest, DeletingTheDeploymentWhileItsPodsChangeDeletesThemToo) {
   std::vector<ObjectPtr> pods = Objects(Kind::kPod);
   ASSERT_EQ(pods.size(), 2u);
   ASSERT_TRUE(store_.Bind("default", pods[0]->fields.name, "", "worker-1").ok());
-  ASSERT_TRUE(store_.DeleteObject(Kind::kDeployment, "default", "web", "").ok());
+  ASSERT_TRUE(store_.DeleteObject(Kind::kDeployment, "default", "web", {}).ok());
   controllers_.SyncOnce();
   EXPECT_TRUE(Objects(Kind::kReplicaSet).empty());
   EXPECT_TRUE(Objects(Kind::kPod).empty());

@@ -827,6 +827,17 @@ TEST_F(SimApiTest, DeleteAnswersTheObjectAndBoundPodsEndGracefully) {
   ExpectStatus(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/p",
                     R"({"preconditions":{"resourceVersion":"1"}})"),
                409, "Conflict");
+  // "" is a value like any other; null is none; a number is no precondition at all.
+  ExpectStatus(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/p",
+                    R"({"preconditions":{"uid":""}})"),
+               409, "Conflict");
+  ExpectStatus(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/p",
+                    R"({"preconditions":{"uid":5}})"),
+               400, "BadRequest");
+  EXPECT_EQ(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/p",
+                 R"({"preconditions":{"uid":null,"resourceVersion":null},"gracePeriodSeconds":0})")
+                .status,
+            200);
 }
 
 // The binding subresource's checks before the pod (storage.go BindingREST.Create and

@@ -563,14 +563,24 @@ TEST_F(StoreTest, OtherKindsCreateUpdateDelete) {
   EXPECT_EQ(batch.events[0].type, EventType::kAdded);
   EXPECT_EQ(batch.events[1].type, EventType::kModified);
 
-  EXPECT_THAT(store_.DeleteObject(Kind::kDeployment, "default", name, "other-uid"),
+  DeletePreconditions other_uid;
+  other_uid.uid = "other-uid";
+  EXPECT_THAT(store_.DeleteObject(Kind::kDeployment, "default", name, other_uid),
               StatusIs(absl::StatusCode::kAborted,
                        HasSubstr("Deployment.apps \"" + name +
                                  "\": the UID in the precondition (other-uid) does not match")));
-  EXPECT_THAT(store_.DeleteObject(Kind::kDeployment, "default", name, "", "1"),
+  DeletePreconditions old_version;
+  old_version.resource_version = "1";
+  EXPECT_THAT(store_.DeleteObject(Kind::kDeployment, "default", name, old_version),
               StatusIs(absl::StatusCode::kAborted,
                        HasSubstr("the ResourceVersion in the precondition (1) does not match")));
-  ASSERT_TRUE(store_.DeleteObject(Kind::kDeployment, "default", name, "").ok());
+  // A precondition given as "" is compared too, as the API server's pointers are.
+  DeletePreconditions empty_uid;
+  empty_uid.uid = "";
+  EXPECT_THAT(store_.DeleteObject(Kind::kDeployment, "default", name, empty_uid),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("the UID in the precondition () does not match")));
+  ASSERT_TRUE(store_.DeleteObject(Kind::kDeployment, "default", name, {}).ok());
   EXPECT_THAT(store_.Get(Kind::kDeployment, "default", name),
               StatusIs(absl::StatusCode::kNotFound,
                        absl::StrCat("deployments.apps \"", name, "\" not found")));
@@ -611,7 +621,7 @@ TEST_F(StoreTest, LeasesShareTheHistoryAndAnUnchangedUpdateIsNotWritten) {
   ObjectFilter pods;
   pods.kind = Kind::kPod;
   EXPECT_TRUE(store_.Poll(pods, before, now_, absl::ZeroDuration(), 100).events.empty());
-  ASSERT_TRUE(store_.DeleteObject(Kind::kLease, "kube-system", "sched", "").ok());
+  ASSERT_TRUE(store_.DeleteObject(Kind::kLease, "kube-system", "sched", {}).ok());
   EXPECT_EQ(store_.Poll(leases, before, now_, absl::ZeroDuration(), 100).events.back().type,
             EventType::kDeleted);
 }
@@ -654,7 +664,7 @@ TEST_F(StoreTest, EventsExpireAnHourAfterTheyWereCreated) {
   now_ += absl::Minutes(10);
   ASSERT_TRUE(store_.CreateObject(Kind::kEvent, "default", event("b")).ok());
   ASSERT_TRUE(store_.CreateObject(Kind::kEvent, "default", event("c")).ok());
-  ASSERT_TRUE(store_.DeleteObject(Kind::kEvent, "default", "c", "").ok());
+  ASSERT_TRUE(store_.DeleteObject(Kind::kEvent, "default", "c", {}).ok());
   const uint64_t before = store_.resource_version();
   now_ += absl::Minutes(49);
   EXPECT_EQ(store_.ExpireEvents(), 0);  // "a" is 59 minutes old

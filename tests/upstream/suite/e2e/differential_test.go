@@ -309,6 +309,11 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 	obs["DELETE a Lease with a stale resourceVersion precondition"] = regexp.MustCompile(`in record \(\d+\)`).ReplaceAllString(
 		outcome(leases.Delete(ctx, second, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: ptrString("1")}})),
 		"in record (N)")
+	// A precondition given as "" is compared as any other value (the fields are pointers).
+	emptyUID := types.UID("")
+	obs["DELETE a Lease with an empty UID precondition"] = regexp.MustCompile(`in record \([^)]*\)`).ReplaceAllString(
+		outcome(leases.Delete(ctx, second, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &emptyUID}})),
+		"in record (U)")
 	obs["DELETE the second Lease"] = outcome(leases.Delete(ctx, second, metav1.DeleteOptions{}))
 
 	events := write.CoreV1().Events("default")
@@ -333,6 +338,9 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 	obs["DELETE a pod with a stale UID precondition"] = regexp.MustCompile(`in record \([^)]*\)`).ReplaceAllString(
 		outcome(wpods.Delete(ctx, "diff-a", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &stale}})),
 		"in record (U)")
+	obs["DELETE a pod with an empty resourceVersion precondition"] = regexp.MustCompile(`in record \(\d+\)`).ReplaceAllString(
+		outcome(wpods.Delete(ctx, "diff-a", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: ptrString("")}})),
+		"in record (N)")
 	zero := int64(0)
 	err = wpods.Delete(ctx, "diff-a", metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	obs["DELETE the bound pod with gracePeriodSeconds=0"] = outcome(err)

@@ -419,6 +419,7 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
     request.method.assign(message.method_string().data(), message.method_string().size());
     request.path = PathOf(message.target());
     request.body = std::move(message.body());
+    request.reading = absl::Now() - started_;
     if (request.body.capacity() < request.body.size() + kBodyPadding) {
       request.body.reserve(request.body.size() + kBodyPadding);
     }
@@ -468,6 +469,7 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
       version_ = 11;
     }
     request.body.clear();
+    request.reading = absl::Now() - started_;  // as far as it was read
     head_ = false;
     keep_alive_ = false;
     refused_ = true;

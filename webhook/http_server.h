@@ -69,6 +69,9 @@ struct HttpRequest {
   std::string method;  // as sent ("POST")
   std::string path;    // the target up to '?', not percent-decoded
   std::string body;    // with room for 64 more bytes after size() (simdjson's padding)
+  // From the request's first byte to its last: what the client's sending took (and the wait
+  // for the I/O thread meanwhile). The observer's `elapsed` less this is the handling.
+  absl::Duration reading;
 };
 
 struct HttpReply {

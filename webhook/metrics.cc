@@ -13,14 +13,21 @@ Metrics::Metrics(MetricsRegistry* registry)
       durations_(registry->Histogram("fitledger_webhook_request_duration_seconds",
                                      "Webhook time from a request's first byte to its reply.",
                                      {"verb"}, LatencyBuckets())),
+      handling_(registry->Histogram(
+          "fitledger_webhook_handling_duration_seconds",
+          "Webhook time from a request's last byte to its reply: the handling, without the "
+          "client's sending.",
+          {"verb"}, LatencyBuckets())),
       backend_errors_(registry->Counter(
           "fitledger_webhook_backend_errors_total",
           "Verbs the extender behind the webhook failed, by canonical status code.",
           {"verb", "code"})) {}
 
-void Metrics::ObserveRequest(absl::string_view verb, int code, absl::Duration duration) {
+void Metrics::ObserveRequest(absl::string_view verb, int code, absl::Duration duration,
+                             absl::Duration handling) {
   requests_->Increment({std::string(verb), absl::StrCat(code)});
   durations_->Observe({std::string(verb)}, absl::ToDoubleSeconds(duration));
+  handling_->Observe({std::string(verb)}, absl::ToDoubleSeconds(handling));
 }
 
 void Metrics::CountBackendError(absl::string_view verb, absl::string_view code) {

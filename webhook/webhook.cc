@@ -154,7 +154,8 @@ absl::string_view Webhook::MetricVerb(absl::string_view path) const {
 
 void Webhook::Observe(const HttpRequest& request, const HttpReply& reply,
                       absl::Duration elapsed) const {
-  metrics_->ObserveRequest(MetricVerb(request.path), reply.status, elapsed);
+  metrics_->ObserveRequest(MetricVerb(request.path), reply.status, elapsed,
+                           std::max(absl::ZeroDuration(), elapsed - request.reading));
 }
 
 Webhook::Scratch& Webhook::ScratchOf(const HttpCall& call) const {

@@ -44,7 +44,7 @@ PROFILE=0
 SYNC=0
 UPSTREAM_BIN=""
 SERVER_B=""
-PERCENTAGE=0
+PERCENTAGE=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nodes) NODES="$2"; shift ;;

@@ -182,7 +182,14 @@ class HttpServerTest : public ::testing::Test {
           call.Finish();
         },
         JsonError,
-        [this](const HttpRequest&, const HttpReply&, absl::Duration) { observed_.fetch_add(1); });
+        [this](const HttpRequest& request, const HttpReply&, absl::Duration elapsed) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            last_reading_ = request.reading;
+            last_elapsed_ = elapsed;
+          }
+          observed_.fetch_add(1);
+        });
     absl::StatusOr<int> port = server_->Start("127.0.0.1", 0);
     ASSERT_TRUE(port.ok()) << port.status();
     port_ = *port;
@@ -226,6 +233,8 @@ class HttpServerTest : public ::testing::Test {
   int port_ = 0;
   std::atomic<int> handled_{0};
   std::atomic<int> observed_{0};
+  absl::Duration last_reading_;  // the observer's last request.reading (under mu_)
+  absl::Duration last_elapsed_;  // and elapsed (under mu_)
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Parked> parked_;
@@ -241,6 +250,27 @@ TEST_F(HttpServerTest, ContentLengthBodyQueryAndObserver) {
   EXPECT_THAT(r.head, HasSubstr("Content-Type: text/plain\r\n"));
   EXPECT_THAT(r.head, Not(HasSubstr("Connection: close")));
   EXPECT_TRUE(Eventually([&] { return observed_.load() == 1; }));
+}
+
+// The observer learns how long the request took to arrive (its first byte to its last), apart
+// from the whole: a client that sends its body 500 ms after its head is not the handler's time.
+TEST_F(HttpServerTest, TheObserverSeesTheRequestsReadingApart) {
+  Raw c(port_);
+  ASSERT_TRUE(c.ok());
+  const std::string request = Post("/echo", "hello");
+  ASSERT_TRUE(c.Send(request.substr(0, request.size() - 5)));
+  const absl::Time head_sent = absl::Now();
+  absl::SleepFor(absl::Milliseconds(500));  // the client's pace (the input), not a wait
+  ASSERT_TRUE(c.Send("hello"));
+  const absl::Time body_sent = absl::Now();
+  EXPECT_EQ(c.Read().body, "POST|/echo|hello");
+  const absl::Duration round_trip = absl::Now() - body_sent;
+  ASSERT_TRUE(Eventually([&] { return observed_.load() == 1; }));
+  std::lock_guard<std::mutex> lock(mu_);
+  // At least the gap, less however late the server woke for the head (generously: half of it).
+  EXPECT_GE(last_reading_, (body_sent - head_sent) / 2);
+  EXPECT_GE(last_elapsed_, last_reading_);
+  EXPECT_LE(last_elapsed_ - last_reading_, round_trip);  // the handling alone
 }
 
 TEST_F(HttpServerTest, ChunkedBodyWithExtensionsAndTrailers) {

@@ -536,6 +536,8 @@ TEST_F(ShimHttpTest, ProbesAndMetrics) {
           "fitledger_webhook_request_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"} 3\n"));
   EXPECT_THAT(metrics.body,
               HasSubstr("fitledger_webhook_request_duration_seconds_count{verb=\"filter\"} 3\n"));
+  EXPECT_THAT(metrics.body,
+              HasSubstr("fitledger_webhook_handling_duration_seconds_count{verb=\"filter\"} 3\n"));
   EXPECT_THAT(
       metrics.body,
       HasSubstr(

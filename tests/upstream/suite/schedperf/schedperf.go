@@ -108,6 +108,10 @@ type Result struct {
 	// The same from each request's last byte (fitledger_webhook_handling_duration_seconds):
 	// without kube-scheduler's sending.
 	HandlingFilterMean, HandlingPrioritizeMean float64
+	// kube-scheduler's OpportunisticBatching (scheduler_batch_attempts_total by result): cycles
+	// that reused the previous cycle's scores for one node ("hint_used") and the others. It is off
+	// in a profile with extenders (frameworkImpl.computeBatchablePlugins).
+	BatchAttempts map[string]int
 }
 
 // Start brings up the control plane the measurement needs.
@@ -154,10 +158,10 @@ func Measure(t testing.TB, c *cluster.Cluster, o Options) []Result {
 	for round := 1; round <= o.Rounds; round++ {
 		for _, config := range o.Configs {
 			r := runOne(t, c, o, config, round, adminKubeconfig)
-			o.Log("round %d %-8s %d pods in %.2f s: %.1f pods/s; attempts %d, p50 %.2f ms, p99 %.2f ms; algorithm mean %.2f ms, p50 %.2f, p99 %.2f; webhook filter %.2f ms, prioritize %.2f ms (handling %.2f, %.2f); created in %.2f s",
+			o.Log("round %d %-8s %d pods in %.2f s: %.1f pods/s; attempts %d, p50 %.2f ms, p99 %.2f ms; algorithm mean %.2f ms, p50 %.2f, p99 %.2f; webhook filter %.2f ms, prioritize %.2f ms (handling %.2f, %.2f); batching %v; created in %.2f s",
 				round, config, r.Pods, r.Seconds, r.PodsPerSecond, r.Attempts, r.AttemptP50*1e3, r.AttemptP99*1e3,
 				r.AlgorithmMean*1e3, r.AlgorithmP50*1e3, r.AlgorithmP99*1e3, r.WebhookFilterMean*1e3, r.WebhookPrioritizeMean*1e3,
-				r.HandlingFilterMean*1e3, r.HandlingPrioritizeMean*1e3, r.CreateSeconds)
+				r.HandlingFilterMean*1e3, r.HandlingPrioritizeMean*1e3, r.BatchAttempts, r.CreateSeconds)
 			results = append(results, r)
 		}
 	}
@@ -432,7 +436,7 @@ func scrape(t testing.TB, client *http.Client, url, metric string, keep func(lab
 				le, _ = strconv.ParseFloat(labels["le"], 64)
 			}
 			h.buckets[le] += value
-		case metric + "_count":
+		case metric + "_count", metric + "_total": // a histogram's count, or a counter
 			h.count += value
 		case metric + "_sum":
 			h.sum += value
@@ -466,6 +470,15 @@ func readScheduler(t testing.TB, port int, r *Result) {
 	}
 	r.Attempts, r.Unscheduled = int(scheduled.count), int(other.count)
 	r.AttemptP50, r.AttemptP99 = scheduled.quantile(0.5), scheduled.quantile(0.99)
+	r.BatchAttempts = map[string]int{}
+	for _, result := range []string{"hint_used", "hint_not_used", "no_hint"} {
+		n := scrape(t, client, url, "scheduler_batch_attempts", func(l map[string]string) bool {
+			return l["profile"] == schedulerName && l["result"] == result
+		}).count
+		if n > 0 {
+			r.BatchAttempts[result] = int(n)
+		}
+	}
 	algorithm := scrape(t, client, url, "scheduler_scheduling_algorithm_duration_seconds",
 		func(map[string]string) bool { return true })
 	r.AlgorithmMean, r.AlgorithmP50, r.AlgorithmP99 = algorithm.mean(), algorithm.quantile(0.5), algorithm.quantile(0.99)

@@ -330,10 +330,11 @@ class Session : public internal::Exchange, public std::enable_shared_from_this<S
 
   // Feeds what the buffer holds to Beast's parser, and reads more while the request is not
   // whole. Bytes already received are parsed at once, and a plain connection first tries a read
-  // that does not wait: a request that came in one piece (kube-scheduler writes each at once)
-  // is read, parsed and handed to the handler in one pass. Beast's composed reads
-  // (async_read_header, async_read) complete through a post even when the bytes are there: a
-  // further turn of the I/O thread's loop, an epoll_wait, for each.
+  // that does not wait: a request that came in one piece is read, parsed and handed to the
+  // handler in one pass. (A large one comes in several: Go's HTTP client, kube-scheduler's,
+  // writes through a 4 KB buffer, Transport.WriteBufferSize; HttpRequest::reading has that time.)
+  // Beast's composed reads (async_read_header, async_read) complete through a post even when the
+  // bytes are there: a further turn of the I/O thread's loop, an epoll_wait, for each.
   void Parse() {
     beast::error_code ec;
     for (;;) {

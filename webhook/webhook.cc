@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,27 +40,31 @@ void SetPodKey(const Pod& pod, std::string* out) {
 
 bool IsGet(const HttpRequest& r) { return r.method == "GET" || r.method == "HEAD"; }
 
+// a + b, held to int64's range (a backend's scores are not trusted to be small).
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum;
+  return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+
 }  // namespace
 
 void ShiftPriorities(absl::Span<const std::pair<size_t, int64_t>> scores,
-                     absl::Span<const absl::string_view> candidates, std::vector<bool>* listed,
+                     absl::Span<const absl::string_view> candidates, std::vector<int64_t>* totals,
                      std::vector<std::pair<absl::string_view, int64_t>>* out) {
-  listed->assign(candidates.size(), false);
-  size_t distinct = 0;
-  int64_t lowest = 0;
-  bool first = true;
+  // What kube-scheduler would add to each candidate: the sum of its entries (0 with none).
+  totals->assign(candidates.size(), 0);
   for (const auto& [i, score] : scores) {
-    if (i >= candidates.size()) continue;
-    if (!(*listed)[i]) {
-      (*listed)[i] = true;
-      ++distinct;
-    }
-    lowest = first ? score : std::min(lowest, score);
-    first = false;
+    if (i < candidates.size()) (*totals)[i] = SaturatingAdd((*totals)[i], score);
   }
-  if (distinct < candidates.size()) lowest = std::min<int64_t>(lowest, 0);  // unlisted: 0
-  for (const auto& [i, score] : scores) {
-    if (i < candidates.size() && score != lowest) out->emplace_back(candidates[i], score - lowest);
+  if (totals->empty()) return;
+  const int64_t lowest = *std::min_element(totals->begin(), totals->end());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    int64_t above;  // >= 0, as the total is >= lowest; past int64's max, its max
+    if (__builtin_sub_overflow((*totals)[i], lowest, &above)) {
+      above = std::numeric_limits<int64_t>::max();
+    }
+    if (above > 0) out->emplace_back(candidates[i], above);
   }
 }
 
@@ -76,7 +81,7 @@ struct Webhook::Scratch : HttpConnectionState {
   std::string pod;                           // "namespace/name", for the log
   FilterResultView filter_view;
   HostPriorityView priority_view;
-  std::vector<bool> listed;
+  std::vector<int64_t> totals;
   std::vector<absl::string_view> passing_nodes;
 
   // Makes `names` outlive the decoder: a name outside `body` is copied into `owned`.
@@ -354,7 +359,7 @@ void Webhook::Prioritize(const HttpCall& call) const {
       BackendFailure(Verb::kPrioritize, answer.status, s.pod, reply);
     } else {
       s.priority_view.clear();
-      ShiftPriorities(answer.scores, s.names, &s.listed, &s.priority_view);
+      ShiftPriorities(answer.scores, s.names, &s.totals, &s.priority_view);
       EncodeHostPriorityList(s.priority_view, &reply.body);
     }
     s.Trim();

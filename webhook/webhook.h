@@ -34,8 +34,9 @@
 namespace fitledger::webhook {
 
 // The HostPriorityList kube-scheduler is sent for `scores` (candidate position -> score, as the
-// backend answers; a candidate it leaves out scores 0) over `candidates`: each candidate's score
-// less the lowest candidate's, and only the candidates above that lowest. kube-scheduler adds
+// backend answers; a candidate it leaves out scores 0, one it lists twice the sum, as
+// kube-scheduler adds every entry) over `candidates`: one entry per candidate above the lowest
+// candidate's total, with its total less that lowest, in the candidates' order. kube-scheduler adds
 // weight x score to the nodes a HostPriorityList names and nothing to the others (prioritizeNodes
 // in pkg/scheduler/schedule_one.go), so this lowers every candidate's total by the same amount
 // and changes no ranking; what it saves is kube-scheduler decoding an entry per candidate in its
@@ -43,9 +44,9 @@ namespace fitledger::webhook {
 // The one difference: kube-scheduler breaks ties between equal totals with a random number it
 // draws only for the nodes listed, so an unlisted node loses an exact tie to a listed one, and
 // ties among unlisted nodes go as they do with no extender. Positions out of range are dropped.
-// `listed` is scratch space. Appends to `out`.
+// Sums past int64 saturate. `totals` is scratch space. Appends to `out`.
 void ShiftPriorities(absl::Span<const std::pair<size_t, int64_t>> scores,
-                     absl::Span<const absl::string_view> candidates, std::vector<bool>* listed,
+                     absl::Span<const absl::string_view> candidates, std::vector<int64_t>* totals,
                      std::vector<std::pair<absl::string_view, int64_t>>* out);
 
 enum class Verb { kFilter, kPrioritize, kBind, kPreempt };

@@ -460,7 +460,8 @@ std::string BestScored(const std::vector<std::string>& feasible, const json& sco
       if (!host.is_object()) continue;
       auto it = score.find(Str(host, "Host"));
       const json& value = Member(host, "Score");
-      if (it != score.end() && value.is_number_integer()) it->second = value.get<int64_t>();
+      // Repeated, its scores add up, as kube-scheduler adds them.
+      if (it != score.end() && value.is_number_integer()) it->second += value.get<int64_t>();
     }
   }
   auto best = score.begin();  // by name: the first of equal scores stays

@@ -80,7 +80,8 @@ std::string FitErrorMessage(int all_nodes,
 // The node a HostPriorityList (the webhook's /prioritize answer, or null when it failed) puts
 // first among `feasible` (not empty): the highest score, a feasible node it does not list
 // scoring 0 (as kube-scheduler adds nothing to it; fitledger's webhook leaves out the nodes at
-// the lowest score), ties to the first by name. Entries naming other nodes are ignored.
+// the lowest score) and one listed twice the sum, ties to the first by name. Entries naming other
+// nodes are ignored.
 std::string BestScored(const std::vector<std::string>& feasible, const nlohmann::json& scores);
 
 // Schedules until `*stop` becomes true (then waits for the binds in flight and returns OK).

@@ -36,6 +36,10 @@ TEST(BestScoredTest, AnUnlistedNodeScoresZeroAndTiesGoToTheFirstName) {
   EXPECT_EQ(ctl::BestScored({"c", "a", "b"},
                             json::parse(R"([{"Host":"c","Score":2},{"Host":"b","Score":2}])")),
             "b");
+  EXPECT_EQ(ctl::BestScored({"c", "a", "b"}, json::parse(R"([{"Host":"c","Score":2},)"
+                                                         R"({"Host":"b","Score":3},)"
+                                                         R"({"Host":"c","Score":2}])")),
+            "c");  // listed twice: 4
   // A node not among the feasible ones, or a score that is not an integer, does not count.
   EXPECT_EQ(ctl::BestScored({"c", "b"}, json::parse(R"([{"Host":"z","Score":9},)"
                                                     R"({"Host":"c","Score":"9"},1])")),

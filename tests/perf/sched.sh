@@ -20,8 +20,9 @@
 # process and the top symbols of kube-scheduler and fitledger. --upstream-bin: a folder with the
 # upstream binaries to run instead of tests/upstream/build's (e.g. a kube-scheduler built with its
 # symbols, for --profile: upstream's ldflags strip them). --server-b: another fitledger-server
-# binary, run as the configuration server-b (as server), to measure a change in one run.
-# --percentage: the profile's percentageOfNodesToScore (default: kube-scheduler's adaptive 10%).
+# binary, run as the configuration server-b (as server; add server-b to --configs), to measure a
+# change in one run. --percentage: the profile's percentageOfNodesToScore, 1..100 (default or 0:
+# kube-scheduler's adaptive one, 10% at 5,000 nodes).
 #
 # --sync (issue 49 item 4): instead, NODES nodes and INIT_PODS bound pods (default 5,000 and
 # 150,000) in etcd, then fitledger-server started ROUNDS times against kube-apiserver: start to
@@ -55,7 +56,7 @@ while [[ $# -gt 0 ]]; do
     --profile) PROFILE=1 ;;
     --sync) SYNC=1 ;;
     --build-dir) BUILD="$2"; shift ;;
-    --upstream-bin) UPSTREAM_BIN="$2"; shift ;;
+    --upstream-bin) UPSTREAM_BIN="$(realpath "$2")"; shift ;;
     --percentage) PERCENTAGE="$2"; shift ;;
     --server-b) SERVER_B="$(realpath "$2")"; shift ;;
     --out) OUT="$2"; shift ;;
@@ -64,6 +65,15 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
+[[ "$PERCENTAGE" == 0 ]] && PERCENTAGE=""
+if [[ -n "$PERCENTAGE" ]] && ! [[ "$PERCENTAGE" =~ ^[0-9]+$ && "$PERCENTAGE" -le 100 ]]; then
+  echo "--percentage: an integer in 0..100, got $PERCENTAGE" >&2
+  exit 2
+fi
+if [[ -n "$SERVER_B" && ",$CONFIGS," != *,server-b,* ]]; then
+  echo "--server-b: add server-b to --configs to run it" >&2
+  exit 2
+fi
 if [[ -z "$INIT_PODS" ]]; then
   if (( SYNC )); then INIT_PODS=150000; else INIT_PODS=5000; fi
 fi

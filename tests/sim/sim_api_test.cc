@@ -827,7 +827,7 @@ TEST_F(SimApiTest, DeleteAnswersTheObjectAndBoundPodsEndGracefully) {
   ExpectStatus(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/p",
                     R"({"preconditions":{"resourceVersion":"1"}})"),
                409, "Conflict");
-  // "" is a value like any other; null is none; a number is no precondition at all.
+  // "" is a value like any other; null is none; a number is a bad request.
   ExpectStatus(Call(*client_, "DELETE", "/api/v1/namespaces/default/pods/p",
                     R"({"preconditions":{"uid":""}})"),
                409, "Conflict");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -191,31 +192,49 @@ TEST_P(WebhookTest, PrioritizeSendsTheScoresAboveTheLowest) {
 
 TEST(ShiftPrioritiesTest, KeepsEveryDifferenceBetweenCandidates) {
   const std::vector<absl::string_view> names = {"a", "b", "c", "d", "e"};
-  std::vector<bool> listed;
+  std::vector<int64_t> totals;
   for (const std::vector<std::pair<size_t, int64_t>>& scores :
        std::vector<std::vector<std::pair<size_t, int64_t>>>{
            {{0, 5}, {1, 2}, {2, 8}, {3, 2}, {4, 10}},
            {{4, 0}, {3, 0}, {2, 0}, {1, 0}, {0, 0}},
            {{1, 6}, {3, 4}},  // a, c, e unlisted: 0
            {{0, -3}, {1, 2}, {2, 2}, {3, 2}, {4, 2}},
+           {{0, -3}, {1, 2}},                                 // c, d, e unlisted: above a
+           {{0, 2}, {0, 2}, {1, 3}, {2, 3}, {3, 3}, {4, 3}},  // a listed twice: 4, the most
            {{0, 4}, {1, 4}, {2, 4}, {3, 4}, {4, 9}, {7, 1}},  // position 7: no such candidate
        }) {
     std::vector<std::pair<absl::string_view, int64_t>> out;
-    ShiftPriorities(scores, names, &listed, &out);
+    ShiftPriorities(scores, names, &totals, &out);
     // What kube-scheduler adds to each candidate, before and after: the same up to one offset.
     std::vector<int64_t> before(names.size(), 0), after(names.size(), 0);
     for (const auto& [i, score] : scores) {
       if (i < names.size()) before[i] += score;
     }
+    std::vector<absl::string_view> listed;
     for (const auto& [host, score] : out) {
       EXPECT_GT(score, 0) << host;
       after[host[0] - 'a'] += score;
+      listed.push_back(host);
     }
     for (size_t i = 1; i < names.size(); ++i) {
       EXPECT_EQ(before[i] - before[0], after[i] - after[0]) << names[i];
     }
     EXPECT_EQ(*std::min_element(after.begin(), after.end()), 0);
+    EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end()));  // once each, in order
+    EXPECT_EQ(std::adjacent_find(listed.begin(), listed.end()), listed.end());
   }
+}
+
+TEST(ShiftPrioritiesTest, SumsPastInt64Saturate) {
+  const std::vector<absl::string_view> names = {"a", "b"};
+  std::vector<int64_t> totals;
+  std::vector<std::pair<absl::string_view, int64_t>> out;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  ShiftPriorities({{0, kMax}, {0, kMax}, {1, kMin}, {1, kMin}}, names, &totals, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].first, "a");
+  EXPECT_EQ(out[0].second, kMax);
 }
 
 TEST_P(WebhookTest, FailuresHaveEachVerbsStatusCode) {

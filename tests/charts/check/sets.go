@@ -82,7 +82,7 @@ func defaults() Want {
 		AntiAffinity: "soft", PDB: true, Test: true,
 		ServerResources:    resources("100m", "128Mi", "1Gi"),
 		ShimResources:      resources("50m", "32Mi", "256Mi"),
-		SchedulerResources: resources("100m", "128Mi", "512Mi"),
+		SchedulerResources: resources("100m", "128Mi", "2Gi"),
 	}
 }
 

@@ -112,6 +112,9 @@ type Result struct {
 	// that reused the previous cycle's scores for one node ("hint_used") and the others. It is off
 	// in a profile with extenders (frameworkImpl.computeBatchablePlugins).
 	BatchAttempts map[string]int
+	// kube-scheduler's VmRSS and VmHWM at the round's end (its informers hold every node and
+	// pod): what its memory limit must cover.
+	SchedulerRSSKiB, SchedulerHWMKiB int64
 }
 
 // Start brings up the control plane the measurement needs.
@@ -158,10 +161,11 @@ func Measure(t testing.TB, c *cluster.Cluster, o Options) []Result {
 	for round := 1; round <= o.Rounds; round++ {
 		for _, config := range o.Configs {
 			r := runOne(t, c, o, config, round, adminKubeconfig)
-			o.Log("round %d %-8s %d pods in %.2f s: %.1f pods/s; attempts %d, p50 %.2f ms, p99 %.2f ms; algorithm mean %.2f ms, p50 %.2f, p99 %.2f; webhook filter %.2f ms, prioritize %.2f ms (handling %.2f, %.2f); batching %v; created in %.2f s",
+			o.Log("round %d %-8s %d pods in %.2f s: %.1f pods/s; attempts %d, p50 %.2f ms, p99 %.2f ms; algorithm mean %.2f ms, p50 %.2f, p99 %.2f; webhook filter %.2f ms, prioritize %.2f ms (handling %.2f, %.2f); batching %v; kube-scheduler VmRSS %d MiB, VmHWM %d MiB; created in %.2f s",
 				round, config, r.Pods, r.Seconds, r.PodsPerSecond, r.Attempts, r.AttemptP50*1e3, r.AttemptP99*1e3,
 				r.AlgorithmMean*1e3, r.AlgorithmP50*1e3, r.AlgorithmP99*1e3, r.WebhookFilterMean*1e3, r.WebhookPrioritizeMean*1e3,
-				r.HandlingFilterMean*1e3, r.HandlingPrioritizeMean*1e3, r.BatchAttempts, r.CreateSeconds)
+				r.HandlingFilterMean*1e3, r.HandlingPrioritizeMean*1e3, r.BatchAttempts,
+				r.SchedulerRSSKiB/1024, r.SchedulerHWMKiB/1024, r.CreateSeconds)
 			results = append(results, r)
 		}
 	}
@@ -351,6 +355,7 @@ func runOne(t testing.TB, c *cluster.Cluster, o Options, config string, round in
 	if monitor != "" {
 		readWebhook(t, monitor, &r)
 	}
+	r.SchedulerRSSKiB, r.SchedulerHWMKiB = procStatusKiB(sched.Pid(), "VmRSS:"), procStatusKiB(sched.Pid(), "VmHWM:")
 
 	sched.Stop()
 	stopExtender()

@@ -1,9 +1,9 @@
 // The webhook's Prometheus metrics (on the binary's registry, common/metrics.h):
 //   fitledger_webhook_requests_total{verb,code}              counter, by HTTP status code
-//   fitledger_webhook_request_duration_seconds{verb}         histogram, 50us .. 5s: from the
-//                                                            request's first byte to its reply
-//   fitledger_webhook_handling_duration_seconds{verb}        histogram, 50us .. 5s: from the
-//                                                            request's last byte to its reply
+//   fitledger_webhook_request_duration_seconds{verb}         histogram (LatencyBuckets): from
+//                                                            the request's first byte to its reply
+//   fitledger_webhook_handling_duration_seconds{verb}        histogram (LatencyBuckets): from
+//                                                            the request's last byte to its reply
 //   fitledger_webhook_backend_errors_total{verb,code}        counter: verbs the extender behind
 //                                                            the webhook failed (canonical code)
 // verb: filter | prioritize | bind | preempt | healthz | readyz | other.

@@ -288,9 +288,8 @@ void Controllers::ReconcileDeployment(const std::string& key) {
     if (auto list = store_->List(rs_filter, 0, ""); list.ok()) {
       for (const ObjectPtr& rs : list->items) {
         if (ControllerUid(json::parse(rs->json)) == uid->second) {
-          DeletePreconditions same;
-          same.uid = rs->uid;
-          (void)store_->DeleteObject(Kind::kReplicaSet, ns, rs->fields.name, same);
+          (void)store_->DeleteObject(Kind::kReplicaSet, ns, rs->fields.name,
+                                     DeletePreconditions::SameUid(rs->uid));
         }
       }
     }

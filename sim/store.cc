@@ -784,9 +784,10 @@ int ClusterStore::ExpireEvents() {
   int expired = 0;
   for (const EventExpiry& e : due) {
     // Already deleted by a client, or replaced by another of that name (another uid): skipped.
-    DeletePreconditions same;
-    same.uid = e.uid;
-    if (DeleteObject(Kind::kEvent, e.namespace_name, e.name, same).ok()) ++expired;
+    if (DeleteObject(Kind::kEvent, e.namespace_name, e.name, DeletePreconditions::SameUid(e.uid))
+            .ok()) {
+      ++expired;
+    }
   }
   return expired;
 }

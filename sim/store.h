@@ -70,6 +70,13 @@ using Precondition = std::optional<std::string>;
 struct DeletePreconditions {
   Precondition uid;
   Precondition resource_version;
+
+  // Only a UID precondition: this very object, not one recreated under its name.
+  static DeletePreconditions SameUid(std::string uid) {
+    DeletePreconditions p;
+    p.uid = std::move(uid);
+    return p;
+  }
 };
 // The preconditions of a DELETE's DeleteOptions body (`options`, an object): InvalidArgument when
 // preconditions is not an object or null, or one of its values not a string or null.

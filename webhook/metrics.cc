@@ -26,8 +26,9 @@ Metrics::Metrics(MetricsRegistry* registry)
 void Metrics::ObserveRequest(absl::string_view verb, int code, absl::Duration duration,
                              absl::Duration handling) {
   requests_->Increment({std::string(verb), absl::StrCat(code)});
-  durations_->Observe({std::string(verb)}, absl::ToDoubleSeconds(duration));
-  handling_->Observe({std::string(verb)}, absl::ToDoubleSeconds(handling));
+  const Labels by_verb = {std::string(verb)};  // one label list for both histograms
+  durations_->Observe(by_verb, absl::ToDoubleSeconds(duration));
+  handling_->Observe(by_verb, absl::ToDoubleSeconds(handling));
 }
 
 void Metrics::CountBackendError(absl::string_view verb, absl::string_view code) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,108 @@ func TestKubeSchedulerCallsFitledger(t *testing.T) {
 			}
 			tc.deleteAllPods(t)
 		})
+	}
+}
+
+// The real kube-scheduler ranks nodes by fitledger's Prioritize. fitledger's reply lists each
+// candidate's score less the lowest candidate's and leaves the lowest out
+// (webhook::ShiftPriorities): the ranking is kube-scheduler's only because it adds an extender's
+// score to the nodes the reply lists and to no other (pkg/scheduler/schedule_one.go,
+// prioritizeNodes). Three nodes of 10 example.com/gpu devices, which kube-scheduler ignores
+// (managedResources with ignoredByScheduler) and fitledger manages and scores, 4 of node-1's and 8
+// of node-2's taken by pods bound beforehand. One-GPU pods are created one at a time, each after
+// the previous one is bound. The extender's weight of 100 makes a point of fitledger's 1,000 of
+// kube-scheduler's, above the 200 its own resource scores (NodeResourcesFit and
+// BalancedAllocation, on cpu and memory) can differ by, so every pod must land on a node that
+// fitledger scores highest for it: under LeastAllocated the node with the most devices free,
+// under MostAllocated the one with the fewest (there the whole sequence is fixed: two pods on
+// node-2, then node-1). In both layouts.
+func TestKubeSchedulerRanksByFitledgersScores(t *testing.T) {
+	const devices, pods = 10, 8
+	tc := startCluster(t, standardNodes(3, "8", devices))
+	for _, layout := range []string{"webhook", "shim"} {
+		for _, strategy := range []string{"LeastAllocated", "MostAllocated"} {
+			t.Run(layout+"/"+strategy, func(t *testing.T) {
+				name := "rank-" + layout + "-" + strings.ToLower(strategy)
+				srv := fl.StartServer(t, tc.Cluster, fl.ServerOptions{Name: "fitledger-server-" + name,
+					Kubeconfig: tc.Kubeconfig, NoWebhook: layout == "shim",
+					Ledger: "  enabled: true\n  accounting: {mode: managed, managed: [example.com/gpu]}\n" +
+						"  scoring: " + strategy + "\n"})
+				url := srv.WebhookURL
+				if layout == "shim" {
+					url = fl.StartShim(t, tc.Cluster, srv)
+				}
+				sched := fl.StartScheduler(t, tc.Cluster, "kube-scheduler-"+name,
+					fl.SchedulerConfig([]string{schedulerName}, &fl.Extender{URL: url, Bind: true,
+						ManagedResources: []string{"example.com/gpu"}, Weight: 100}), tc.Kubeconfig)
+				defer func() { sched.Stop(); srv.Proc.Stop(); tc.deleteAllPods(t) }()
+
+				used := map[string]int64{"node-0": 0, "node-1": 4, "node-2": 8}
+				for _, node := range []string{"node-1", "node-2"} {
+					p := makePod(podSpec{name: "taken-" + node, cpu: "100m", gpu: used[node]})
+					p.Spec.NodeName = node
+					tc.createPods(t, []*corev1.Pod{p})
+				}
+				tc.WaitFor("fitledger to count the two pods bound beforehand", 60*time.Second, func() bool {
+					return metricSum(t, srv.MonitorURL, "fitledger_counted_pods") == 2
+				})
+				// fitledger's score for a one-device pod on a node with `n` devices taken: the
+				// share free (LeastAllocated) or taken (MostAllocated) after it, 0..10.
+				score := func(n int64) int64 {
+					if strategy == "LeastAllocated" {
+						return devices - n - 1
+					}
+					return n + 1
+				}
+				var placed []string
+				for i := 0; i < pods; i++ {
+					best, want := int64(-1), []string{}
+					for _, node := range []string{"node-0", "node-1", "node-2"} {
+						if used[node] >= devices {
+							continue
+						}
+						switch s := score(used[node]); {
+						case s > best:
+							best, want = s, []string{node}
+						case s == best:
+							want = append(want, node)
+						}
+					}
+					pod := fmt.Sprintf("rank-%d", i)
+					tc.createPods(t, []*corev1.Pod{makePod(podSpec{name: pod, scheduler: schedulerName, cpu: "100m", gpu: 1})})
+					var node string
+					tc.WaitFor(pod+" bound", 60*time.Second, func() bool {
+						p, err := tc.Client.CoreV1().Pods("burst").Get(tc.ctx, pod, metav1.GetOptions{})
+						if err == nil {
+							node = p.Spec.NodeName
+						}
+						return node != ""
+					})
+					placed = append(placed, node)
+					if !slices.Contains(want, node) {
+						t.Errorf("%s went to %s (%d of %d devices taken: fitledger's score %d); fitledger scores %v highest (%d); placements so far %v",
+							pod, node, used[node], devices, score(used[node]), want, best, placed)
+					}
+					used[node]++
+				}
+				if strategy == "MostAllocated" {
+					wantSequence := []string{"node-2", "node-2", "node-1", "node-1", "node-1", "node-1", "node-1", "node-1"}
+					if !slices.Equal(placed, wantSequence) {
+						t.Errorf("placements %v, want %v", placed, wantSequence)
+					}
+				}
+				if got := metricSum(t, srv.MonitorURL, "fitledger_server_requests_total", `method="Prioritize"`, `code="OK"`); got < pods {
+					t.Errorf("fitledger answered %v Prioritize calls, want at least %d", got, pods)
+				}
+				if got := metricSum(t, srv.MonitorURL, "fitledger_bind_outcomes_total", `reason="bound"`); got != pods {
+					t.Errorf("fitledger bound %v pods, want %d", got, pods)
+				}
+				tc.WaitFor(fmt.Sprintf("%d pods Running", pods+2), 60*time.Second, func() bool { return tc.count(t).Running == pods+2 })
+				if c := tc.count(t); c.Failed != 0 {
+					t.Errorf("the kubelet rejected pods: %v", c)
+				}
+				t.Logf("%s layout, %s: placed on %v", layout, strategy, placed)
+			})
+		}
 	}
 }

@@ -206,6 +206,9 @@ type Extender struct {
 	ProfileIgnores []string
 	// FilterOnly: no prioritizeVerb (an extender that only filters, as tests/perf/go-baseline).
 	FilterOnly bool
+	// Weight: the prioritize verb's weight (0: 1). kube-scheduler adds each listed node's
+	// score x Weight x 10 (MaxNodeScore / MaxExtenderPriority) to its own plugins' sum.
+	Weight int
 }
 
 // SchedulerConfig is a KubeSchedulerConfiguration: one profile per name, no leader election,
@@ -229,7 +232,11 @@ func SchedulerConfig(names []string, ext *Extender) string {
 	if ext != nil {
 		fmt.Fprintf(&b, "extenders:\n  - urlPrefix: %q\n    filterVerb: filter\n", ext.URL)
 		if !ext.FilterOnly {
-			b.WriteString("    prioritizeVerb: prioritize\n    weight: 1\n")
+			weight := ext.Weight
+			if weight == 0 {
+				weight = 1
+			}
+			fmt.Fprintf(&b, "    prioritizeVerb: prioritize\n    weight: %d\n", weight)
 		}
 		if ext.Bind {
 			b.WriteString("    bindVerb: bind\n")

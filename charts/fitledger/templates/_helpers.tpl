@@ -413,17 +413,26 @@ values (the chart's defaults, the release's previous values) has the key.
 {{- if lt (int64 (include "fitledger.durationMillis" $ext.httpTimeout)) 2000 }}
 {{- fail (printf "extender.httpTimeout must be at least 2s, got %s: fitledger's Bind verb must end 1s before it (kubernetes.bindBudget = httpTimeout - 1s), and a bind (a GET, the binding POST and a GET of the pod) needs a second of its own" (toString $ext.httpTimeout)) }}
 {{- end }}
-{{- /* kube-scheduler refuses these at start (client-go tools/leaderelection NewLeaderElector, component-base ValidateLeaderElectionConfiguration): say so at install instead of a crash loop */}}
+{{- /* kube-scheduler refuses these at start (client-go tools/leaderelection NewLeaderElector, component-base ValidateLeaderElectionConfiguration): say so at install instead of a crash loop. A duration of zero is kube-scheduler's default (component-base config/v1alpha1 RecommendedDefaultLeaderElectionConfiguration: 15s, 10s, 2s), as kube-scheduler reads it; tests/upstream TestChartSchedulerConfigsLoadInKubeScheduler holds these rules to the real kube-scheduler */}}
 {{- if .Values.scheduler.enabled }}
 {{- $le := .Values.scheduler.leaderElection }}
-{{- $lease := int64 (include "fitledger.durationMillis" $le.leaseDuration) }}
-{{- $renew := int64 (include "fitledger.durationMillis" $le.renewDeadline) }}
-{{- $retry := int64 (include "fitledger.durationMillis" $le.retryPeriod) }}
-{{- range $key, $ms := dict "leaseDuration" $lease "renewDeadline" $renew "retryPeriod" $retry }}
-{{- if le $ms 0 }}
-{{- fail (printf "scheduler.leaderElection.%s must be greater than zero (at least 1ms), got %s" $key (toString (index $le $key))) }}
+{{- $effective := dict }}
+{{- range $key, $default := dict "leaseDuration" 15000 "renewDeadline" 10000 "retryPeriod" 2000 }}
+{{- $text := toString (index $le $key) }}
+{{- if hasPrefix "-" $text }}
+{{- fail (printf "scheduler.leaderElection.%s must not be negative, got %s: kube-scheduler refuses to start otherwise (0s: its default)" $key $text) }}
 {{- end }}
+{{- $ms := int64 (include "fitledger.durationMillis" $text) }}
+{{- if not (regexMatch "[1-9]" $text) }}
+{{- $ms = int64 $default }}
+{{- else if le $ms 0 }}
+{{- fail (printf "scheduler.leaderElection.%s must be at least 1ms (0s: kube-scheduler's default), got %s" $key $text) }}
 {{- end }}
+{{- $_ := set $effective $key $ms }}
+{{- end }}
+{{- $lease := $effective.leaseDuration }}
+{{- $renew := $effective.renewDeadline }}
+{{- $retry := $effective.retryPeriod }}
 {{- if le $lease $renew }}
 {{- fail (printf "scheduler.leaderElection.leaseDuration (%s) must be greater than renewDeadline (%s): kube-scheduler refuses to start otherwise" (toString $le.leaseDuration) (toString $le.renewDeadline)) }}
 {{- end }}

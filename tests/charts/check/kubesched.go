@@ -111,10 +111,22 @@ func setDefaults(cfg *KubeSchedulerConfiguration) {
 		field *string
 		value string
 	}{
-		{&le.LeaseDuration, "15s"}, {&le.RenewDeadline, "10s"}, {&le.RetryPeriod, "2s"},
 		{&le.ResourceLock, "leases"}, {&le.ResourceName, "kube-scheduler"}, {&le.ResourceNamespace, "kube-system"},
 	} {
 		if *d.field == "" {
+			*d.field = d.value
+		}
+	}
+	// A duration of zero, written or not, is the default (component-base
+	// config/v1alpha1 SetDefaults_LeaderElectionConfiguration compares with the
+	// zero Duration).
+	for _, d := range []struct {
+		field *string
+		value string
+	}{
+		{&le.LeaseDuration, "15s"}, {&le.RenewDeadline, "10s"}, {&le.RetryPeriod, "2s"},
+	} {
+		if v, err := time.ParseDuration(*d.field); *d.field == "" || (err == nil && v == 0) {
 			*d.field = d.value
 		}
 	}

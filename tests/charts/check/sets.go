@@ -281,6 +281,13 @@ func goodSets(e *Env) []goodSet {
 	sets = append(sets, goodSet{name: "percentage-of-nodes-to-score-0", want: defaults(),
 		args: []string{"--set", "scheduler.percentageOfNodesToScore=0"}})
 
+	// Leader election durations of zero: kube-scheduler's defaults (15s, 10s, 2s),
+	// as it reads them; the relations are checked on those.
+	sets = append(sets, goodSet{name: "leader-election-durations-zero", want: defaults(),
+		args: []string{"--set", "scheduler.leaderElection.leaseDuration=0s,scheduler.leaderElection.renewDeadline=0s,scheduler.leaderElection.retryPeriod=0s"}})
+	sets = append(sets, goodSet{name: "leader-election-retry-zero-renew-2500ms", want: defaults(),
+		args: []string{"--set", "scheduler.leaderElection.renewDeadline=2500ms,scheduler.leaderElection.retryPeriod=0s"}})
+
 	// What kube-scheduler ignores, fitledger's ledger ignores: the profile's
 	// NodeResourcesFitArgs...
 	ign := defaults()
@@ -353,8 +360,11 @@ func badSets(e *Env) []badSet {
 			wantTemplate: "scheduler.leaderElection.leaseDuration (10s) must be greater than renewDeadline (10s): kube-scheduler refuses to start otherwise"},
 		{name: "renewDeadline not above 1.2 x retryPeriod", args: []string{"--set", "scheduler.leaderElection.renewDeadline=2400ms"},
 			wantTemplate: "scheduler.leaderElection.renewDeadline (2400ms) must be greater than 1.2 x retryPeriod (2s)"},
-		{name: "retryPeriod of zero", args: []string{"--set", "scheduler.leaderElection.retryPeriod=0s"},
-			wantTemplate: "scheduler.leaderElection.retryPeriod must be greater than zero (at least 1ms), got 0s"},
+		{name: "negative retryPeriod", args: []string{"--set", "scheduler.leaderElection.retryPeriod=-2s"},
+			want:         "scheduler.leaderElection.retryPeriod",
+			wantTemplate: "scheduler.leaderElection.retryPeriod must not be negative, got -2s: kube-scheduler refuses to start otherwise (0s: its default)"},
+		{name: "retryPeriod under a millisecond", args: []string{"--set", "scheduler.leaderElection.retryPeriod=500us"},
+			wantTemplate: "scheduler.leaderElection.retryPeriod must be at least 1ms (0s: kube-scheduler's default), got 500us"},
 		{name: "percentageOfNodesToScore above 100", args: []string{"--set", "scheduler.percentageOfNodesToScore=101"},
 			want: "scheduler.percentageOfNodesToScore", wantTemplate: "scheduler.percentageOfNodesToScore must be an integer in 0..100 (kube-scheduler's validation), or empty; got 101"},
 		{name: "percentageOfNodesToScore not an integer", args: []string{"--set", "scheduler.percentageOfNodesToScore=12.5"},

@@ -1,6 +1,6 @@
 // Package delayproxy is a reverse proxy in front of kube-apiserver that delays watch streams: each
 // chunk of a watch response is passed on Lag after it arrived, in order. Every other request
-// passes at once. It plays the lag of a busy cluster's watch (hundreds of milliseconds to
+// passes at once, except the replies to binding POSTs while HoldBindingReplies is set. It plays the lag of a busy cluster's watch (hundreds of milliseconds to
 // seconds, the lab this project grew from) on loopback, where the watch is almost instant.
 // Clients reach it over plain HTTP on loopback; it speaks TLS to the API server and passes the
 // client's Authorization header through. client-go sends no bearer token to an http:// server,
@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -23,8 +24,19 @@ import (
 type Proxy struct {
 	URL    string // http://127.0.0.1:<port>
 	lagNS  atomic.Int64
+	holdNS atomic.Int64
+	held   atomic.Int64
 	server *http.Server
 }
+
+// HoldBindingReplies makes the reply to each binding POST (pods/NAME/binding) that kube-apiserver
+// answers from now on reach the client d after it arrived (0: at once): the API server has
+// written the binding, and a client whose deadline is shorter sees a bind time out after it
+// succeeded.
+func (p *Proxy) HoldBindingReplies(d time.Duration) { p.holdNS.Store(int64(d)) }
+
+// HeldBindingReplies is the number of binding replies held so far.
+func (p *Proxy) HeldBindingReplies() int64 { return p.held.Load() }
 
 // SetLag changes the delay of watch chunks that arrive from now on.
 func (p *Proxy) SetLag(d time.Duration) { p.lagNS.Store(int64(d)) }
@@ -54,6 +66,11 @@ func Start(upstream string, caPEM []byte, token string, lag time.Duration) (*Pro
 	}
 	rp.FlushInterval = -1 // pass each chunk on as soon as it is written
 	rp.ModifyResponse = func(resp *http.Response) error {
+		if hold := time.Duration(p.holdNS.Load()); hold > 0 && resp.Request.Method == http.MethodPost &&
+			strings.HasSuffix(resp.Request.URL.Path, "/binding") {
+			p.held.Add(1)
+			time.Sleep(hold)
+		}
 		q := resp.Request.URL.Query()
 		if w := q.Get("watch"); w == "true" || w == "1" {
 			resp.Body = p.delayed(resp.Body)

@@ -771,8 +771,18 @@ void SimServer::ServeWatch(const httplib::Request& req, httplib::Response& res,
   state->epoch = watch_epoch_.load();
   state->next_bookmark = now + config_.bookmark_interval;
   const std::string rv = req.get_param_value("resourceVersion");
-  const bool has_send_initial = req.has_param("sendInitialEvents");
-  const bool send_initial = req.get_param_value("sendInitialEvents") == "true";
+  // A watch from "" or "0" that names neither sendInitialEvents nor resourceVersionMatch is a
+  // WatchList while the WatchList feature is on, as in 1.37 (handlers/get.go ListResource applies
+  // apimachinery pkg/apis/meta/internalversion/defaults.go SetListOptionsDefaults before
+  // validating): its initial state ends with the annotated bookmark, and it may be gzipped.
+  // Checked by TestDifferentialSimAgainstAPIServer ("WATCH pods from resourceVersion=... with
+  // bookmarks").
+  const bool defaulted_watch_list = watch_list_.load() && !req.has_param("sendInitialEvents") &&
+                                    req.get_param_value("resourceVersionMatch").empty() &&
+                                    (rv.empty() || rv == "0");
+  const bool has_send_initial = req.has_param("sendInitialEvents") || defaulted_watch_list;
+  const bool send_initial =
+      req.get_param_value("sendInitialEvents") == "true" || defaulted_watch_list;
   auto error_line = [&](const json& status) { return WatchErrorEvent(state->protobuf, status); };
   if (!state->error_line.empty()) {
     // Answered with the error event already set.

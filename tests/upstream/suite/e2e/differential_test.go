@@ -185,6 +185,27 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 		obs["WatchList pods: events"] = firstEvents(w, func(e watch.Event) bool { return e.Type == watch.Bookmark || e.Type == watch.Error })
 	}
 
+	// A WatchList from the LIST's resourceVersion (how fitledger-server resumes one): the state,
+	// not older than it, then the end bookmark. From a resourceVersion the server has not reached:
+	// after waiting for it (3 s), an ERROR event with the 504 "Too large resource version"
+	// (cacher.go Watch, waitUntilWatchCacheFreshAndForceAllEvents).
+	if rv, err := strconv.ParseUint(listRV, 10, 64); err == nil {
+		for _, c := range []struct {
+			key string
+			rv  uint64
+		}{{"WatchList pods from the LIST's resourceVersion", rv}, {"WatchList pods from a resourceVersion not reached yet", rv + 1000000}} {
+			w, err := pods.Watch(ctx, metav1.ListOptions{SendInitialEvents: ptrBool(true), ResourceVersion: strconv.FormatUint(c.rv, 10),
+				ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true})
+			obs[c.key] = outcome(err)
+			if err == nil {
+				e := firstEvents(w, func(e watch.Event) bool { return e.Type == watch.Bookmark || e.Type == watch.Error })
+				// "Too large resource version: N, current: M": both are each server's own.
+				e = regexp.MustCompile(`version: \d+, current: \d+`).ReplaceAllString(e, "version: N, current: M")
+				obs[c.key+": events"] = e
+			}
+		}
+	}
+
 	// A watch from "" or "0" naming neither sendInitialEvents nor resourceVersionMatch is a
 	// WatchList in 1.37 (apimachinery internalversion SetListOptionsDefaults, the WatchList
 	// feature on): its initial state ends with the annotated bookmark.

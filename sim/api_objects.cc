@@ -12,6 +12,7 @@
 #include "sim/kinds.h"
 #include "sim/objects.h"
 #include "sim/pod_requests.h"
+#include "sim/status.h"
 
 namespace fitledger::sim {
 
@@ -266,13 +267,12 @@ absl::Status CheckLeaseTypes(const json& lease) {
 // spec.leaseDurationSeconds > 0 and spec.leaseTransitions >= 0 when set.
 std::vector<std::string> LeaseErrors(const json& lease, bool create) {
   std::vector<std::string> errors;
-  auto subdomain = [&errors](absl::string_view field, absl::string_view value) {
-    errors.push_back(absl::StrCat(
-        "metadata.", field, ": Invalid value: \"", value,
-        "\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-        "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
-        "regex used for validation is "
-        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"));
+  auto subdomain = [&errors](absl::string_view field, absl::string_view shown,
+                             absl::string_view checked) {
+    for (std::string& e :
+         Dns1123SubdomainErrors(absl::StrCat("metadata.", field), shown, checked)) {
+      errors.push_back(std::move(e));
+    }
   };
   const json& metadata = JsonMember(lease, "metadata");
   // ValidateObjectMetaAccessor: generateName first, as a prefix (NameIsDNSSubdomain with
@@ -286,10 +286,10 @@ std::vector<std::string> LeaseErrors(const json& lease, bool create) {
     if (masked.size() > 1 && masked.back() == '-') {
       masked = masked.substr(0, masked.size() - 2) + "a";
     }
-    if (!IsDns1123Subdomain(masked)) subdomain("generateName", generate);
+    subdomain("generateName", generate, masked);
   }
   const std::string name = JsonStr(metadata, "name");
-  if (!IsDns1123Subdomain(name)) subdomain("name", name);
+  subdomain("name", name, name);
   const json& spec = JsonMember(lease, "spec");
   const json& duration = JsonMember(spec, "leaseDurationSeconds");
   if (duration.is_number_integer() && duration.get<int64_t>() <= 0) {

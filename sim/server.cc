@@ -968,7 +968,15 @@ void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& re
                                    "\": supported values: \"Node\", \"<empty>\""));
   }
   const std::string node = JsonStr(target, "name");
-  if (node.empty()) invalid.push_back("target.name: Required value");
+  if (node.empty()) {
+    invalid.push_back("target.name: Required value");
+  } else if (kind.empty() || kind == "Node") {
+    // ValidateNodeName (NameIsDNSSubdomain), since 1.36. Checked by
+    // TestDifferentialSimAgainstAPIServer ("POST binding to an invalid node name").
+    for (std::string& e : Dns1123SubdomainErrors("target.name", node)) {
+      invalid.push_back(std::move(e));
+    }
+  }
   if (!invalid.empty()) {
     json status = StatusObject(
         500, "",
@@ -981,10 +989,17 @@ void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& re
   request.uid = JsonStr(metadata, "uid");
   request.resource_version = JsonStr(metadata, "resourceVersion");
   request.node = node;
+  request.target_kind = kind;
   if (auto it = metadata.find("annotations");
       metadata.is_object() && it != metadata.end() && it->is_object()) {
     for (const auto& [key, value] : it->items()) {
       if (value.is_string()) request.annotations.emplace_back(key, value.get<std::string>());
+    }
+  }
+  if (auto it = metadata.find("labels");
+      metadata.is_object() && it != metadata.end() && it->is_object()) {
+    for (const auto& [key, value] : it->items()) {
+      if (value.is_string()) request.labels.emplace_back(key, value.get<std::string>());
     }
   }
   std::optional<BindingFault> fault;

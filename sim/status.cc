@@ -1,5 +1,9 @@
 #include "sim/status.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
 namespace fitledger::sim {
 
 using nlohmann::json;
@@ -70,6 +74,48 @@ HttpError HttpErrorOf(const absl::Status& status) {
     default:
       return {500, "InternalError"};
   }
+}
+
+namespace {
+
+// The pattern of IsDNS1123Subdomain,
+// [a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*, at any length.
+bool MatchesDns1123SubdomainPattern(absl::string_view value) {
+  if (value.empty()) return false;
+  for (absl::string_view label : absl::StrSplit(value, '.')) {
+    if (label.empty() || label.front() == '-' || label.back() == '-') return false;
+    for (char c : label) {
+      if (!absl::ascii_islower(static_cast<unsigned char>(c)) &&
+          !absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '-') {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> Dns1123SubdomainErrors(absl::string_view field, absl::string_view value) {
+  return Dns1123SubdomainErrors(field, value, value);
+}
+
+std::vector<std::string> Dns1123SubdomainErrors(absl::string_view field, absl::string_view shown,
+                                                absl::string_view value) {
+  std::vector<std::string> errors;
+  const std::string prefix = absl::StrCat(field, ": Invalid value: \"", shown, "\": ");
+  if (value.size() > 253) {
+    errors.push_back(absl::StrCat(prefix, "must be no more than 253 characters"));
+  }
+  if (!MatchesDns1123SubdomainPattern(value)) {
+    errors.push_back(absl::StrCat(
+        prefix,
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+        "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
+        "used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"));
+  }
+  return errors;
 }
 
 }  // namespace fitledger::sim

@@ -4,6 +4,7 @@
 #define FITLEDGER_SIM_STATUS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -30,6 +31,16 @@ struct HttpError {
   std::string reason;
 };
 HttpError HttpErrorOf(const absl::Status& status);
+
+// The field errors of a name that must be a DNS subdomain (apimachinery
+// pkg/util/validation/validation.go IsDNS1123Subdomain: more than 253 characters, then the
+// pattern), each "<field>: Invalid value: \"<value>\": <message>" as field.ErrorList renders it;
+// none for a valid name. Node names (ValidateNodeName), Lease names (NameIsDNSSubdomain).
+std::vector<std::string> Dns1123SubdomainErrors(absl::string_view field, absl::string_view value);
+// The same for `checked`, reported as `shown` (a generateName: checked with its trailing dash
+// masked, NameIsDNSSubdomain with prefix, and shown as given).
+std::vector<std::string> Dns1123SubdomainErrors(absl::string_view field, absl::string_view shown,
+                                                absl::string_view checked);
 
 }  // namespace fitledger::sim
 

@@ -131,6 +131,35 @@ MemberEdit Nested(absl::string_view key,
           }};
 }
 
+// A pod's status text once bound (BindingREST setPodNodeAndMetadata): no nominatedNodeName, and
+// the PodScheduled condition True, replacing one of that type where it stands (its
+// lastTransitionTime kept if it was True already) or appended (pkg/api/pod/util.go
+// UpdatePodCondition); the other members and conditions as they were.
+std::string BoundStatus(absl::string_view status_text, absl::string_view now) {
+  nlohmann::ordered_json status =
+      nlohmann::ordered_json::parse(status_text.begin(), status_text.end(), nullptr, false);
+  if (!status.is_object()) status = nlohmann::ordered_json::object();
+  status.erase("nominatedNodeName");
+  nlohmann::ordered_json scheduled = {{"type", "PodScheduled"},
+                                      {"status", "True"},
+                                      {"lastProbeTime", nullptr},
+                                      {"lastTransitionTime", std::string(now)}};
+  nlohmann::ordered_json& conditions = status["conditions"];
+  if (!conditions.is_array()) conditions = nlohmann::ordered_json::array();
+  bool replaced = false;
+  for (auto& condition : conditions) {
+    if (!condition.is_object() || condition.value("type", "") != "PodScheduled") continue;
+    if (condition.value("status", "") == "True" && condition.contains("lastTransitionTime")) {
+      scheduled["lastTransitionTime"] = condition["lastTransitionTime"];
+    }
+    condition = scheduled;
+    replaced = true;
+    break;
+  }
+  if (!replaced) conditions.push_back(scheduled);
+  return status.dump();
+}
+
 // `previous` with the resourceVersion of `current` (metadata.resourceVersion edited in place): what
 // the watch cache sends when an object stops matching a watch's selector.
 ObjectPtr PreviousAtVersion(const StoredObject& previous, const StoredObject& current) {
@@ -496,6 +525,25 @@ absl::Status ClusterStore::Generate(const GenerateSpec& spec) {
   return absl::OkStatus();
 }
 
+std::vector<std::pair<std::string, std::string>> ClusterStore::NodeTopologyLabelsLocked(
+    absl::string_view node_name) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto node = nodes_.find(StoreKey("", node_name));
+  if (node == nodes_.end()) return out;
+  std::optional<absl::string_view> metadata = FindMember(node->second->json, "metadata");
+  std::optional<absl::string_view> labels =
+      metadata.has_value() ? FindMember(*metadata, "labels") : std::nullopt;
+  if (!labels.has_value()) return out;
+  json parsed = json::parse(labels->begin(), labels->end(), nullptr, false);
+  if (!parsed.is_object()) return out;
+  for (const char* key : {"topology.kubernetes.io/zone", "topology.kubernetes.io/region"}) {
+    if (parsed.contains(key) && parsed[key].is_string()) {
+      out.emplace_back(key, parsed[key].get<std::string>());
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
                                                   absl::string_view path_namespace) {
   json pod = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
@@ -622,6 +670,16 @@ absl::StatusOr<ObjectPtr> ClusterStore::CreatePod(absl::string_view body,
     metadata["uid"] = uid;
     metadata["resourceVersion"] = absl::StrCat(resource_version_ + 1);
     metadata["creationTimestamp"] = FormatTimestamp(options_.clock());
+    // A pod created bound: the PodTopologyLabels admission plugin copies the node's topology
+    // labels onto it, over its own (podtopologylabels admitPod).
+    if (const std::string node = JsonStr(spec, "nodeName"); !node.empty()) {
+      for (const auto& [key, value] : NodeTopologyLabelsLocked(node)) {
+        if (!metadata.contains("labels") || !metadata["labels"].is_object()) {
+          metadata["labels"] = json::object();
+        }
+        metadata["labels"][key] = value;
+      }
+    }
     auto object = std::make_shared<StoredObject>();
     object->kind = Kind::kPod;
     object->uid = uid;
@@ -975,7 +1033,7 @@ absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
     if (!request.resource_version.empty() && request.resource_version != rv) {
       return precondition_failed("ResourceVersion", request.resource_version, rv);
     }
-    // Then setPodHostAndAnnotations' checks, each a Conflict on pods/binding.
+    // Then setPodNodeAndMetadata's checks, each a Conflict on pods/binding.
     auto conflict = [&](absl::string_view why) {
       return absl::AbortedError(
           absl::StrCat("Operation cannot be fulfilled on pods/binding \"", name, "\": ", why));
@@ -1002,26 +1060,55 @@ absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
     for (const auto& [key, value] : request.annotations) {
       annotations.emplace_back(key, JsonString(value));
     }
+    // The Binding's labels, the node's topology labels added first by the admission plugin
+    // (only for target.kind "Node": an empty kind skips it).
+    std::vector<std::pair<std::string, std::string>> label_values = request.labels;
+    if (request.target_kind == "Node") {
+      for (auto& label : NodeTopologyLabelsLocked(request.node)) {
+        label_values.push_back(std::move(label));
+      }
+    }
+    std::vector<std::pair<absl::string_view, std::string>> labels;  // each key once, the last value
+    for (const auto& [key, value] : label_values) {
+      auto same = std::find_if(labels.begin(), labels.end(),
+                               [&key](const auto& label) { return label.first == key; });
+      if (same != labels.end()) {
+        same->second = JsonString(value);
+      } else {
+        labels.emplace_back(key, JsonString(value));
+      }
+    }
     const std::string resource_version = absl::StrCat("\"", resource_version_, "\"");
     std::vector<MemberEdit> metadata_edits = {
         {"resourceVersion", [&](std::optional<absl::string_view>) { return resource_version; }}};
     if (!annotations.empty()) {
       metadata_edits.push_back(Nested("annotations", annotations));
     }
+    if (!labels.empty()) metadata_edits.push_back(Nested("labels", labels));
     const std::vector<std::pair<absl::string_view, std::string>> spec = {
         {"nodeName", JsonString(request.node)}};
-    const std::vector<std::pair<absl::string_view, std::string>> status = {
-        {"conditions", absl::StrCat("[{\"lastProbeTime\":null,\"lastTransitionTime\":\"",
-                                    FormatTimestamp(options_.clock()),
-                                    "\",\"status\":\"True\",\"type\":\"PodScheduled\"}]")}};
+    const std::string now = FormatTimestamp(options_.clock());
+    MemberEdit status = {"status", [&](std::optional<absl::string_view> current) {
+                           return BoundStatus(current.value_or("{}"), now);
+                         }};
     ObjectFields fields = old->fields;
     fields.node_name = request.node;
+    fields.nominated_node_name.clear();
+    for (const auto& [key, value] : label_values) {
+      auto same = std::find_if(fields.labels.begin(), fields.labels.end(),
+                               [&key](const auto& label) { return label.first == key; });
+      if (same != fields.labels.end()) {
+        same->second = value;
+      } else {
+        fields.labels.emplace_back(key, value);
+      }
+    }
+    std::sort(fields.labels.begin(), fields.labels.end());  // as FieldsOf keeps them
     MemberEdit metadata = {"metadata", [&](std::optional<absl::string_view> current) {
                              return EditMembers(current.value_or("{}"), metadata_edits);
                            }};
     published = ReplacePodTextLocked(
-        old, EditMembers(old->json, {metadata, Nested("spec", spec), Nested("status", status)}),
-        std::move(fields));
+        old, EditMembers(old->json, {metadata, Nested("spec", spec), status}), std::move(fields));
     ++bindings_;
   }
   pod_signal_.Notify();

@@ -230,12 +230,20 @@ class ClusterStore {
     std::string uid;
     std::string resource_version;
     std::string node;
+    std::string target_kind;  // the Binding's target.kind as sent ("" or "Node")
     std::vector<std::pair<std::string, std::string>> annotations;
+    std::vector<std::pair<std::string, std::string>> labels;
   };
-  // The binding subresource (pkg/registry/core/pod/storage/storage.go setPodHostAndAnnotations):
-  // sets spec.nodeName (the node need not exist), merges the annotations, sets the PodScheduled
-  // condition. NotFound; Aborted (409) with the API server's wording for a failed precondition,
-  // a pod being deleted, a pod already assigned, or a pod with scheduling gates.
+  // The binding subresource (pkg/registry/core/pod/storage/storage.go BindingREST
+  // setPodNodeAndMetadata): sets spec.nodeName (the node need not exist), merges the annotations,
+  // copies the Binding's labels over the pod's (PodTopologyLabelsAdmission, on by default since
+  // 1.35), with the node's topology.kubernetes.io/zone and /region first added to them when
+  // target.kind is "Node" (plugin/pkg/admission/podtopologylabels admitBinding), clears
+  // status.nominatedNodeName (ClearingNominatedNodeNameAfterBinding, on since 1.35) and sets the
+  // PodScheduled condition True in place, keeping the others (pkg/api/pod/util.go
+  // UpdatePodCondition). NotFound; Aborted (409) with the API server's wording for a failed
+  // precondition, a pod being deleted, a pod already assigned, or a pod with scheduling gates.
+  // Checked by TestDifferentialSimAgainstAPIServer ("POST binding ...").
   absl::StatusOr<ObjectPtr> Bind(absl::string_view namespace_name, absl::string_view name,
                                  const BindRequest& request);
   // Bind with only a UID precondition (empty: none) and the node.
@@ -401,6 +409,11 @@ class ClusterStore {
   uint64_t generated_names_ ABSL_GUARDED_BY(mu_) = 0;  // GenerateName's
   ObjectMap pods_ ABSL_GUARDED_BY(mu_);
   ObjectMap nodes_ ABSL_GUARDED_BY(mu_);
+  // The topology.kubernetes.io/zone and /region labels of node `node_name` (none if it is not
+  // known): what the PodTopologyLabels admission plugin copies onto a pod bound to it
+  // (plugin/pkg/admission/podtopologylabels, its default Labels).
+  std::vector<std::pair<std::string, std::string>> NodeTopologyLabelsLocked(
+      absl::string_view node_name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Events, deployments, replica sets, leases (Kind order from kEvent).
   static constexpr int kFirstOtherKind = static_cast<int>(Kind::kEvent);
   static_assert(static_cast<int>(Kind::kReplicaSet) - kFirstOtherKind == 2 &&

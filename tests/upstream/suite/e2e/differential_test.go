@@ -112,7 +112,8 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 	_, err := pods.Get(ctx, "no-such-pod", metav1.GetOptions{})
 	obs["GET a missing pod"] = outcome(err)
 
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node},
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{
+		"topology.kubernetes.io/zone": "zone-a", "topology.kubernetes.io/region": "region-1", "diff-other": "x"}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
 			corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}}}
 	_, err = write.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
@@ -244,11 +245,70 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 		return wpods.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: "default"},
 			Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{})
 	}
-	obs["POST binding"] = outcome(bind("diff-a"))
+	// What a scheduler leaves on a pod before its bind: a nomination and its own conditions. The
+	// binding's write is read from the watch (the sim's kubelet then admits the pod at once, where
+	// kube-apiserver's node has no kubelet).
+	var boundEvent watch.Interface
+	if p, err := pods.Get(ctx, "diff-a", metav1.GetOptions{}); err == nil {
+		p.Status.NominatedNodeName = node
+		p.Status.Conditions = append(p.Status.Conditions,
+			corev1.PodCondition{Type: "example.com/Checked", Status: corev1.ConditionTrue},
+			corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "no room"})
+		updated, err := wpods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		obs["PUT a pod's status with a nomination and conditions"] = outcome(err)
+		if err == nil {
+			boundEvent, err = pods.Watch(ctx, metav1.ListOptions{ResourceVersion: updated.ResourceVersion,
+				FieldSelector: "metadata.name=diff-a"})
+			obs["WATCH the pod to be bound"] = outcome(err)
+		}
+	}
+	err = wpods.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "diff-a", Namespace: "default",
+		Labels: map[string]string{"bound-by": "diff", "topology.kubernetes.io/zone": "from-the-binding"}},
+		Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{})
+	obs["POST binding"] = outcome(err)
+	if boundEvent != nil {
+		select {
+		case e := <-boundEvent.ResultChan():
+			s := string(e.Type)
+			if p, ok := e.Object.(*corev1.Pod); ok {
+				var labels, conditions []string
+				for k, v := range p.Labels {
+					labels = append(labels, k+"="+v)
+				}
+				sort.Strings(labels)
+				for _, c := range p.Status.Conditions {
+					conditions = append(conditions, fmt.Sprintf("%s=%s(%s)", c.Type, c.Status, c.Reason))
+				}
+				s += fmt.Sprintf(" node %q labels %v conditions %v nominatedNodeName %q", p.Spec.NodeName, labels,
+					conditions, p.Status.NominatedNodeName)
+			}
+			obs["POST binding: the pod as the binding wrote it"] = s
+		case <-time.After(10 * time.Second):
+			obs["POST binding: the pod as the binding wrote it"] = "timeout"
+		}
+		boundEvent.Stop()
+	}
 	obs["POST binding again"] = outcome(bind("diff-a"))
 	obs["POST binding of a missing pod"] = outcome(bind("no-such-pod"))
+	err = wpods.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "diff-b", Namespace: "default"},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "Bad_Node"}}, metav1.CreateOptions{})
+	obs["POST binding to an invalid node name"] = outcome(err)
 	if p, err := pods.Get(ctx, "diff-a", metav1.GetOptions{}); err == nil {
 		obs["GET the bound pod: nodeName"] = p.Spec.NodeName
+	}
+	// A pod created bound gets the node's topology labels too (the PodTopologyLabels admission
+	// plugin's admitPod).
+	bound := diffPod("diff-n")
+	bound.Spec.NodeName = node
+	if p, err := wpods.Create(ctx, bound, metav1.CreateOptions{}); err == nil {
+		var labels []string
+		for k, v := range p.Labels {
+			labels = append(labels, k+"="+v)
+		}
+		sort.Strings(labels)
+		obs["POST a pod with spec.nodeName: labels"] = fmt.Sprint(labels)
+	} else {
+		obs["POST a pod with spec.nodeName"] = outcome(err)
 	}
 
 	// fitledger-server watches pods by status.phase field selectors (server/kube/watcher.h): a
@@ -511,7 +571,7 @@ func TestDifferentialSimAgainstAPIServer(t *testing.T) {
 		for _, cfg := range []*rest.Config{c.Config, simCfg} {
 			cl := clientFor(t, cfg, "application/json")
 			zero := int64(0)
-			for _, p := range []string{"diff-a", "diff-b", "diff-c", "diff-f"} {
+			for _, p := range []string{"diff-a", "diff-b", "diff-c", "diff-f", "diff-n"} {
 				cl.CoreV1().Pods("default").Delete(context.Background(), p, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 			}
 			cl.CoreV1().Events("default").Delete(context.Background(), "diff-a.1", metav1.DeleteOptions{})

@@ -354,6 +354,14 @@ void SimServer::Handle(const httplib::Request& req, httplib::Response& res) {
   if (IsDown()) {
     SendStatus(res, 503, "ServiceUnavailable",
                "fitledger-sim: the API server is down (fault injected)");
+  } else if (req.method != "GET" && req.has_param("dryRun")) {
+    // kube-apiserver validates a dryRun=All write and stores nothing; the sim has no dry path
+    // through its store, so it refuses the write rather than persist it (`kubectl apply
+    // --dry-run=server` would otherwise change the demo). A known difference, recorded by
+    // TestDifferentialSimAgainstAPIServer ("kubectl create --dry-run=server").
+    SendStatus(res, 400, "BadRequest",
+               "fitledger-sim does not support dryRun: nothing was changed (kube-apiserver would "
+               "validate the request and persist nothing)");
   } else {
     HandleApi(req, res);
   }

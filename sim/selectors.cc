@@ -147,18 +147,76 @@ bool FieldSelector::Matches(const ObjectFields& fields) const {
   return true;
 }
 
+namespace {
+
+// The terms of a label selector: split at the commas outside parentheses.
+std::vector<absl::string_view> LabelTerms(absl::string_view text) {
+  std::vector<absl::string_view> terms;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || (text[i] == ',' && depth == 0)) {
+      absl::string_view term = absl::StripAsciiWhitespace(text.substr(start, i - start));
+      if (!term.empty()) terms.push_back(term);
+      start = i + 1;
+    } else if (text[i] == '(') {
+      ++depth;
+    } else if (text[i] == ')') {
+      --depth;
+    }
+  }
+  return terms;
+}
+
+}  // namespace
+
 absl::StatusOr<LabelSelector> LabelSelector::Parse(absl::string_view text) {
   LabelSelector selector;
-  if (text.find('(') != absl::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unable to parse requirement: set-based label selectors are not supported by "
-                     "fitledger-sim: '",
-                     text, "'"));
-  }
-  for (absl::string_view term : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    term = absl::StripAsciiWhitespace(term);
+  for (absl::string_view term : LabelTerms(text)) {
     Term t;
     size_t pos;
+    if (const size_t open = term.find('('); open != absl::string_view::npos) {
+      // Set-based: `key in (v1,v2)`, `key notin (v1,v2)` (apimachinery pkg/labels/selector.go:
+      // In is "the key exists with one of the values", NotIn "the key is absent or has none of
+      // them"; the set may not be empty).
+      absl::string_view head = absl::StripAsciiWhitespace(term.substr(0, open));
+      const size_t space = head.find_first_of(" \t");
+      if (space == absl::string_view::npos || term.back() != ')') {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unable to parse requirement: '", term, "'"));
+      }
+      t.key = std::string(head.substr(0, space));
+      const absl::string_view op = absl::StripAsciiWhitespace(head.substr(space));
+      if (op == "in") {
+        t.op = Op::kIn;
+      } else if (op == "notin") {
+        t.op = Op::kNotIn;
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unable to parse requirement: '", term, "'"));
+      }
+      for (absl::string_view v :
+           absl::StrSplit(term.substr(open + 1, term.size() - open - 2), ',')) {
+        v = absl::StripAsciiWhitespace(v);
+        if (v.find_first_of(" \t!=()") != absl::string_view::npos) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("unable to parse requirement: '", term, "'"));
+        }
+        if (!v.empty()) t.values.emplace_back(v);
+      }
+      if (t.values.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unable to parse requirement: for 'in', 'notin' operators, values set "
+                         "can't be empty: '",
+                         term, "'"));
+      }
+      if (t.key.find_first_of(" \t!=()") != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unable to parse requirement: '", term, "'"));
+      }
+      selector.terms_.push_back(std::move(t));
+      continue;
+    }
     if ((pos = term.find("!=")) != absl::string_view::npos) {
       t.op = Op::kNotEqual;
       t.key = std::string(term.substr(0, pos));
@@ -180,8 +238,8 @@ absl::StatusOr<LabelSelector> LabelSelector::Parse(absl::string_view text) {
     }
     absl::StripAsciiWhitespace(&t.key);
     absl::StripAsciiWhitespace(&t.value);
-    if (t.key.empty() || t.key.find_first_of(" \t!=") != std::string::npos ||
-        t.value.find_first_of(" \t!=") != std::string::npos) {
+    if (t.key.empty() || t.key.find_first_of(" \t!=()") != std::string::npos ||
+        t.value.find_first_of(" \t!=()") != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat("unable to parse requirement: '", term, "'"));
     }
     selector.terms_.push_back(std::move(t));
@@ -195,6 +253,18 @@ bool LabelSelector::Matches(const std::vector<std::pair<std::string, std::string
     switch (term.op) {
       case Op::kEqual:
         if (value == nullptr || *value != term.value) return false;
+        break;
+      case Op::kIn:
+        if (value == nullptr ||
+            std::find(term.values.begin(), term.values.end(), *value) == term.values.end()) {
+          return false;
+        }
+        break;
+      case Op::kNotIn:
+        if (value != nullptr &&
+            std::find(term.values.begin(), term.values.end(), *value) != term.values.end()) {
+          return false;
+        }
         break;
       case Op::kNotEqual:
         if (value != nullptr && *value == term.value) return false;

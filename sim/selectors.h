@@ -84,7 +84,7 @@ class FieldSelector {
 };
 
 // `labelSelector`: comma-separated `k=v`, `k==v`, `k!=v`, `k` (exists) and `!k` (does not
-// exist). Set-based terms (`in`, `notin`) are rejected with InvalidArgument.
+// exist), and the set-based `k in (v1,v2)` and `k notin (v1,v2)` (apimachinery pkg/labels).
 class LabelSelector {
  public:
   LabelSelector() = default;  // matches everything
@@ -93,11 +93,12 @@ class LabelSelector {
   bool empty() const { return terms_.empty(); }
 
  private:
-  enum class Op { kEqual, kNotEqual, kExists, kNotExists };
+  enum class Op { kEqual, kNotEqual, kExists, kNotExists, kIn, kNotIn };
   struct Term {
     std::string key;
     Op op;
     std::string value;
+    std::vector<std::string> values;  // kIn, kNotIn
   };
   std::vector<Term> terms_;
 };

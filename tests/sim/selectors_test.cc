@@ -131,9 +131,36 @@ TEST(LabelSelectorTest, EqualityAndExistence) {
   }
 }
 
-TEST(LabelSelectorTest, SetBasedSelectorsAreRejected) {
-  EXPECT_THAT(LabelSelector::Parse("app in (web,db)"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unable to parse")));
+TEST(LabelSelectorTest, SetBasedSelectorsMatchAsTheApiServersDo) {
+  struct Case {
+    const char* selector;
+    bool matches;
+  };
+  // The pod's labels: app=web, tier=front.
+  const Case cases[] = {{"app in (web,db)", true},
+                        {"app in ( db , web )", true},
+                        {"app in (db)", false},
+                        {"missing in (web)", false},
+                        {"app notin (db)", true},
+                        {"app notin (db,web)", false},
+                        {"missing notin (web)", true},
+                        {"app in (web,db),tier=front", true},
+                        {"tier=front,app notin (web)", false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.selector);
+    auto s = LabelSelector::Parse(c.selector);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->Matches(Pod("", "").labels), c.matches);
+  }
+}
+
+TEST(LabelSelectorTest, MalformedSetBasedSelectorsAreRefused) {
+  for (const char* bad : {"app in ()", "app in (web", "app within (web)", "app (web)",
+                          "app in (we b)", "app in (a=b)"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THAT(LabelSelector::Parse(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unable to parse")));
+  }
 }
 
 }  // namespace

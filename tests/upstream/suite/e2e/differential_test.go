@@ -146,6 +146,20 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 			listRV = list.ResourceVersion
 		}
 	}
+	// Set-based label selectors (kubectl get -l 'diff in (yes)').
+	for _, sel := range []string{"diff in (yes,maybe)", "diff notin (yes)", "diff in (maybe),diff"} {
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
+		key := fmt.Sprintf("LIST pods labelSelector=%q", sel)
+		obs[key] = outcome(err)
+		if err == nil {
+			var names []string
+			for _, p := range list.Items {
+				names = append(names, p.Name)
+			}
+			obs[key+": items"] = fmt.Sprint(names)
+		}
+	}
+
 	if rv, err := strconv.ParseUint(listRV, 10, 64); err == nil {
 		// Raw HTTP: client-go would retry the 504 as its Retry-After header asks (ten times).
 		hc, err := rest.HTTPClientFor(cfg)

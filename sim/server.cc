@@ -616,11 +616,12 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
   const bool protobuf = watch && !table && (kind == Kind::kPod || kind == Kind::kNode) &&
                         PrefersProtobuf(req.get_header_value("Accept"));
   int64_t limit = 0;
-  if (req.has_param("limit") &&
-      (!absl::SimpleAtoi(req.get_param_value("limit"), &limit) || limit < 0)) {
-    return SendStatus(res, 400, "BadRequest",
-                      "limit: Invalid value: must be a non-negative integer", protobuf);
+  if (req.has_param("limit") && !absl::SimpleAtoi(req.get_param_value("limit"), &limit)) {
+    return SendStatus(res, 400, "BadRequest", "limit: Invalid value: must be an integer", protobuf);
   }
+  // A negative limit is no limit (etcd3/store.go GetList pages only when limit > 0; cacher.go
+  // delegates it): every item, no continue. Diff "LIST pods limit=-1".
+  if (limit < 0) limit = 0;
   // ValidateListOptions (apimachinery pkg/apis/meta/internalversion/validation/validation.go).
   std::vector<FieldError> errors;
   if (watch) {
@@ -708,7 +709,7 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
     return ServeWatch(req, res, std::move(state));
   }
   // Which state a LIST reads (apiserver semantics for get and list: storage/cacher/delegator.go
-  // shouldDelegateList and cacher.go; etcd3/store.go GetList).
+  // delegator/interface.go ShouldDelegateList and cacher.go; etcd3/store.go GetList).
   ListRequest list;
   list.filter = std::move(filter);
   if (!continue_token.empty()) {

@@ -146,6 +146,16 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 			listRV = list.ResourceVersion
 		}
 	}
+	if list, err := pods.List(ctx, metav1.ListOptions{Limit: -1}); err == nil {
+		var names []string
+		for _, p := range list.Items {
+			names = append(names, p.Name)
+		}
+		obs["LIST pods limit=-1"] = fmt.Sprintf("%v continue-set=%v", names, list.Continue != "")
+	} else {
+		obs["LIST pods limit=-1"] = outcome(err)
+	}
+
 	// Set-based label selectors (kubectl get -l 'diff in (yes)').
 	for _, sel := range []string{"diff in (yes,maybe)", "diff notin (yes)", "diff in (maybe),diff"} {
 		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})

@@ -708,8 +708,9 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
     state->stats_key = RequestKey(req);
     return ServeWatch(req, res, std::move(state));
   }
-  // Which state a LIST reads (apiserver semantics for get and list: storage/cacher/delegator.go
-  // delegator/interface.go ShouldDelegateList and cacher.go; etcd3/store.go GetList).
+  // Which state a LIST reads (apiserver semantics for get and list:
+  // storage/cacher/delegator/interface.go ShouldDelegateList and cacher.go; etcd3/store.go
+  // GetList).
   ListRequest list;
   list.filter = std::move(filter);
   if (!continue_token.empty()) {

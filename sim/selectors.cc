@@ -195,14 +195,18 @@ absl::StatusOr<LabelSelector> LabelSelector::Parse(absl::string_view text) {
         return absl::InvalidArgumentError(
             absl::StrCat("unable to parse requirement: '", term, "'"));
       }
-      for (absl::string_view v :
-           absl::StrSplit(term.substr(open + 1, term.size() - open - 2), ',')) {
+      // `()` is the empty set; otherwise every member counts, empty ones as "" (selector.go
+      // parseIdentifiersList: `k in (a,)` is {a, ""}).
+      const absl::string_view inside =
+          absl::StripAsciiWhitespace(term.substr(open + 1, term.size() - open - 2));
+      for (absl::string_view v : absl::StrSplit(inside, ',')) {
+        if (inside.empty()) break;
         v = absl::StripAsciiWhitespace(v);
         if (v.find_first_of(" \t!=()") != absl::string_view::npos) {
           return absl::InvalidArgumentError(
               absl::StrCat("unable to parse requirement: '", term, "'"));
         }
-        if (!v.empty()) t.values.emplace_back(v);
+        t.values.emplace_back(v);
       }
       if (t.values.empty()) {
         return absl::InvalidArgumentError(

@@ -619,8 +619,9 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
   if (req.has_param("limit") && !absl::SimpleAtoi(req.get_param_value("limit"), &limit)) {
     return SendStatus(res, 400, "BadRequest", "limit: Invalid value: must be an integer", protobuf);
   }
-  // A negative limit is no limit (etcd3/store.go GetList pages only when limit > 0; cacher.go
-  // delegates it): every item, no continue. Diff "LIST pods limit=-1".
+  // A negative limit is no limit, from the watch cache (cacher.go computeListLimit: 0 or below is
+  // none) as from etcd (etcd3/store.go GetList pages only when limit > 0): every item, no
+  // continue. Diff "LIST pods limit=-1". (A limit that is no integer: 400, in the sim's words.)
   if (limit < 0) limit = 0;
   // ValidateListOptions (apimachinery pkg/apis/meta/internalversion/validation/validation.go).
   std::vector<FieldError> errors;

@@ -147,9 +147,14 @@ std::string BoundStatus(absl::string_view status_text, absl::string_view now) {
   nlohmann::ordered_json& conditions = status["conditions"];
   if (!conditions.is_array()) conditions = nlohmann::ordered_json::array();
   bool replaced = false;
+  // The stored status is what clients wrote: any member may be of any type.
+  const auto is = [](const nlohmann::ordered_json& condition, const char* key, const char* value) {
+    auto it = condition.find(key);
+    return it != condition.end() && it->is_string() && it->get<std::string>() == value;
+  };
   for (auto& condition : conditions) {
-    if (!condition.is_object() || condition.value("type", "") != "PodScheduled") continue;
-    if (condition.value("status", "") == "True" && condition.contains("lastTransitionTime")) {
+    if (!condition.is_object() || !is(condition, "type", "PodScheduled")) continue;
+    if (is(condition, "status", "True") && condition.contains("lastTransitionTime")) {
       scheduled["lastTransitionTime"] = condition["lastTransitionTime"];
     }
     condition = scheduled;

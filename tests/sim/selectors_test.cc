@@ -137,15 +137,12 @@ TEST(LabelSelectorTest, SetBasedSelectorsMatchAsTheApiServersDo) {
     bool matches;
   };
   // The pod's labels: app=web, tier=front.
-  const Case cases[] = {{"app in (web,db)", true},
-                        {"app in ( db , web )", true},
-                        {"app in (db)", false},
-                        {"missing in (web)", false},
-                        {"app notin (db)", true},
-                        {"app notin (db,web)", false},
-                        {"missing notin (web)", true},
-                        {"app in (web,db),tier=front", true},
-                        {"tier=front,app notin (web)", false}};
+  const Case cases[] = {{"app in (web,db)", true},     {"app in ( db , web )", true},
+                        {"app in (db)", false},        {"missing in (web)", false},
+                        {"app notin (db)", true},      {"app notin (db,web)", false},
+                        {"missing notin (web)", true}, {"app in (web,db),tier=front", true},
+                        {"app in (db,)", false},       {"missing notin (web,)", true},
+                        {"tier in (front,)", true},    {"tier=front,app notin (web)", false}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.selector);
     auto s = LabelSelector::Parse(c.selector);

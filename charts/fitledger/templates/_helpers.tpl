@@ -426,6 +426,7 @@ values (the chart's defaults, the release's previous values) has the key.
 {{- if not (regexMatch "[1-9]" $text) }}
 {{- $ms = int64 $default }}
 {{- else if le $ms 0 }}
+{{- /* the chart's own floor: kube-scheduler takes any positive duration, but the checks below count milliseconds */}}
 {{- fail (printf "scheduler.leaderElection.%s must be at least 1ms (0s: kube-scheduler's default), got %s" $key $text) }}
 {{- end }}
 {{- $_ := set $effective $key $ms }}
@@ -434,10 +435,10 @@ values (the chart's defaults, the release's previous values) has the key.
 {{- $renew := $effective.renewDeadline }}
 {{- $retry := $effective.retryPeriod }}
 {{- if le $lease $renew }}
-{{- fail (printf "scheduler.leaderElection.leaseDuration (%s) must be greater than renewDeadline (%s): kube-scheduler refuses to start otherwise" (toString $le.leaseDuration) (toString $le.renewDeadline)) }}
+{{- fail (printf "scheduler.leaderElection.leaseDuration (%s) must be greater than renewDeadline (%s): kube-scheduler refuses to start otherwise" (include "fitledger.formatMillis" $lease) (include "fitledger.formatMillis" $renew)) }}
 {{- end }}
 {{- if le (float64 $renew) (mulf (float64 $retry) 1.2) }}
-{{- fail (printf "scheduler.leaderElection.renewDeadline (%s) must be greater than 1.2 x retryPeriod (%s): kube-scheduler refuses to start otherwise (client-go's leader election, JitterFactor 1.2)" (toString $le.renewDeadline) (toString $le.retryPeriod)) }}
+{{- fail (printf "scheduler.leaderElection.renewDeadline (%s) must be greater than 1.2 x retryPeriod (%s): kube-scheduler refuses to start otherwise (client-go's leader election, JitterFactor 1.2)" (include "fitledger.formatMillis" $renew) (include "fitledger.formatMillis" $retry)) }}
 {{- end }}
 {{- end }}
 {{- $pct := .Values.scheduler.percentageOfNodesToScore }}

@@ -117,9 +117,10 @@ func setDefaults(cfg *KubeSchedulerConfiguration) {
 			*d.field = d.value
 		}
 	}
-	// A duration of zero, written or not, is the default (component-base
-	// config/v1alpha1 SetDefaults_LeaderElectionConfiguration compares with the
-	// zero Duration).
+	// A duration of zero, written or not, is the default (kube-scheduler's
+	// config/v1 SetDefaults_KubeSchedulerConfiguration calls component-base
+	// config/v1alpha1 RecommendedDefaultLeaderElectionConfiguration, which
+	// compares with the zero Duration).
 	for _, d := range []struct {
 		field *string
 		value string

@@ -358,6 +358,8 @@ func badSets(e *Env) []badSet {
 			wantTemplate: "extender.httpTimeout must be at least 2s, got 1500ms: fitledger's Bind verb must end 1s before it (kubernetes.bindBudget = httpTimeout - 1s)"},
 		{name: "leaseDuration not above renewDeadline", args: []string{"--set", "scheduler.leaderElection.leaseDuration=10s"},
 			wantTemplate: "scheduler.leaderElection.leaseDuration (10s) must be greater than renewDeadline (10s): kube-scheduler refuses to start otherwise"},
+		{name: "leaseDuration of zero (15s) not above renewDeadline", args: []string{"--set", "scheduler.leaderElection.leaseDuration=0s,scheduler.leaderElection.renewDeadline=20s"},
+			wantTemplate: "scheduler.leaderElection.leaseDuration (15s) must be greater than renewDeadline (20s): kube-scheduler refuses to start otherwise"},
 		{name: "renewDeadline not above 1.2 x retryPeriod", args: []string{"--set", "scheduler.leaderElection.renewDeadline=2400ms"},
 			wantTemplate: "scheduler.leaderElection.renewDeadline (2400ms) must be greater than 1.2 x retryPeriod (2s)"},
 		{name: "negative retryPeriod", args: []string{"--set", "scheduler.leaderElection.retryPeriod=-2s"},

@@ -38,7 +38,8 @@ func (p *Proxy) HoldBindingReplies(d time.Duration) { p.holdNS.Store(int64(d)) }
 // HeldBindingReplies is the number of binding replies held so far.
 func (p *Proxy) HeldBindingReplies() int64 { return p.held.Load() }
 
-// SetLag changes the delay of watch chunks that arrive from now on.
+// SetLag changes the delay of every watch chunk not passed on yet (each waits until it arrived
+// plus the lag in force when its turn comes).
 func (p *Proxy) SetLag(d time.Duration) { p.lagNS.Store(int64(d)) }
 
 // Lag returns the current delay.

@@ -34,7 +34,10 @@ func TestBindThatTimesOutAfterItSucceeded(t *testing.T) {
 	sched := fl.StartScheduler(t, tc.Cluster, "kube-scheduler", fl.SchedulerConfig([]string{schedulerName},
 		&fl.Extender{URL: srv.WebhookURL, Bind: true, ManagedResources: []string{"example.com/gpu"}}), tc.Kubeconfig)
 	defer func() { sched.Stop(); srv.Proc.Stop() }()
-	proxy.SetLag(15 * time.Second) // once fitledger's sync (a WatchList, a watch too) is done
+	// Once fitledger's sync (a WatchList, a watch too) is done. The second pod's refusal comes
+	// about 4 s after the first pod's binding, its confirmation 15 s after: a margin of about 10 s,
+	// and the check after the refusal fails loudly (never passes) if a stalled machine uses it up.
+	proxy.SetLag(15 * time.Second)
 
 	tc.createPods(t, []*corev1.Pod{makePod(podSpec{name: "first", scheduler: schedulerName, cpu: "100m", gpu: 1})})
 	tc.WaitFor("fitledger's bind of the first pod to end with its outcome unknown", 60*time.Second, func() bool {

@@ -271,7 +271,7 @@ func loadInKubeScheduler(t *testing.T, tc *testCluster, name string, config map[
 //     configuration with that one value changed is refused by kube-scheduler too, with the
 //     message the case names. renewDeadline against 1.2 x retryPeriod is client-go's check when
 //     leader election starts (leaderelection.NewLeaderElector), so that case runs kube-scheduler
-//     in full and waits for it to exit; its boundary (1.25 x) runs and serves /readyz.
+//     in full and waits for it to exit; at its boundary (1.25 x) kube-scheduler takes its Lease.
 func TestChartSchedulerConfigsLoadInKubeScheduler(t *testing.T) {
 	tc := startCluster(t, standardNodes(1, "4", 0))
 	tc.Namespace("fitledger") // the leader election Lease's, in the full runs
@@ -426,7 +426,14 @@ func TestChartSchedulerConfigsLoadInKubeScheduler(t *testing.T) {
 	boundary := renderSchedulerConfig(t, "--set",
 		"scheduler.leaderElection.leaseDuration=3s,scheduler.leaderElection.renewDeadline=2500ms,scheduler.leaderElection.retryPeriod=2s")
 	text, _ := yaml.Marshal(boundary)
-	fl.StartScheduler(t, tc.Cluster, "kube-scheduler-renew-2500ms", string(text), tc.Kubeconfig).Stop()
+	running := fl.StartScheduler(t, tc.Cluster, "kube-scheduler-renew-2500ms", string(text), tc.Kubeconfig)
+	// /readyz answers before leader election starts: the Lease's holder shows it ran.
+	lease := leaderElection(boundary)["resourceName"].(string)
+	tc.WaitFor("kube-scheduler with renewDeadline 1.25 x retryPeriod to hold its Lease", 60*time.Second, func() bool {
+		l, err := tc.Client.CoordinationV1().Leases("fitledger").Get(tc.ctx, lease, metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+	})
+	running.Stop()
 
 	leaderElection(boundary)["renewDeadline"] = "2400ms"
 	dir := tc.Path("kube-scheduler-renew-2400ms")

@@ -867,6 +867,31 @@ TEST_F(SimApiTest, BindingRequestChecksAsTheApiServer) {
   EXPECT_EQ(GetPod("p").body["metadata"]["annotations"]["example.com/by"], "test");
 }
 
+// The binding's write (BindingREST setPodNodeAndMetadata): the nomination cleared, PodScheduled
+// set True where it stands, the other conditions kept, whatever their members hold (a client's
+// status is stored as written); to a node the kubelet does not run, so the pod stays Pending.
+TEST_F(SimApiTest, BindingKeepsOtherConditionsAndClearsTheNomination) {
+  ASSERT_EQ(Create("q").status, 201);
+  json pod = GetPod("q").body;
+  pod["status"]["nominatedNodeName"] = "elsewhere";
+  pod["status"]["conditions"] =
+      json::array({{{"type", 1}, {"status", true}},
+                   {{"type", "example.com/Checked"}, {"status", "True"}},
+                   {{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"}}});
+  HttpResult put = Call(*client_, "PUT", "/api/v1/namespaces/default/pods/q/status", pod.dump());
+  ASSERT_EQ(put.status, 200) << put.raw;
+  ASSERT_EQ(Bind("q", "no-kubelet-here").status, 201);
+  json status = GetPod("q").body["status"];
+  EXPECT_FALSE(status.contains("nominatedNodeName")) << status;
+  ASSERT_EQ(status["conditions"].size(), 3u) << status;
+  EXPECT_EQ(status["conditions"][0]["type"], 1);
+  EXPECT_EQ(status["conditions"][1]["type"], "example.com/Checked");
+  EXPECT_EQ(status["conditions"][2]["type"], "PodScheduled");
+  EXPECT_EQ(status["conditions"][2]["status"], "True");
+  EXPECT_FALSE(status["conditions"][2].contains("reason"));
+  EXPECT_EQ(status["phase"], "Pending");
+}
+
 TEST_F(SimApiTest, FieldSelectorsOnEverySupportedPodFieldAndA400ForOthers) {
   ASSERT_EQ(Create("a").status, 201);
   ASSERT_EQ(Bind("a", "worker-1").status, 201);

@@ -683,8 +683,15 @@ void SimServer::HandleListOrWatch(const httplib::Request& req, httplib::Response
   if (!errors.empty()) return SendInvalidListOptions(res, errors, protobuf);
   uint64_t rv_number = 0;
   if (!rv.empty() && !absl::SimpleAtoi(rv, &rv_number)) {
-    return SendStatus(res, 400, "BadRequest",
-                      absl::StrCat("resourceVersion: Invalid value: \"", rv, "\""), protobuf);
+    return SendStatus(
+        res, 400, "BadRequest",
+        absl::StrCat(
+            "invalid resource version: resourceVersion: Invalid value: ", GoQuote(rv),
+            ": strconv.ParseUint: parsing ", GoQuote(rv), ": ",
+            std::all_of(rv.begin(), rv.end(), [](char c) { return absl::ascii_isdigit(c); })
+                ? "value out of range"
+                : "invalid syntax"),
+        protobuf);
   }
   // Fault: a watch cache behind the version a state read (LIST, WatchList) asks for, e.g. an API
   // server that just restarted; answered at once rather than after the 3 s wait.

@@ -96,6 +96,49 @@ bool MatchesDns1123SubdomainPattern(absl::string_view value) {
 
 }  // namespace
 
+std::string GoQuote(absl::string_view value) {
+  std::string out = "\"";
+  for (const char c : value) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\a':
+        out += "\\a";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\v':
+        out += "\\v";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          absl::StrAppend(&out, "\\x", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
 std::vector<std::string> Dns1123SubdomainErrors(absl::string_view field, absl::string_view value) {
   return Dns1123SubdomainErrors(field, value, value);
 }
@@ -103,7 +146,7 @@ std::vector<std::string> Dns1123SubdomainErrors(absl::string_view field, absl::s
 std::vector<std::string> Dns1123SubdomainErrors(absl::string_view field, absl::string_view shown,
                                                 absl::string_view value) {
   std::vector<std::string> errors;
-  const std::string prefix = absl::StrCat(field, ": Invalid value: \"", shown, "\": ");
+  const std::string prefix = absl::StrCat(field, ": Invalid value: ", GoQuote(shown), ": ");
   if (value.size() > 253) {
     errors.push_back(absl::StrCat(prefix, "must be no more than 253 characters"));
   }

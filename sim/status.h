@@ -32,6 +32,10 @@ struct HttpError {
 };
 HttpError HttpErrorOf(const absl::Status& status);
 
+// `value` quoted as Go's %q (strconv.Quote) quotes it, as Kubernetes' messages show values: \" and
+// \\, \a \b \f \n \r \t \v, other ASCII control bytes as \xNN; other bytes as they are.
+std::string GoQuote(absl::string_view value);
+
 // The field errors of a name that must be a DNS subdomain (apimachinery
 // pkg/util/validation/validation.go IsDNS1123Subdomain: more than 253 characters, then the
 // pattern), each "<field>: Invalid value: \"<value>\": <message>" as field.ErrorList renders it;

@@ -9,6 +9,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -73,6 +74,21 @@ absl::StatusOr<ContinueToken> DecodeContinue(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid continue token: continue key is not valid", why));
   };
+  // base64.RawURLEncoding.DecodeString's error (encoding/base64 decodeQuantum): the offset of
+  // the first byte outside the alphabet ("=" included: no padding), else of a last quantum of
+  // one character.
+  size_t quantum = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') {
+      quantum = (quantum + 1) % 4;
+    } else if (c != '\n' && c != '\r') {
+      return invalid(absl::StrCat(": illegal base64 data at input byte ", i));
+    }
+  }
+  if (quantum == 1) {
+    return invalid(absl::StrCat(": illegal base64 data at input byte ", text.size() - 1));
+  }
   std::string decoded;
   if (!absl::WebSafeBase64Unescape(text, &decoded)) return invalid(": illegal base64 data");
   json token = json::parse(decoded, nullptr, /*allow_exceptions=*/false);

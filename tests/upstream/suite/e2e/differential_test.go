@@ -156,6 +156,33 @@ func requests(t *testing.T, cfg *rest.Config, read, write kubernetes.Interface, 
 		obs["LIST pods limit=-1"] = outcome(err)
 	}
 
+	// Requests a server refuses before reading anything: ValidateListOptions (422), an unknown
+	// field label, a resourceVersion or continue token that does not parse, a continue token
+	// with a resourceVersion (400).
+	for _, c := range []struct {
+		key  string
+		opts metav1.ListOptions
+	}{
+		{"LIST pods resourceVersionMatch=Exact without a resourceVersion", metav1.ListOptions{ResourceVersionMatch: metav1.ResourceVersionMatchExact}},
+		{"LIST pods with sendInitialEvents", metav1.ListOptions{SendInitialEvents: ptrBool(true)}},
+		{"LIST pods by an unknown field label", metav1.ListOptions{FieldSelector: "spec.foo=x"}},
+		{"LIST pods resourceVersion=abc", metav1.ListOptions{ResourceVersion: "abc"}},
+		{"LIST pods with a continue token that does not decode", metav1.ListOptions{Continue: "%%%"}},
+	} {
+		_, err := pods.List(ctx, c.opts)
+		obs[c.key] = outcome(err)
+	}
+	if page, err := pods.List(ctx, metav1.ListOptions{Limit: 1}); err == nil && page.Continue != "" {
+		_, err = pods.List(ctx, metav1.ListOptions{Limit: 1, Continue: page.Continue, ResourceVersion: page.ResourceVersion})
+		obs["LIST pods with a continue token and a resourceVersion"] = outcome(err)
+	}
+	if w, err := pods.Watch(ctx, metav1.ListOptions{SendInitialEvents: ptrBool(true)}); err == nil {
+		obs["WATCH pods with sendInitialEvents and no resourceVersionMatch"] = "ok"
+		w.Stop()
+	} else {
+		obs["WATCH pods with sendInitialEvents and no resourceVersionMatch"] = outcome(err)
+	}
+
 	// Set-based label selectors (kubectl get -l 'diff in (yes)').
 	for _, sel := range []string{"diff in (yes,maybe)", "diff notin (yes)", "diff in (maybe),diff"} {
 		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})

@@ -1090,13 +1090,14 @@ absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
       }
     }
     std::vector<std::pair<absl::string_view, std::string>> labels;  // each key once, the last value
-    for (const auto& [key, value] : label_values) {
+    for (const auto& label_value : label_values) {
+      const std::string& key = label_value.first;  // named: a lambda captures it (clang 14)
       auto same = std::find_if(labels.begin(), labels.end(),
                                [&key](const auto& label) { return label.first == key; });
       if (same != labels.end()) {
-        same->second = JsonString(value);
+        same->second = JsonString(label_value.second);
       } else {
-        labels.emplace_back(key, JsonString(value));
+        labels.emplace_back(key, JsonString(label_value.second));
       }
     }
     const std::string resource_version = absl::StrCat("\"", resource_version_, "\"");
@@ -1115,13 +1116,14 @@ absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
     ObjectFields fields = old->fields;
     fields.node_name = request.node;
     fields.nominated_node_name.clear();
-    for (const auto& [key, value] : label_values) {
+    for (const auto& label_value : label_values) {
+      const std::string& key = label_value.first;
       auto same = std::find_if(fields.labels.begin(), fields.labels.end(),
                                [&key](const auto& label) { return label.first == key; });
       if (same != fields.labels.end()) {
-        same->second = value;
+        same->second = label_value.second;
       } else {
-        fields.labels.emplace_back(key, value);
+        fields.labels.emplace_back(key, label_value.second);
       }
     }
     std::sort(fields.labels.begin(), fields.labels.end());  // as FieldsOf keeps them

@@ -16,7 +16,7 @@ import (
 // binding, and its reply reaches fitledger-server after the server's bind timeout (3 s;
 // delayproxy holds it 5 s), so fitledger cannot know whether the pod is bound. It must keep the
 // pod counted on the node (assumed, "outcome unknown") until its watch shows it, which here lags
-// 15 s. The resource is example.com/gpu, one device on the one node, which kube-scheduler
+// 25 s. The resource is example.com/gpu, one device on the one node, which kube-scheduler
 // ignores (managedResources with ignoredByScheduler): only fitledger's count keeps a second GPU
 // pod off the node in that window. Were the pod forgotten at the timeout, the second pod would be
 // bound and the kubelet stand-in's device manager would reject it (UnexpectedAdmissionError).
@@ -35,9 +35,9 @@ func TestBindThatTimesOutAfterItSucceeded(t *testing.T) {
 		&fl.Extender{URL: srv.WebhookURL, Bind: true, ManagedResources: []string{"example.com/gpu"}}), tc.Kubeconfig)
 	defer func() { sched.Stop(); srv.Proc.Stop() }()
 	// Once fitledger's sync (a WatchList, a watch too) is done. The second pod's refusal comes
-	// about 4 s after the first pod's binding, its confirmation 15 s after: a margin of about 10 s,
+	// about 4 s after the first pod's binding, its confirmation 25 s after: a margin of about 20 s,
 	// and the check after the refusal fails loudly (never passes) if a stalled machine uses it up.
-	proxy.SetLag(15 * time.Second)
+	proxy.SetLag(25 * time.Second)
 
 	tc.createPods(t, []*corev1.Pod{makePod(podSpec{name: "first", scheduler: schedulerName, cpu: "100m", gpu: 1})})
 	tc.WaitFor("fitledger's bind of the first pod to end with its outcome unknown", 60*time.Second, func() bool {

@@ -24,7 +24,11 @@ bool IsAlnum(char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c))
 }  // namespace
 
 bool IsDns1123Subdomain(absl::string_view s) {
-  if (s.empty() || s.size() > 253) return false;
+  return s.size() <= 253 && MatchesDns1123SubdomainPattern(s);
+}
+
+bool MatchesDns1123SubdomainPattern(absl::string_view s) {
+  if (s.empty()) return false;
   for (absl::string_view label : absl::StrSplit(s, '.')) {
     if (label.empty()) return false;
     for (char c : label) {

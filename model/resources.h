@@ -27,6 +27,8 @@ inline constexpr int64_t kDefaultMemoryRequest = 200 * 1024 * 1024;
 // apimachinery validation.IsDNS1123Subdomain (object names): at most 253 characters, lowercase
 // alphanumeric labels of [-a-z0-9] separated by '.', each starting and ending alphanumeric.
 bool IsDns1123Subdomain(absl::string_view name);
+// IsDNS1123Subdomain's pattern alone, at any length (its two errors are reported apart).
+bool MatchesDns1123SubdomainPattern(absl::string_view name);
 // apimachinery validation.IsQualifiedName (label names): an optional DNS-1123 subdomain prefix
 // and "/", then 1-63 characters of [-A-Za-z0-9_.] starting and ending alphanumeric.
 bool IsQualifiedName(absl::string_view name);

@@ -989,7 +989,7 @@ void SimServer::HandleBinding(const httplib::Request& req, httplib::Response& re
   if (node.empty()) {
     invalid.push_back("target.name: Required value");
   } else if (kind.empty() || kind == "Node") {
-    // ValidateNodeName (NameIsDNSSubdomain), since 1.36. Checked by
+    // ValidateNodeName (NameIsDNSSubdomain, pkg/apis/core/validation). Checked by
     // TestDifferentialSimAgainstAPIServer ("POST binding to an invalid node name").
     for (std::string& e : Dns1123SubdomainErrors("target.name", node)) {
       invalid.push_back(std::move(e));

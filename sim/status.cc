@@ -2,7 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "model/resources.h"
 
 namespace fitledger::sim {
 
@@ -75,26 +75,6 @@ HttpError HttpErrorOf(const absl::Status& status) {
       return {500, "InternalError"};
   }
 }
-
-namespace {
-
-// The pattern of IsDNS1123Subdomain,
-// [a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*, at any length.
-bool MatchesDns1123SubdomainPattern(absl::string_view value) {
-  if (value.empty()) return false;
-  for (absl::string_view label : absl::StrSplit(value, '.')) {
-    if (label.empty() || label.front() == '-' || label.back() == '-') return false;
-    for (char c : label) {
-      if (!absl::ascii_islower(static_cast<unsigned char>(c)) &&
-          !absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '-') {
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
-}  // namespace
 
 std::string GoQuote(absl::string_view value) {
   std::string out = "\"";

@@ -1089,17 +1089,21 @@ absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
         label_values.push_back(std::move(label));
       }
     }
-    std::vector<std::pair<absl::string_view, std::string>> labels;  // each key once, the last value
-    for (const auto& label_value : label_values) {
+    // Each key once, with its last value; applied to the pod's labels below (its JSON and its
+    // selectable fields).
+    std::vector<std::pair<std::string, std::string>> bound_labels;
+    for (auto& label_value : label_values) {
       const std::string& key = label_value.first;  // named: a lambda captures it (clang 14)
-      auto same = std::find_if(labels.begin(), labels.end(),
+      auto same = std::find_if(bound_labels.begin(), bound_labels.end(),
                                [&key](const auto& label) { return label.first == key; });
-      if (same != labels.end()) {
-        same->second = JsonString(label_value.second);
+      if (same != bound_labels.end()) {
+        same->second = std::move(label_value.second);
       } else {
-        labels.emplace_back(key, JsonString(label_value.second));
+        bound_labels.push_back(std::move(label_value));
       }
     }
+    std::vector<std::pair<absl::string_view, std::string>> labels;
+    for (const auto& [key, value] : bound_labels) labels.emplace_back(key, JsonString(value));
     const std::string resource_version = absl::StrCat("\"", resource_version_, "\"");
     std::vector<MemberEdit> metadata_edits = {
         {"resourceVersion", [&](std::optional<absl::string_view>) { return resource_version; }}};
@@ -1116,14 +1120,14 @@ absl::StatusOr<ObjectPtr> ClusterStore::Bind(absl::string_view namespace_name,
     ObjectFields fields = old->fields;
     fields.node_name = request.node;
     fields.nominated_node_name.clear();
-    for (const auto& label_value : label_values) {
-      const std::string& key = label_value.first;
+    for (const auto& bound : bound_labels) {
+      const std::string& key = bound.first;
       auto same = std::find_if(fields.labels.begin(), fields.labels.end(),
                                [&key](const auto& label) { return label.first == key; });
       if (same != fields.labels.end()) {
-        same->second = label_value.second;
+        same->second = bound.second;
       } else {
-        fields.labels.emplace_back(key, label_value.second);
+        fields.labels.push_back(bound);
       }
     }
     std::sort(fields.labels.begin(), fields.labels.end());  // as FieldsOf keeps them

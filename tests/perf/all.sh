@@ -4,7 +4,8 @@
 #   run.sh             the table against the floor (issue 24), with the split layout's added
 #                      latency (item 2);
 #   run.sh --churn 200 the same under 200 pod updates a second (item 3);
-#   sched.sh           pods/s by the real kube-scheduler with and without each extender (item 1);
+#   sched.sh           pods/s by the real kube-scheduler with and without each extender (item 1;
+#                      server-fb too: the default layout without prioritize, one call per pod);
 #   sched.sh --sync    fitledger-server's sync of 5,000 nodes and 150,000 pods from kube-apiserver
 #                      (item 4; figures, no target);
 #   scale.sh           1,000 / 5,000 / 15,000 nodes from the sim (item 4);
@@ -63,7 +64,7 @@ harness run "$PERF/run.sh" --out "$OUT/run"
 harness churn "$PERF/run.sh" --no-build --churn 200 --out "$OUT/churn"
 harness hop "$PERF/grpc_hop.sh" --body "$OUT/run/body_names.json" --out "$OUT/hop"
 harness scale "$PERF/scale.sh" --no-build --out "$OUT/scale"
-harness sched "$PERF/sched.sh" --out "$OUT/sched"
+harness sched "$PERF/sched.sh" --configs baseline,server,server-fb,shim,go --out "$OUT/sched"
 harness sync "$PERF/sched.sh" --sync --out "$OUT/sync"
 if (( SOAK )); then
   harness soak "$PERF/soak.sh" --out "$OUT/soak"

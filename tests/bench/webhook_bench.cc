@@ -74,9 +74,11 @@ void BM_EncodeFilterResult500Names(benchmark::State& state) {
 }
 BENCHMARK(BM_EncodeFilterResult500Names);
 
-// The reply the server writes on issue 24's realistic body: 500 GKE-style names of three pools
-// (gke-<cluster>-<pool>-<8 hex>-<4 chars>, 38-41 characters), a third failing with one of three
-// reasons, the names known plain (read in place from the request).
+// The reply the server writes on issue 24's realistic body: 500 GKE-style names
+// (gke-<cluster>-<pool>-<8 hex>-<4 chars>, 38-41 characters; as on GKE, the 8 hex name the
+// pool's instance group in one zone, so all the nodes of a group share everything but the last 4
+// characters: 3 pools in 3 zones here), a third failing with one of three reasons, the names
+// known plain (read in place from the request).
 void BM_EncodeFilterResultGkeNamesAThirdFailing(benchmark::State& state) {
   std::vector<std::string> names;
   const char* const pools[] = {"default-pool", "highmem-pool", "spot-pool"};
@@ -89,11 +91,18 @@ void BM_EncodeFilterResultGkeNamesAThirdFailing(benchmark::State& state) {
     x ^= x << 5;
     return x;
   };
+  std::vector<std::string> groups;
+  for (const char* pool : pools) {
+    for (int zone = 0; zone < 3; ++zone) {
+      groups.push_back(absl::StrCat("gke-prod-europe-west1-", pool, "-",
+                                    absl::Hex(next(), absl::kZeroPad8), "-"));
+    }
+  }
+  constexpr absl::string_view kSuffixChars = "abcdefghijklmnopqrstuvwxyz0123456789";
   for (int i = 0; i < kCandidates; ++i) {
-    names.push_back(absl::StrCat("gke-prod-europe-west1-", pools[next() % 3], "-",
-                                 absl::Hex(next(), absl::kZeroPad8), "-",
-                                 std::string(1, static_cast<char>('a' + next() % 26)),
-                                 absl::Hex(next() % 4096, absl::kZeroPad3)));
+    std::string name = groups[next() % groups.size()];
+    for (int c = 0; c < 4; ++c) name.push_back(kSuffixChars[next() % kSuffixChars.size()]);
+    names.push_back(std::move(name));
   }
   FilterResultView view;
   for (int i = 0; i < kCandidates; ++i) {

@@ -1,6 +1,7 @@
 #include "webhook/json_codec.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -494,6 +495,39 @@ uint64_t WordAt(absl::string_view s, size_t at) {
   return word;
 }
 
+// A failure map's values as JSON strings, each distinct text escaped once: a call's hundreds of
+// failures carry a few reasons (the ledger words them from a few cases and stores each text once),
+// and scanning each value for bytes to escape was about a quarter of writing the map. The last few
+// texts are kept, by content (a hit by address compares nothing more).
+class EscapedValues {
+ public:
+  void Append(absl::string_view value, std::string* out) {
+    for (Slot& slot : slots_) {
+      if (slot.used && (slot.value.data() == value.data() ? slot.value.size() == value.size()
+                                                          : slot.value == value)) {
+        out->append(slot.escaped);
+        return;
+      }
+    }
+    Slot& slot = slots_[next_];
+    next_ = (next_ + 1) % slots_.size();
+    slot.used = true;
+    slot.value = value;
+    slot.escaped.clear();
+    AppendJsonString(value, &slot.escaped);
+    out->append(slot.escaped);
+  }
+
+ private:
+  struct Slot {
+    bool used = false;
+    absl::string_view value;
+    std::string escaped;
+  };
+  std::array<Slot, 4> slots_;
+  size_t next_ = 0;
+};
+
 // Entries sorted by key, as Go's encoding/json writes maps (src/encoding/json/encode.go,
 // mapEncoder: keys sorted as strings, bytewise); of entries with one key, the last.
 // `keys_plain`: the caller knows no key needs escaping (node names read in place).
@@ -534,6 +568,7 @@ void AppendStringMap(const FilterResultView::Entries& entries, std::string* out,
     const int c = entries[a.index].first.compare(entries[b.index].first);
     return c != 0 ? c < 0 : a.index < b.index;
   });
+  EscapedValues values;
   out->push_back('{');
   bool first = true;
   for (size_t k = 0; k < keys.size(); ++k) {
@@ -552,7 +587,7 @@ void AppendStringMap(const FilterResultView::Entries& entries, std::string* out,
       AppendJsonString(key, out);
     }
     out->push_back(':');
-    AppendJsonString(value, out);
+    values.Append(value, out);
   }
   out->push_back('}');
 }

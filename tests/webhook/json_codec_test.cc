@@ -521,34 +521,55 @@ TEST(JsonCodecTest, PlainNamesEncodeAsAnyNames) {
 
 // The failure maps come out as Go writes a map: keys in bytewise order, each once, with the value
 // of its last entry. Seeded keys that share long prefixes (as a cluster's node names do), end
-// inside the 8 bytes compared at once, repeat, or hold NUL and bytes of 0x80 and up; checked
-// against std::map (bytewise, last insert wins).
+// inside the 16 bytes compared at once or after several of them, outrun the steps the sort takes
+// 16 bytes at a time (a prefix of 300 bytes), repeat, or hold NUL and bytes of 0x80 and up;
+// checked against std::map (bytewise, last insert wins). The values repeat as a call's reasons
+// do, by address or as equal copies, more kinds of them than the encoder keeps escaped.
 TEST(JsonCodecTest, FailureMapsComeOutSortedByKeyOnceEachLastValueKept) {
   std::mt19937 rng(24);
-  const std::vector<std::string> prefixes = {
-      "",       "gke-prod-pool-1-",         "gke-prod-pool-2-",
-      "ip-10-", std::string("ip-10-\0", 7), "aks-a-12345678-vmss"};
+  const std::vector<std::string> prefixes = {"",
+                                             "gke-prod-pool-1-",
+                                             "gke-prod-pool-2-",
+                                             "ip-10-",
+                                             std::string("ip-10-\0", 7),
+                                             "aks-a-12345678-vmss",
+                                             "gke-a-long-cluster-name-default-pool-1a2b3c4d-",
+                                             std::string(300, 'n') + "-"};
+  const std::vector<std::string> reasons = {"Insufficient cpu",
+                                            "Insufficient memory",
+                                            "Insufficient cpu, Insufficient memory",
+                                            "Too many pods",
+                                            "say \"no\"\n",
+                                            std::string("\0x", 2),
+                                            "Insufficient example.com/gpu"};
   for (int trial = 0; trial < 500; ++trial) {
     std::vector<std::string> keys;
     std::vector<std::string> values;
+    std::vector<bool> shared;
     const size_t n = rng() % 40;
     for (size_t i = 0; i < n; ++i) {
       if (!keys.empty() && rng() % 5 == 0) {
         keys.push_back(keys[rng() % keys.size()]);  // a repeated key
       } else {
         std::string key = prefixes[rng() % prefixes.size()];
-        for (size_t len = rng() % 14; len > 0; --len) {
+        for (size_t len = rng() % (rng() % 3 == 0 ? 40 : 14); len > 0; --len) {
           const unsigned r = rng();
           key.push_back(r % 6 == 0 ? static_cast<char>(r >> 8 & 0xff) : "0123ab"[r % 6]);
         }
         keys.push_back(key);
       }
-      values.push_back(absl::StrCat("reason ", i));
+      // A value of its own, or one of a few reasons (more than the encoder keeps escaped at once,
+      // some to escape), shared by address or an equal copy.
+      const unsigned r = rng();
+      values.push_back(r % 3 == 0 ? absl::StrCat("reason ", i) : reasons[r / 3 % reasons.size()]);
+      shared.push_back(r % 3 != 0 && r / 16 % 2 == 0);
     }
     FilterResultView view;
     std::map<std::string, std::string> want;
     for (size_t i = 0; i < n; ++i) {
-      view.failed_nodes.emplace_back(keys[i], values[i]);
+      const std::string& reason = values[i];
+      const auto same = std::find(reasons.begin(), reasons.end(), reason);
+      view.failed_nodes.emplace_back(keys[i], shared[i] ? absl::string_view(*same) : reason);
       want[keys[i]] = values[i];
     }
     std::string expected = R"({"NodeNames":[],"FailedNodes":{)";

@@ -75,7 +75,7 @@ void BM_EncodeFilterResult500Names(benchmark::State& state) {
 BENCHMARK(BM_EncodeFilterResult500Names);
 
 // The reply the server writes on issue 24's realistic body: 500 GKE-style names
-// (gke-<cluster>-<pool>-<8 hex>-<4 chars>, 38-41 characters; as on GKE, the 8 hex name the
+// (gke-<cluster>-<pool>-<8 hex>-<4 chars>, 45-48 characters; as on GKE, the 8 hex name the
 // pool's instance group in one zone, so all the nodes of a group share everything but the last 4
 // characters: 3 pools in 3 zones here), a third failing with one of three reasons, the names
 // known plain (read in place from the request).

@@ -521,8 +521,8 @@ TEST(JsonCodecTest, PlainNamesEncodeAsAnyNames) {
 
 // The failure maps come out as Go writes a map: keys in bytewise order, each once, with the value
 // of its last entry. Seeded keys that share long prefixes (as a cluster's node names do), end
-// inside the 16 bytes compared at once or after several of them, outrun the steps the sort takes
-// 16 bytes at a time (a prefix of 300 bytes), repeat, or hold NUL and bytes of 0x80 and up;
+// inside the 16 bytes compared at once or long after them (a prefix of 300 bytes, compared whole
+// and scanned 16 bytes at a time by the escaper), repeat, or hold NUL and bytes of 0x80 and up;
 // checked against std::map (bytewise, last insert wins). The values repeat as a call's reasons
 // do, by address or as equal copies, more kinds of them than the encoder keeps escaped.
 TEST(JsonCodecTest, FailureMapsComeOutSortedByKeyOnceEachLastValueKept) {
@@ -541,10 +541,12 @@ TEST(JsonCodecTest, FailureMapsComeOutSortedByKeyOnceEachLastValueKept) {
                                             "Too many pods",
                                             "say \"no\"\n",
                                             std::string("\0x", 2),
-                                            "Insufficient example.com/gpu"};
+                                            "Insufficient example.com/gpu",
+                                            ""};
   for (int trial = 0; trial < 500; ++trial) {
     std::vector<std::string> keys;
     std::vector<std::string> values;
+    std::vector<absl::string_view> views;
     std::vector<bool> shared;
     const size_t n = rng() % 40;
     for (size_t i = 0; i < n; ++i) {
@@ -552,24 +554,43 @@ TEST(JsonCodecTest, FailureMapsComeOutSortedByKeyOnceEachLastValueKept) {
         keys.push_back(keys[rng() % keys.size()]);  // a repeated key
       } else {
         std::string key = prefixes[rng() % prefixes.size()];
-        for (size_t len = rng() % (rng() % 3 == 0 ? 40 : 14); len > 0; --len) {
+        const bool long_key = rng() % 3 == 0;
+        for (size_t len = rng() % (long_key ? 40 : 14); len > 0; --len) {
           const unsigned r = rng();
           key.push_back(r % 6 == 0 ? static_cast<char>(r >> 8 & 0xff) : "0123ab"[r % 6]);
         }
         keys.push_back(key);
       }
       // A value of its own, or one of a few reasons (more than the encoder keeps escaped at once,
-      // some to escape), shared by address or an equal copy.
+      // some to escape, one empty), shared by address or an equal copy; or a view at the address
+      // of a longer reason (its first 16 bytes, or none), or an empty view with no address.
       const unsigned r = rng();
-      values.push_back(r % 3 == 0 ? absl::StrCat("reason ", i) : reasons[r / 3 % reasons.size()]);
-      shared.push_back(r % 3 != 0 && r / 16 % 2 == 0);
+      std::string value = r % 3 == 0 ? absl::StrCat("reason ", i) : reasons[r / 3 % reasons.size()];
+      absl::string_view view_of;
+      switch (r / 64 % 8) {
+        case 0:
+          view_of = absl::string_view(reasons[2]).substr(0, 16);
+          break;
+        case 1:
+          view_of = absl::string_view(reasons[2]).substr(0, 0);
+          break;
+        case 2:
+          view_of = absl::string_view();
+          break;
+        default:
+          view_of = r % 3 != 0 && r / 16 % 2 == 0
+                        ? absl::string_view(*std::find(reasons.begin(), reasons.end(), value))
+                        : absl::string_view();
+      }
+      if (r / 64 % 8 < 3) value = std::string(view_of);
+      values.push_back(value);
+      views.push_back(view_of);
+      shared.push_back(r / 64 % 8 < 3 || view_of.data() != nullptr);
     }
     FilterResultView view;
     std::map<std::string, std::string> want;
     for (size_t i = 0; i < n; ++i) {
-      const std::string& reason = values[i];
-      const auto same = std::find(reasons.begin(), reasons.end(), reason);
-      view.failed_nodes.emplace_back(keys[i], shared[i] ? absl::string_view(*same) : reason);
+      view.failed_nodes.emplace_back(keys[i], shared[i] ? views[i] : absl::string_view(values[i]));
       want[keys[i]] = values[i];
     }
     std::string expected = R"({"NodeNames":[],"FailedNodes":{)";

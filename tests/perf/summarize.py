@@ -283,6 +283,10 @@ def report(results, out_dir):
             f"{fmt(median([c['cpu_us_per_pod']['server'] for c in cycles]), 1)} / "
             f"{fmt(median([c['cpu_us_per_pod']['sim'] for c in cycles]), 1)} / "
             f"{fmt(median([c.get('load_cpu_us_per_pod') for c in cycles]), 1)} | |")
+        add(f"| in the cycle: binds the ledger refused (the node no longer fits: the loop keeps no "
+            f"cache of its own binds), not counted as bound | "
+            f"{fmt(median([c.get('bind_refused', 0) for c in cycles]))} | "
+            f"{', '.join(fmt(c.get('bind_refused', 0)) for c in cycles)} |")
     syncs = results.select("sync")
     if syncs:
         add(f"| server: start -> SERVING (ms) | {fmt(median([s['serving_ms'] for s in syncs]))} | "

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 21: the transport before the rewrite and after it, side by side (docs/performance.md,
-# "Before and after the transport rewrite").
+# Issue 21: the transport before the rewrite and after it, side by side (its runs are in
+# `git show 83ba22b:docs/performance.md`, "Before and after the transport rewrite").
 #   tests/perf/before_after.sh OLD_BUILD NEW_BUILD [ROUNDS] [SECONDS]
 # OLD_BUILD is a Release build of 2903594 (the last commit with fitledger's own HTTP/1 server,
 # the shim's own HTTP/2 client and grpc.unaryListen), e.g.

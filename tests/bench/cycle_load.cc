@@ -288,6 +288,8 @@ int Run() {
         const absl::Time t0 = absl::Now();
         auto res = webhook->Post("/bind", kGoHeaders, args.dump(), "application/json");
         bind_ns[b].push_back(absl::ToInt64Nanoseconds(absl::Now() - t0));
+        // FAILED_PRECONDITION also means "bound to another node" (docs/api.md), which would be a
+        // bug here: only the ledger's "no longer fits" refusal is counted apart.
         if (res && res->status == 200 &&
             res->body.find("FAILED_PRECONDITION: pod ") != std::string::npos &&
             res->body.find(" no longer fits node ") != std::string::npos) {
